@@ -1,0 +1,300 @@
+"""NVRTC compile of a kernel source to a cubin for the exact target, with a memory and disk cache.
+
+Why not ``cupy.RawModule(code=...)``: CuPy's compile path cannot express ``sm_90a`` (wgmma and
+setmaxnreg exist only there) and forces ``-ftz=true``. cake-rt owns its flags, compiles with NVRTC
+directly (``cupy.cuda.nvrtc``, which works on a machine without a GPU) and loads the cubin through CuPy.
+
+The cache key is a SHA-256 of the full source text (local ``#include`` files inlined), the defines, the
+options, the NVRTC version and the target, so any edit to any header recompiles. Disk cache directory:
+``$CAKE_RT_CACHE_DIR``, else ``$XDG_CACHE_HOME/cake-rt``, else ``~/.cache/cake-rt``; set
+``CAKE_RT_CACHE_DIR=off`` to disable the disk cache.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pathlib
+import re
+import tempfile
+import threading
+
+KERNEL_ROOT = pathlib.Path(__file__).resolve().parent.parent / "kernels"
+
+# Targets every program must compile for (CI checks them without a GPU). sm_100a joins when the NVRTC
+# in use knows it (see ``available_targets``).
+SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a")
+
+# Flags the library owns: IEEE float32 (no flush-to-zero, exact division and sqrt), contraction into
+# FMA allowed (it is deterministic for a fixed program), C++17.
+DEFAULT_OPTIONS = ("-std=c++17", "--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--fmad=true")
+
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"\s*$', re.MULTILINE)
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a program; the message carries the program name, target and the NVRTC log."""
+
+
+def _resolve_include(name: str, including_dir: pathlib.Path) -> pathlib.Path:
+    for base in (including_dir, KERNEL_ROOT):
+        candidate = (base / name).resolve()
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f'#include "{name}" not found relative to {including_dir} or {KERNEL_ROOT}')
+
+
+def _inline(path: pathlib.Path, seen: set) -> str:
+    text = path.read_text()
+
+    def replace(match):
+        target = _resolve_include(match.group(1), path.parent)
+        if target in seen:
+            return f"// (already included: {match.group(1)})"
+        seen.add(target)
+        return f"// begin {match.group(1)}\n{_inline(target, seen)}\n// end {match.group(1)}"
+
+    return _INCLUDE_RE.sub(replace, text)
+
+
+def load_source(path) -> str:
+    """Read a kernel file (relative to ``cake_rt/kernels/`` or absolute) with its local includes inlined.
+
+    Each included file is inlined once (``#pragma once`` semantics); includes resolve relative to the
+    including file, then to ``cake_rt/kernels/``. The result needs no include path, so its text alone
+    determines the binary.
+    """
+    p = pathlib.Path(path)
+    if not p.is_absolute():
+        p = KERNEL_ROOT / p
+    p = p.resolve()
+    if not p.is_file():
+        raise FileNotFoundError(f"kernel source {path!r} not found (looked for {p})")
+    return _inline(p, {p})
+
+
+def _nvrtc():
+    from cupy.cuda import nvrtc
+
+    return nvrtc
+
+
+def nvrtc_version() -> tuple:
+    return tuple(_nvrtc().getVersion())
+
+
+def available_targets() -> tuple:
+    """SUPPORTED_TARGETS restricted to what the installed NVRTC can compile for."""
+    try:
+        archs = set(_nvrtc().getSupportedArchs())
+    except Exception:  # very old NVRTC without the query: assume the classic set
+        archs = {80, 86, 89, 90}
+    out = []
+    for t in SUPPORTED_TARGETS:
+        num = int(re.sub(r"\D", "", t))
+        if num in archs:
+            out.append(t)
+    return tuple(out)
+
+
+def _full_text(source: str, defines) -> str:
+    if not defines:
+        return source
+    lines = [f"#define {k} {v}" for k, v in sorted(defines.items())]
+    return "\n".join(lines) + "\n" + source
+
+
+def _options(target: str, options) -> list:
+    return [f"-arch={target}", *DEFAULT_OPTIONS, *options]
+
+
+def _run_nvrtc(text: str, name: str, target: str, options, *, verbose: bool):
+    nvrtc = _nvrtc()
+    opts = _options(target, options)
+    if verbose:
+        opts.append("-Xptxas=-v")
+    prog = nvrtc.createProgram(text, name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(prog)
+            raise CompileError(
+                f"NVRTC failed to compile program {name!r} for {target} ({exc}).\n"
+                f"options: {' '.join(opts)}\n--- NVRTC log ---\n{log}"
+            ) from None
+        cubin = nvrtc.getCUBIN(prog)
+        log = nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    return cubin, log
+
+
+def cache_key(source: str, *, name: str, target: str, defines=None, options=()) -> str:
+    text = _full_text(source, defines)
+    h = hashlib.sha256()
+    for part in (text, name, target, repr(tuple(options)), repr(DEFAULT_OPTIONS), repr(nvrtc_version())):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _cache_dir():
+    env = os.environ.get("CAKE_RT_CACHE_DIR")
+    if env is not None and env.lower() in ("off", "0", "none", ""):
+        return None
+    if env:
+        return pathlib.Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "cake-rt"
+
+
+_cubin_cache: dict = {}
+_cubin_lock = threading.Lock()
+
+
+def compile_cubin(source: str, *, name: str, target: str, defines=None, options=()) -> bytes:
+    """Compile ``source`` (already include-inlined) to a cubin for ``target``; no GPU needed.
+
+    Cached in memory and on disk under the key described in the module docstring. Raises
+    ``CompileError`` with the NVRTC log on failure.
+    """
+    key = cache_key(source, name=name, target=target, defines=defines, options=options)
+    with _cubin_lock:
+        hit = _cubin_cache.get(key)
+    if hit is not None:
+        return hit
+    cdir = _cache_dir()
+    path = cdir / f"{key}.cubin" if cdir is not None else None
+    if path is not None and path.is_file():
+        data = path.read_bytes()
+    else:
+        data, _ = _run_nvrtc(_full_text(source, defines), name, target, options, verbose=False)
+        if path is not None:
+            try:
+                cdir.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=cdir, suffix=".tmp")
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, path)  # atomic: concurrent processes never read half a file
+            except OSError:
+                pass  # a read-only home is not an error; the memory cache still works
+    with _cubin_lock:
+        _cubin_cache[key] = data
+    return data
+
+
+_FUNC_RE = re.compile(r"Compiling entry function '([^']+)'")
+_STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGS_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def compile_report(source: str, *, name: str, target: str, defines=None, options=()) -> dict:
+    """Resource report of every entry function, from ptxas: registers, spills, stack and static smem.
+
+    Returns ``{kernel_name: {"registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes"}}``.
+    Works without a GPU (CI uses it to fail on a kernel that stops compiling or starts spilling).
+    """
+    _, log = _run_nvrtc(_full_text(source, defines), name, target, options, verbose=True)
+    report: dict = {}
+    current = None
+    for line in log.splitlines():
+        m = _FUNC_RE.search(line)
+        if m:
+            current = report.setdefault(
+                m.group(1),
+                {"registers": 0, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0, "shared_bytes": 0},
+            )
+            continue
+        if current is None:
+            continue
+        m = _STACK_RE.search(line)
+        if m:
+            current["stack_bytes"] = int(m.group(1))
+            current["spill_stores"] = int(m.group(2))
+            current["spill_loads"] = int(m.group(3))
+        m = _REGS_RE.search(line)
+        if m:
+            current["registers"] = int(m.group(1))
+            s = _SMEM_RE.search(line)
+            current["shared_bytes"] = int(s.group(1)) if s else 0
+    return report
+
+
+@dataclasses.dataclass
+class Kernel:
+    """A loaded kernel: the CuPy function plus the resource facts the launch layer needs."""
+
+    function: object  # cupy.cuda.Function
+    name: str
+    device: int
+    module: object  # keeps the cupy Module (and so the function) alive
+    num_regs: int
+    shared_size_bytes: int  # static shared memory
+    local_size_bytes: int
+    max_threads_per_block: int
+    max_dynamic_shared: int = 0
+
+    def set_max_dynamic_shared(self, nbytes: int) -> None:
+        """Raise the kernel's dynamic shared-memory limit (needed above 48 KiB); grow-only."""
+        nbytes = int(nbytes)
+        if nbytes <= self.max_dynamic_shared:
+            return
+        from cupy_backends.cuda.api import driver
+
+        driver.funcSetAttribute(
+            self.function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes
+        )
+        self.max_dynamic_shared = nbytes
+
+
+_kernel_cache: dict = {}
+_kernel_lock = threading.Lock()
+
+
+def get_kernel(path, kernel_name: str, *, defines=None, options=(), device=None) -> Kernel:
+    """Compile (or fetch from cache) ``path`` for ``device``'s exact target and return one of its kernels.
+
+    ``path`` is relative to ``cake_rt/kernels/``. ``defines`` ({name: value}) are prepended as ``#define``
+    lines. Loaded modules are cached per (device, cache key): every device gets its own module.
+    """
+    import cupy
+    from cupy_backends.cuda.api import driver
+
+    from .arch import device_info
+
+    info = device_info(device)
+    if not info.supported:
+        raise RuntimeError(
+            f"cake-rt needs compute capability >= 8.0; device {info.index} ({info.name}) is "
+            f"{info.capability[0]}.{info.capability[1]}"
+        )
+    source = load_source(path)
+    name = pathlib.Path(str(path)).name
+    key = cache_key(source, name=name, target=info.target, defines=defines, options=options)
+    ck = (info.index, key, kernel_name)
+    with _kernel_lock:
+        hit = _kernel_cache.get(ck)
+    if hit is not None:
+        return hit
+    cubin = compile_cubin(source, name=name, target=info.target, defines=defines, options=options)
+    with cupy.cuda.Device(info.index):
+        module = cupy.cuda.function.Module()
+        module.load(cubin)
+        fn = module.get_function(kernel_name)
+        ga = driver.funcGetAttribute
+        kernel = Kernel(
+            function=fn,
+            name=kernel_name,
+            device=info.index,
+            module=module,
+            num_regs=ga(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, fn.ptr),
+            shared_size_bytes=ga(driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn.ptr),
+            local_size_bytes=ga(driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn.ptr),
+            max_threads_per_block=ga(driver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn.ptr),
+            max_dynamic_shared=ga(driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn.ptr),
+        )
+    with _kernel_lock:
+        kernel = _kernel_cache.setdefault(ck, kernel)
+    return kernel
