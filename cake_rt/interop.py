@@ -1,0 +1,175 @@
+"""Array intake: CuPy arrays, and anything speaking DLPack or the CUDA array interface (PyTorch, JAX),
+become CuPy views without a copy; small host metadata (cu_seqlens, offsets) becomes NumPy int32.
+
+Validation helpers raise ``TypeError`` (wrong kind or dtype) or ``ValueError`` (rank, shape, layout,
+device, values) whose message starts with the argument's name and says what was expected and what came.
+Nothing here copies or casts a tensor: a host (NumPy) array where a device array is needed is an error.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FP16 = np.dtype(np.float16)
+FP32 = np.dtype(np.float32)
+INT32 = np.dtype(np.int32)
+
+_NAMES = {BF16: "bfloat16", FP16: "float16", FP32: "float32", np.dtype(np.float64): "float64",
+          INT32: "int32", np.dtype(np.int64): "int64", np.dtype(np.uint8): "uint8"}
+
+
+def dtype_name(dt) -> str:
+    """Readable dtype name ("bfloat16", "float32", ...)."""
+    try:
+        dt = np.dtype(dt)
+    except TypeError:
+        return str(dt)
+    return _NAMES.get(dt, dt.name)
+
+
+def parse_dtype(value, name: str, allowed) -> np.dtype:
+    """A dtype given as a dtype, a type or a name ("bfloat16", "bf16", "float32", ...) -> np.dtype."""
+    aliases = {"bf16": BF16, "bfloat16": BF16, "fp16": FP16, "float16": FP16, "half": FP16,
+               "fp32": FP32, "float32": FP32, "float": FP32}
+    if isinstance(value, str):
+        dt = aliases.get(value.lower())
+        if dt is None:
+            raise ValueError(f"{name}: unknown dtype name {value!r}; expected one of "
+                             f"{', '.join(dtype_name(a) for a in allowed)}")
+    else:
+        try:
+            dt = np.dtype(value)
+        except TypeError:
+            dt = None
+        if dt is None:
+            # torch dtypes and similar: match on their printed name ("torch.bfloat16")
+            dt = aliases.get(str(value).rsplit(".", 1)[-1].lower())
+        if dt is None:
+            raise TypeError(f"{name}: expected a dtype or dtype name, got {value!r}")
+    if dt not in [np.dtype(a) for a in allowed]:
+        raise TypeError(f"{name}: expected one of {', '.join(dtype_name(a) for a in allowed)}, got {dtype_name(dt)}")
+    return dt
+
+
+def as_device_array(x, name: str):
+    """``x`` as a CuPy array on its CUDA device, without a copy.
+
+    Accepts CuPy arrays, objects with ``__dlpack__`` (PyTorch, JAX, ...) and objects with
+    ``__cuda_array_interface__``. A NumPy array or a CPU tensor is a ``TypeError`` naming ``name``.
+    """
+    import cupy
+
+    if isinstance(x, cupy.ndarray):
+        return x
+    if isinstance(x, np.ndarray) or np.isscalar(x):
+        raise TypeError(f"{name}: expected a CUDA device array (CuPy, PyTorch, JAX), got a host "
+                        f"{type(x).__name__}; move it to the GPU first (cake-rt never copies silently)")
+    if hasattr(x, "__dlpack__"):
+        dev = getattr(x, "__dlpack_device__", None)
+        if dev is not None:
+            try:
+                kind = int(dev()[0])
+            except Exception:
+                kind = None
+            # DLPack device types: 2 = CUDA, 13 = CUDA managed; 1 = CPU
+            if kind is not None and kind not in (2, 13):
+                raise TypeError(f"{name}: expected a CUDA device array, got a {type(x).__name__} on a "
+                                f"non-CUDA device (DLPack device type {kind})")
+        try:
+            return cupy.from_dlpack(x)
+        except Exception as exc:
+            if not hasattr(x, "__cuda_array_interface__"):
+                raise TypeError(f"{name}: could not take {type(x).__name__} through DLPack: {exc}") from None
+    if hasattr(x, "__cuda_array_interface__"):
+        return cupy.asarray(x)
+    raise TypeError(f"{name}: expected a CUDA device array (CuPy array, or an object with __dlpack__ or "
+                    f"__cuda_array_interface__), got {type(x).__name__}")
+
+
+def _fmt_shape(shape) -> str:
+    return "(" + ", ".join("?" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def check_array(arr, name: str, *, dtypes=None, ndim=None, shape=None, contiguous=True, device=None):
+    """Validate a CuPy array; returns it. ``shape`` may hold ``None`` wildcards.
+
+    TypeError: dtype not in ``dtypes``. ValueError: rank, shape, non-contiguous layout, wrong device.
+    """
+    if dtypes is not None:
+        allowed = [np.dtype(d) for d in (dtypes if isinstance(dtypes, (list, tuple, set)) else [dtypes])]
+        if arr.dtype not in allowed:
+            raise TypeError(f"{name}: expected dtype {' or '.join(dtype_name(d) for d in allowed)}, "
+                            f"got {dtype_name(arr.dtype)}")
+    if shape is not None and ndim is None:
+        ndim = len(shape)
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions"
+                         f"{' ' + _fmt_shape(shape) if shape is not None else ''}, got shape {tuple(arr.shape)}")
+    if shape is not None:
+        for want, got in zip(shape, arr.shape):
+            if want is not None and int(want) != int(got):
+                raise ValueError(f"{name}: expected shape {_fmt_shape(shape)}, got {tuple(arr.shape)}")
+    if contiguous and not arr.flags.c_contiguous:
+        raise ValueError(f"{name}: expected a C-contiguous array, got strides {arr.strides} for shape "
+                         f"{tuple(arr.shape)} (cake-rt does not copy silently; pass a contiguous array)")
+    if device is not None and arr.device.id != int(device):
+        raise ValueError(f"{name}: expected an array on device {int(device)}, got one on device {arr.device.id}")
+    return arr
+
+
+def as_host_int32(x, name: str) -> np.ndarray:
+    """Small integer metadata (cu_seqlens, offsets) as a 1-D NumPy int32 array.
+
+    Accepts lists, NumPy arrays, CuPy arrays and tensors (device data is copied to the host, which
+    synchronizes with the device). Integer dtypes only; values must fit in int32.
+    """
+    if isinstance(x, (list, tuple)):
+        arr = np.asarray(x)
+        if arr.size == 0:
+            arr = arr.astype(np.int64)
+    elif isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            import cupy
+        except Exception:  # pragma: no cover - cupy always present with cake-rt
+            cupy = None
+        if cupy is not None and isinstance(x, cupy.ndarray):
+            arr = x.get()
+        elif hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):
+            if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch: CPU or CUDA
+                arr = x.detach().cpu().numpy()
+            else:
+                arr = as_device_array(x, name).get()
+        elif hasattr(x, "__array__"):
+            arr = np.asarray(x)
+        else:
+            raise TypeError(f"{name}: expected an integer array (NumPy, CuPy, list), got {type(x).__name__}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer dtype (int32), got {dtype_name(arr.dtype)}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got shape {tuple(arr.shape)}")
+    if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
+        raise ValueError(f"{name}: values must fit in int32")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def resolve_stream(stream):
+    """A CuPy stream object for ``stream``: None -> the current stream; a CuPy stream as is; an object
+    with ``.cuda_stream`` (PyTorch) or ``.ptr``, or an int handle -> ``cupy.cuda.ExternalStream``."""
+    import cupy
+
+    if stream is None:
+        return cupy.cuda.get_current_stream()
+    if isinstance(stream, (cupy.cuda.Stream, cupy.cuda.ExternalStream)):
+        return stream
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        return cupy.cuda.ExternalStream(int(stream))
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None:
+        handle = getattr(stream, "ptr", None)
+    if isinstance(handle, (int, np.integer)):
+        return cupy.cuda.ExternalStream(int(handle))
+    raise TypeError(f"stream: expected None, a cupy.cuda.Stream, an object with .ptr or .cuda_stream, or an int "
+                    f"handle, got {type(stream).__name__}")

@@ -1,0 +1,203 @@
+"""Launching compiled kernels: explicit grids, occupancy-capped cooperative launches, launch records.
+
+Arguments are passed exactly as the kernel declares them: CuPy arrays (or ``None`` for a null pointer)
+become pointers, NumPy scalars keep their width (``np.int32`` -> int, ``np.float32`` -> float, ...).
+Python ``int``/``float`` are refused because CuPy would pass them as 64-bit values, which silently
+breaks a kernel that takes ``int``/``float``.
+
+A cooperative launch (``cuLaunchCooperativeKernel``) makes the driver guarantee that every CTA is
+co-resident, which a grid barrier needs. The grid is computed by the caller from the kernel's real
+occupancy (``cooperative_grid_size``); ``launch_cooperative`` refuses a grid that cannot be
+co-resident instead of shrinking it (CuPy's own cooperative path silently shrinks an oversized 1-D grid,
+which would turn a barrier kernel into a wrong or hanging one).
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import threading
+
+import numpy as np
+
+from .arch import device_info
+
+_SCALAR_CTYPES = {
+    np.dtype(np.int8): ctypes.c_int8,
+    np.dtype(np.uint8): ctypes.c_uint8,
+    np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.float32): ctypes.c_float,
+    np.dtype(np.float64): ctypes.c_double,
+}
+
+
+class CooperativeLaunchError(RuntimeError):
+    """A cooperative launch is impossible here or the grid cannot be co-resident."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchRecord:
+    """One kernel launch as the launch layer made it (tests read these)."""
+
+    name: str
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    cooperative: bool
+    stream_ptr: int
+    tag: str
+    device: int
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def record_launches():
+    """Collect a ``LaunchRecord`` for every launch this thread makes inside the ``with`` block."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    records: list = []
+    stack.append(records)
+    try:
+        yield records
+    finally:
+        stack.remove(records)
+
+
+def _dim3(v, what):
+    if isinstance(v, (int, np.integer)):
+        t = (int(v), 1, 1)
+    else:
+        t = tuple(int(x) for x in v) + (1,) * (3 - len(v))
+    if len(t) != 3 or min(t) < 1:
+        raise ValueError(f"{what}: expected a positive int or up to 3 positive ints, got {v!r}")
+    return t
+
+
+def _pack_args(args):
+    import cupy
+
+    holders = []
+    for i, a in enumerate(args):
+        if a is None:
+            holders.append(ctypes.c_void_p(0))
+        elif isinstance(a, cupy.ndarray):
+            holders.append(ctypes.c_void_p(a.data.ptr))
+        elif isinstance(a, cupy.cuda.MemoryPointer):
+            holders.append(ctypes.c_void_p(a.ptr))
+        elif isinstance(a, np.generic) and a.dtype in _SCALAR_CTYPES:
+            holders.append(_SCALAR_CTYPES[a.dtype](a.item()))
+        else:
+            raise TypeError(
+                f"kernel argument {i}: expected a CuPy array, None or a NumPy scalar of the parameter's "
+                f"type (np.int32, np.float32, ...), got {type(a).__name__} {a!r:.40}"
+            )
+    params = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
+    return params, holders
+
+
+def _stream_ptr(stream):
+    if stream is None:
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+    if isinstance(stream, int):
+        return stream
+    ptr = getattr(stream, "ptr", None)
+    if ptr is None:
+        raise TypeError(f"stream: expected a CuPy stream, an object with .ptr, or an int handle, got {stream!r}")
+    return int(ptr)
+
+
+def occupancy_per_sm(kernel, block_threads: int, dyn_smem_bytes: int = 0) -> int:
+    """Resident CTAs per SM for this kernel, block size and dynamic shared memory (from the driver)."""
+    from cupy_backends.cuda.api import driver
+
+    if dyn_smem_bytes > 48 * 1024:
+        kernel.set_max_dynamic_shared(dyn_smem_bytes)
+    return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function.ptr, int(block_threads),
+                                                                 int(dyn_smem_bytes)))
+
+
+def cooperative_capacity(kernel, block_threads: int, dyn_smem_bytes: int = 0) -> int:
+    """Largest grid a cooperative launch of this kernel can hold co-resident: occupancy x SMs.
+
+    Raises ``CooperativeLaunchError`` when the device cannot launch cooperatively or the occupancy is 0.
+    """
+    info = device_info(kernel.device)
+    if not info.cooperative_launch:
+        raise CooperativeLaunchError(f"device {info.index} ({info.name}) does not support cooperative launches")
+    occ = occupancy_per_sm(kernel, block_threads, dyn_smem_bytes)
+    if occ < 1:
+        raise CooperativeLaunchError(
+            f"kernel {kernel.name} cannot be resident with {block_threads} threads and {dyn_smem_bytes} B of "
+            f"dynamic shared memory (occupancy 0)"
+        )
+    return occ * info.sm_count
+
+
+def cooperative_grid_size(kernel, work_items: int, block_threads: int, dyn_smem_bytes: int = 0) -> int:
+    """Grid for a cooperative kernel: min(work_items, occupancy-per-SM x SM count), at least 1."""
+    return max(1, min(int(work_items), cooperative_capacity(kernel, block_threads, dyn_smem_bytes)))
+
+
+def _record(kernel, grid, block, shared_mem, cooperative, sptr, tag):
+    stack = getattr(_local, "stack", None)
+    if stack:
+        rec = LaunchRecord(kernel.name, grid, block, int(shared_mem), cooperative, sptr, tag, kernel.device)
+        for records in stack:
+            records.append(rec)
+
+
+def _prepare(kernel, shared_mem):
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() != kernel.device:
+        raise RuntimeError(
+            f"kernel {kernel.name} belongs to device {kernel.device} but device "
+            f"{cupy.cuda.runtime.getDevice()} is current; launch inside `with cupy.cuda.Device({kernel.device})`"
+        )
+    if shared_mem > 48 * 1024:
+        kernel.set_max_dynamic_shared(shared_mem)
+
+
+def launch(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: str = "") -> None:
+    """Ordinary launch of ``kernel`` with an explicit grid and block on ``stream`` (None: current)."""
+    from cupy_backends.cuda.api import driver
+
+    g, b = _dim3(grid, "grid"), _dim3(block, "block")
+    _prepare(kernel, shared_mem)
+    sptr = _stream_ptr(stream)
+    params, holders = _pack_args(args)
+    driver.launchKernel(kernel.function.ptr, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_mem), sptr,
+                        ctypes.addressof(params), 0)
+    del holders
+    _record(kernel, g, b, shared_mem, False, sptr, tag)
+
+
+def launch_cooperative(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: str = "") -> None:
+    """Cooperative launch: every CTA co-resident, or ``CooperativeLaunchError`` — never a shrunk grid."""
+    from cupy_backends.cuda.api import driver
+
+    g, b = _dim3(grid, "grid"), _dim3(block, "block")
+    _prepare(kernel, shared_mem)
+    capacity = cooperative_capacity(kernel, b[0] * b[1] * b[2], shared_mem)
+    total = g[0] * g[1] * g[2]
+    if total > capacity:
+        raise CooperativeLaunchError(
+            f"cooperative grid of {total} CTAs for {kernel.name} exceeds the co-resident capacity {capacity} "
+            f"(occupancy x SMs); refusing rather than shrinking it"
+        )
+    sptr = _stream_ptr(stream)
+    params, holders = _pack_args(args)
+    driver.launchCooperativeKernel(kernel.function.ptr, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_mem),
+                                   sptr, ctypes.addressof(params))
+    del holders
+    _record(kernel, g, b, shared_mem, True, sptr, tag)
