@@ -234,7 +234,7 @@ def _rank_pieces(doc_starts, chunk, W, rank):
         "len_q": c,
         "k_start": doc_starts[seg_doc],
         "len_k": offset + c,
-        "offset": offset + 1,
+        "offset": offset,
     }
 
 
