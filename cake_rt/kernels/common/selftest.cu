@@ -105,3 +105,49 @@ extern "C" __global__ void selftest_float_key(const float* in, uint32_t* keys, f
         back[i] = float_from_order_key(keys[i]);
     }
 }
+
+#include "wgmma.cuh"
+// One warpgroup: D[64x64] = A[64x64] * B[64x64]^T-style product with both operands K-major:
+// A is [64 m][64 k], B is [64 n][64 k] (bf16 bits), D is [64][64] f32 row-major = A @ B^T.
+// Loads both tiles into the 128-byte-swizzled layout, runs 4 wgmma k-steps of 16.
+extern "C" __global__ void __launch_bounds__(128) selftest_wgmma_bf16(const uint16_t* A, const uint16_t* B,
+                                                                      float* D) {
+#if defined(CAKE_HAS_WGMMA)
+    __shared__ __align__(1024) uint8_t sA[64 * 128];
+    __shared__ __align__(1024) uint8_t sB[64 * 128];
+    const int tid = threadIdx.x;
+    for (int i = tid; i < 64 * 8; i += 128) {  // 64 rows x 8 chunks of 16 bytes
+        const int r = i >> 3, c = i & 7;
+        const uint4 va = *reinterpret_cast<const uint4*>(A + r * 64 + c * 8);
+        const uint4 vb = *reinterpret_cast<const uint4*>(B + r * 64 + c * 8);
+        *reinterpret_cast<uint4*>(sA + swizzle128_offset(r, c)) = va;
+        *reinterpret_cast<uint4*>(sB + swizzle128_offset(r, c)) = vb;
+    }
+    fence_proxy_async_shared();
+    __syncthreads();
+    float d[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) d[i] = 0.f;
+    const uint64_t da = wgmma_desc_sw128(sA), db = wgmma_desc_sw128(sB);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        wgmma_m64n64k16_bf16(d, wgmma_desc_advance_k(da, 16 * k), wgmma_desc_advance_k(db, 16 * k), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operands(d);
+    const int warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int row = 16 * warp + (lane >> 2), col = 8 * i + 2 * (lane & 3);
+        D[row * 64 + col] = d[4 * i];
+        D[row * 64 + col + 1] = d[4 * i + 1];
+        D[(row + 8) * 64 + col] = d[4 * i + 2];
+        D[(row + 8) * 64 + col + 1] = d[4 * i + 3];
+    }
+#else
+    // Not an sm_90a build: report "not available" with NaN so a caller cannot mistake it for a result.
+    for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) D[i] = __int_as_float(0x7fc00000);
+#endif
+}
