@@ -125,12 +125,33 @@ def check_float_key(n=5000, seed=2):
     return order_ok and nan_ok and zero_ok and rt_ok, "order-preserving keys: monotone, NaN lowest, -0 == +0"
 
 
+def check_wgmma(seed=3):
+    import cupy
+
+    from .launch.arch import device_info
+    from .launch.grid import launch
+
+    if device_info().target != "sm_90a":
+        return True, f"skipped: wgmma needs sm_90a (this device builds for {device_info().target})"
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((64, 64)).astype(BF16)
+    b = rng.standard_normal((64, 64)).astype(BF16)
+    d = cupy.full((64, 64), np.nan, np.float32)
+    launch(_k("selftest_wgmma_bf16"), 1, 128,
+           (cupy.asarray(a.view(np.uint16)), cupy.asarray(b.view(np.uint16)), d))
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    got = d.get()
+    err = float(np.abs(got - want).max() / np.abs(want).max()) if np.all(np.isfinite(got)) else float("inf")
+    return err < 1e-5, f"wgmma m64n64k16 x4 (128B-swizzled K-major smem operands): max rel err {err:.2e}"
+
+
 CHECKS = {
     "convert": check_convert,
     "mma": check_mma,
     "grid_barrier": check_grid_barrier,
     "ticket": check_ticket,
     "float_key": check_float_key,
+    "wgmma": check_wgmma,
 }
 
 

@@ -190,11 +190,13 @@ def _run_cli(*args):
 def test_cli_info_without_gpu_explains_and_exits_zero():
     from cake_rt.launch.arch import has_gpu
 
-    r = _run_cli()
+    r = _run_cli("info")
     assert r.returncode == 0, r.stderr
     assert "cake-rt" in r.stdout and "targets" in r.stdout
     if not has_gpu():
         assert "no CUDA GPU found" in r.stdout
+        bare = _run_cli()  # the bare command is `info` (+ a self-test only when a GPU exists)
+        assert bare.returncode == 0 and "no CUDA GPU found" in bare.stdout
 
 
 def test_cli_gpu_commands_without_gpu_fail_with_one_line():
