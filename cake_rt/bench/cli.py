@@ -1,0 +1,176 @@
+"""Argument parsing and the main flow of ``cake-rt bench``.
+
+    cake-rt bench all --json run.json --plot run.png     every row of both suites, peers when importable
+    cake-rt bench dsa --rows S1,A1 --heads 64            two DSA rows at H = 64 (+ their side-stream rows)
+    cake-rt bench ssd --suite quick --processes 4        each row in 4 fresh processes, median
+    cake-rt bench all --dry-run                          list what would run (no GPU needed)
+    cake-rt bench selfcheck                              the runner's own check (copy kernel, SM holds)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .suites import TARGETS, build_plan, load_suite, parse_int_list
+
+EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cake-rt bench",
+        description="Benchmark cake-rt's kernels on this GPU: the SSD combined and DSA indexer suites "
+                    "(shipped as data in cake_rt/bench/suites/), against the measured copy and bf16 "
+                    "matrix floors and the optional peers (mamba_ssm Triton, PyTorch eager).",
+        epilog="Timing: CUDA events around one synchronized call; median and p20/p80 over repeats; cold L2 "
+               "unless --warm-l2. Exit status: 0 ok, 1 some rows failed, 2 bad arguments, 3 no GPU.")
+    p.add_argument("target", nargs="?", default="all", choices=TARGETS,
+                   help="what to run (default: all = ssd + dsa; selfcheck = the runner's own copy-kernel row)")
+    sel = p.add_mutually_exclusive_group()
+    sel.add_argument("--suite", metavar="NAME", help="a named subset of the suite files (default, quick, big, tails, long)")
+    sel.add_argument("--rows", metavar="S1,C1,...", help="comma-separated row names (see --dry-run)")
+    p.add_argument("--heads", metavar="32,64", help="DSA head counts (default: the suite file's, 32,64)")
+    p.add_argument("--side-stream", metavar="1,32", dest="side_stream",
+                   help="SMs to hold in the DSA side-stream table, or 'none' (default: the suite file's, 1,32)")
+    p.add_argument("--processes", type=int, default=1, metavar="N",
+                   help="run each row in N fresh processes (arm order alternating) and take the median (default 1: in this process)")
+    p.add_argument("--repeats", type=int, default=20, metavar="N", help="timed calls per arm (default 20; fewer for arms slower than --budget-s allows)")
+    p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed calls per arm first (default 3)")
+    p.add_argument("--budget-s", type=float, default=2.0, dest="budget_s", metavar="S",
+                   help="at most this many seconds of timed calls per arm (default 2; never fewer than 5 calls)")
+    p.add_argument("--warm-l2", action="store_true", dest="warm_l2", help="do not flush the L2 between calls")
+    p.add_argument("--no-peers", action="store_true", dest="no_peers", help="do not run the peers")
+    p.add_argument("--seed", type=int, default=1234, help="random inputs seed (default 1234)")
+    p.add_argument("--json", metavar="PATH", help="write every figure and the machine header as JSON")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG (needs matplotlib: pip install cake-rt[plot])")
+    p.add_argument("--compare", metavar="OLD.json", help="add a speedup column against an earlier --json run")
+    p.add_argument("--time-limit", type=float, dest="time_limit", metavar="S",
+                   help="skip the rows not started after S seconds (they are listed as skipped)")
+    p.add_argument("--dry-run", action="store_true", dest="dry_run", help="list the rows that would run and exit")
+    return p
+
+
+def _options(args) -> dict:
+    return {"repeats": args.repeats, "warmup": args.warmup, "warm_l2": args.warm_l2, "peers": not args.no_peers,
+            "budget_s": args.budget_s, "seed": args.seed, "min_repeats": min(5, args.repeats)}
+
+
+def plan_from_args(args) -> list:
+    """The plan for parsed arguments (ValueError names the flag at fault)."""
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows is not None else None
+    if args.rows is not None and not rows:
+        raise ValueError("--rows: expected at least one row name")
+    heads = parse_int_list(args.heads, "--heads") if args.heads else None
+    side = parse_int_list(args.side_stream, "--side-stream", allow_none=True) if args.side_stream is not None else None
+    for name, v, lo in (("--processes", args.processes, 1), ("--repeats", args.repeats, 1), ("--warmup", args.warmup, 0)):
+        if v < lo:
+            raise ValueError(f"{name}: expected an integer >= {lo}, got {v}")
+    if args.budget_s <= 0:
+        raise ValueError(f"--budget-s: expected a positive number, got {args.budget_s}")
+    return build_plan(args.target, suite=args.suite, rows=rows, heads=heads, side_stream=side)
+
+
+def gpu_problem():
+    """None when a CUDA GPU is usable here, else a short reason."""
+    try:
+        import cupy
+
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"no CUDA GPU found ({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    return None if n > 0 else "no CUDA GPU found"
+
+
+def describe_plan(plan: list) -> str:
+    """The --dry-run listing: one line per item with its geometry and counts."""
+    from .layouts import dsa_counts, dsa_layout, ssd_counts
+
+    lines = []
+    for it in plan:
+        if it.table == "ssd":
+            p = dict(it.defaults)
+            p.update(it.params)
+            fl, nb = ssd_counts(p)
+            segs = len(p.get("cu_seqlens_lengths") or []) or p["batch"]
+            lines.append(f"ssd         {it.row:<11} batch {p['batch']} x seqlen {p['seqlen']}, H {p['nheads']}, "
+                         f"P {p['headdim']}, N {p['dstate']}, G {p['ngroups']}, chunk {p['chunk']}, {segs} segments; "
+                         f"{fl / 1e9:.1f} GFLOP, {nb / 1e6:.1f} MB; arms: ours, mamba_ssm-triton")
+        elif it.table in ("dsa", "side_stream"):
+            lay = dsa_layout(it.params)
+            fl, nb = dsa_counts(lay, it.heads, it.defaults.get("head_dim", 128), it.defaults.get("topk", 2048))
+            what = (f"arms: prepared, eager, torch-eager" if it.table == "dsa"
+                    else f"holds 0,{','.join(map(str, it.holds))} SMs x schedules {', '.join(it.schedules)}")
+            lines.append(f"{it.table:<11} {it.row:<11} H {it.heads}, T {lay.T}, Tkv {lay.Tkv}, {lay.segments} segments, "
+                         f"{lay.visible_pairs:,} visible pairs; {fl / 1e9:.1f} GFLOP, {nb / 1e6:.1f} MB; {what}")
+        else:
+            lines.append(f"{it.table:<11} {it.row:<11} {it.params.get('shape')}")
+    lines.append(f"{len(plan)} items")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed by argparse
+        return int(exc.code or 0)
+    try:
+        plan = plan_from_args(args)
+        old = None
+        if args.compare:
+            with open(args.compare, encoding="utf-8") as f:
+                old = json.load(f)
+            if not isinstance(old, dict) or "records" not in old:
+                raise ValueError(f"--compare: {args.compare} is not a cake-rt bench JSON file (no 'records')")
+        for flag, path in (("--json", args.json), ("--plot", args.plot)):
+            if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+                raise ValueError(f"{flag}: the folder of {path} does not exist")
+    except (ValueError, OSError) as exc:
+        print(f"cake-rt bench: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.dry_run:
+        print(describe_plan(plan))
+        return EXIT_OK
+    problem = gpu_problem()
+    if problem is not None:
+        print(f"cake-rt bench: {problem}; benchmarks need a CUDA GPU (--dry-run lists the rows).", file=sys.stderr)
+        return EXIT_NO_GPU
+
+    from .plot import matplotlib_available, write_plot
+    from .report import compare, finalize, format_tables, validate_doc, write_json
+    from .runner import Progress, run_plan
+
+    want_plot = bool(args.plot)
+    if want_plot and not matplotlib_available():
+        print("cake-rt bench: --plot needs matplotlib (pip install cake-rt[plot]); no plot will be written",
+              file=sys.stderr)
+        want_plot = False
+    total = len(plan) * max(1, args.processes)
+    progress = Progress(total)
+    doc = run_plan(plan, _options(args), processes=args.processes, progress=progress, time_limit_s=args.time_limit)
+    doc["config"] = {"argv": argv, "target": args.target, "suite": args.suite, "rows": args.rows,
+                     "heads": args.heads, "side_stream": args.side_stream, "processes": args.processes,
+                     **_options(args), "suite_files": {n: load_suite(n).get("title") for n in ("ssd", "dsa")}}
+    finalize(doc)
+    if old is not None:
+        compare(doc, old, args.compare)
+    validate_doc(doc)
+    print(format_tables(doc))
+    if args.json:
+        write_json(doc, args.json)
+        print(f"\nwrote {args.json}")
+    if want_plot:
+        try:
+            write_plot(doc, args.plot)
+            print(f"wrote {args.plot}")
+        except Exception as exc:
+            print(f"cake-rt bench: plot not written: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+    failed = [r["key"] for r in doc["records"] if r.get("error")]
+    return EXIT_FAILED_ROWS if failed else EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Optional peers, used only when importable (a missing peer is a note, never an error).
+
+    mamba_ssm-triton   mamba_ssm's Triton ``mamba_chunk_scan_combined`` (SSD). Not a dependency: on a machine
+                       without a registry, ``scripts/prepare-peers`` builds a ``.peers/`` folder to put on
+                       PYTHONPATH (see bench/peers/README.md).
+    torch-eager        a PyTorch eager DSA indexer: bf16 einsum of the head dot products, ReLU, weighted head
+                       sum in float32, causal mask, ``torch.topk``; queries in blocks so the [tq, H, Tkv]
+                       intermediates stay under a memory budget, keys cut at the block's last visible key.
+
+Every peer runs on the very same device buffers as cake-rt (DLPack views, no copy) on the timing stream,
+and is cross-checked against cake-rt's output before it is timed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SSD_PEER = "mamba_ssm-triton"
+DSA_PEER = "torch-eager"
+
+
+def _torch():
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ImportError("torch has no CUDA device")
+    return torch
+
+
+def peer_status() -> dict:
+    """{peer: None if usable, else the reason it is not} -- for the header and the notes."""
+    out = {}
+    try:
+        torch = _torch()
+        out[DSA_PEER] = None
+        out["torch_version"] = torch.__version__
+    except Exception as exc:
+        out[DSA_PEER] = f"PyTorch with CUDA not importable ({exc.__class__.__name__}: {exc})"
+    try:
+        mamba_fn()
+        out[SSD_PEER] = None
+        try:
+            import mamba_ssm
+
+            out["mamba_ssm_version"] = getattr(mamba_ssm, "__version__", "unknown")
+        except Exception:
+            pass
+    except Exception as exc:
+        out[SSD_PEER] = (f"mamba_ssm Triton not importable ({exc.__class__.__name__}: {exc}); "
+                         "see bench/peers/README.md (scripts/prepare-peers)")
+    return out
+
+
+def mamba_fn():
+    _torch()
+    from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+
+    return mamba_chunk_scan_combined
+
+
+def to_torch(x):
+    """A torch view of a CuPy array (DLPack, no copy); bf16 through an int16 view if DLPack refuses it."""
+    torch = _torch()
+    try:
+        return torch.from_dlpack(x)
+    except Exception:
+        if x.dtype.itemsize == 2 and x.dtype.kind not in "iuf":
+            import cupy
+
+            return torch.from_dlpack(x.view(cupy.int16)).view(torch.bfloat16)
+        raise
+
+
+def torch_stream(stream):
+    return _torch().cuda.ExternalStream(stream.ptr)
+
+
+# ---------------------------------------------------------------------------------------------- SSD
+
+
+def ssd_peer_call(inputs: dict, row: dict, stream):
+    """A callable running mamba_chunk_scan_combined on ``inputs`` (CuPy arrays) on ``stream``; it returns
+    (y, final_states, varlen_states-or-None) as torch tensors."""
+    torch = _torch()
+    fn = mamba_fn()
+    t = {k: (to_torch(v) if v is not None and not isinstance(v, (int, float)) else v) for k, v in inputs.items()}
+    ts = torch_stream(stream)
+    varlen = bool(row.get("return_varlen_states"))
+    seq_idx = None
+    if t.get("cu_seqlens") is not None:
+        cu = t["cu_seqlens"].long()
+        L = int(row["seqlen"])
+        seq_idx = (torch.searchsorted(cu[1:], torch.arange(L, device=cu.device), right=True)
+                   .to(torch.int32).unsqueeze(0).contiguous())
+
+    def call():
+        with torch.cuda.stream(ts):
+            out = fn(t["x"], t["dt"], t["A"], t["B"], t["C"], int(row["chunk"]), D=t["D"], z=t["z"],
+                     dt_bias=t["dt_bias"], seq_idx=seq_idx, cu_seqlens=t.get("cu_seqlens"), dt_softplus=True,
+                     return_final_states=True, return_varlen_states=varlen)
+        y, fs = out[0], out[1]
+        return y, fs, (out[2] if varlen else None)
+
+    return call
+
+
+def rel_l2(a, b) -> float:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    den = float(np.linalg.norm(b.ravel()))
+    num = float(np.linalg.norm((a - b).ravel()))
+    if not np.isfinite(num):
+        return float("inf")
+    return num / den if den > 0 else num
+
+
+def check_ssd(ours: dict, peer: dict, *, tol: float = 2e-2) -> dict:
+    """Relative L2 difference between cake-rt's and the peer's y and states (host float arrays)."""
+    out = {}
+    for k in ("y", "final_states", "varlen_states"):
+        if ours.get(k) is not None and peer.get(k) is not None:
+            out[f"rel_l2_{k}"] = rel_l2(peer[k], ours[k])
+    out["tolerance"] = tol
+    out["ok"] = bool(out) and all(v <= tol for k, v in out.items() if k.startswith("rel_l2"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- DSA
+
+
+def dsa_peer_call(q, k, w, topk: int, layout, stream, *, budget_bytes: int = 2 << 30):
+    """A callable running the PyTorch eager indexer on CuPy ``q [T,H,D]``, ``k [Tkv,D]``, ``w [T,H]`` on
+    ``stream``; it returns (indices int32 [T, topk] global ids, -1 padded; scores float32 [T, topk])."""
+    torch = _torch()
+    tq_, tk_, tw_ = to_torch(q), to_torch(k), to_torch(w)
+    ts = torch_stream(stream)
+    T, H, _D = tq_.shape
+    cq = [int(v) for v in layout.cu_seqlens_q]
+    ck = [int(v) for v in layout.cu_seqlens_k]
+    offs = [int(v) for v in layout.q_causal_offsets]
+
+    def call():
+        with torch.cuda.stream(ts):
+            idx = torch.full((T, topk), -1, dtype=torch.int32, device=tq_.device)
+            sc = torch.full((T, topk), float("-inf"), dtype=torch.float32, device=tq_.device)
+            for s in range(len(cq) - 1):
+                q0, q1, k0, k1, off = cq[s], cq[s + 1], ck[s], ck[s + 1], offs[s]
+                lk = k1 - k0
+                if q1 == q0 or lk == 0:
+                    continue
+                per_query = 10 * H * lk  # bf16 logits + float32 copies
+                step = max(1, min(q1 - q0, budget_bytes // per_query))
+                for a in range(q0, q1, step):
+                    b = min(q1, a + step)
+                    nk = min(off + (b - q0), lk)  # keys visible to the block's last query
+                    if nk <= 0:
+                        continue
+                    logits = torch.einsum("thd,jd->thj", tq_[a:b], tk_[k0:k0 + nk])
+                    s_ = (logits.float().relu_() * tw_[a:b, :, None]).sum(dim=1)
+                    pos = off + torch.arange(a - q0, b - q0, device=s_.device)
+                    s_.masked_fill_(torch.arange(nk, device=s_.device)[None, :] > pos[:, None], float("-inf"))
+                    kk = min(topk, nk)
+                    v, i = torch.topk(s_, kk, dim=1)
+                    i = torch.where(torch.isneginf(v), torch.full_like(i, -1), i + k0)
+                    sc[a:b, :kk] = v
+                    idx[a:b, :kk] = i.to(torch.int32)
+        return idx, sc
+
+    return call
+
+
+def check_rows(T: int, n: int = 96) -> np.ndarray:
+    """Query rows the cross-check reads: spread over [0, T), first and last included."""
+    if T <= n:
+        return np.arange(T)
+    return np.unique(np.concatenate([np.linspace(0, T - 1, n - 2).round().astype(np.int64), [0, T - 1]]))
+
+
+def check_dsa(ours_idx, ours_sc, peer_idx, peer_sc, layout, *, min_overlap: float = 0.9,
+              score_tol: float = 5e-2) -> dict:
+    """Cross-check on host arrays of the sampled rows (``ours_*`` / ``peer_*``: [rows, topk], with
+    ``layout`` and the row numbers in ``rows`` key). Exact on causality and counts, tolerant on the chosen
+    set (the peer rounds each head dot product to bf16, so near-threshold keys may differ)."""
+    rows = layout["rows"]
+    overlaps, worst, problems = [], 0.0, []
+    for r_i, t in enumerate(rows):
+        seg = int(np.searchsorted(layout["cu_q"], t, side="right") - 1)
+        k0, k1 = int(layout["cu_k"][seg]), int(layout["cu_k"][seg + 1])
+        p = int(layout["offsets"][seg]) + (t - int(layout["cu_q"][seg]))
+        visible = max(0, min(p + 1, k1 - k0))
+        want = min(visible, ours_idx.shape[1])
+        oi = ours_idx[r_i]
+        valid = oi[oi >= 0]
+        if valid.size != want:
+            problems.append(f"row {t}: {valid.size} ids, expected {want}")
+        if valid.size and (valid.min() < k0 or valid.max() > k0 + p):
+            problems.append(f"row {t}: id outside the visible keys {k0}..{k0 + p}")
+        if valid.size and np.any(np.diff(valid) <= 0):
+            problems.append(f"row {t}: ids not ascending")
+        pi = peer_idx[r_i]
+        pv = set(int(v) for v in pi[pi >= 0])
+        if valid.size:
+            common = [j for j in valid.tolist() if j in pv]
+            overlaps.append(len(common) / valid.size)
+            om = dict(zip(valid.tolist(), ours_sc[r_i][oi >= 0].tolist()))
+            pm = dict(zip(pi[pi >= 0].tolist(), peer_sc[r_i][pi >= 0].tolist()))
+            scale = max(1e-6, max(abs(v) for v in om.values()))
+            for j in common:
+                worst = max(worst, abs(om[j] - pm[j]) / scale)
+    out = {"rows_checked": int(len(rows)), "overlap_mean": float(np.mean(overlaps)) if overlaps else 1.0,
+           "overlap_min": float(np.min(overlaps)) if overlaps else 1.0, "score_max_rel_diff": float(worst),
+           "min_overlap": min_overlap, "score_tolerance": score_tol, "problems": problems[:5]}
+    out["ok"] = not problems and out["overlap_mean"] >= min_overlap and worst <= score_tol
+    return out

@@ -1,0 +1,74 @@
+"""``--plot PATH``: a PNG of time per row against its floor and the peers (matplotlib, optional extra ``plot``)."""
+from __future__ import annotations
+
+
+def matplotlib_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+
+        return True
+    except Exception:
+        return False
+
+
+def _panels(doc: dict):
+    """[(title, [(label, ours_ms, floor_ms, {peer: ms})])] for the tables present in ``doc``."""
+    recs = [r for r in doc.get("records", []) if not r.get("error") and "ms" in r]
+    panels = []
+    ssd = [r for r in recs if r["table"] == "ssd"]
+    if ssd:
+        panels.append(("SSD combined", [(r["row"], r["ms"]["median"], r.get("floor_ms"),
+                                         {n: p["ms"]["median"] for n, p in r.get("peers", {}).items() if "ms" in p})
+                                        for r in ssd]))
+    for h in sorted({r["heads"] for r in recs if r["table"] == "dsa"}):
+        rows = [r for r in recs if r["table"] == "dsa" and r["heads"] == h and r["arm"] == "prepared"]
+        if rows:
+            panels.append((f"DSA indexer top-k, H = {h} (prepared)",
+                           [(r["row"], r["ms"]["median"], r.get("floor_ms"),
+                             {n: p["ms"]["median"] for n, p in r.get("peers", {}).items() if "ms" in p}) for r in rows]))
+    side = [r for r in recs if r["table"] == "side_stream"]
+    if side:
+        panels.append(("Side stream (SMs held)", [(f"{r['row']} H{r['heads']} {r['arm']} {r.get('hold')}", r["ms"]["median"],
+                                                   None, {}) for r in side]))
+    sc = [r for r in recs if r["table"] == "selfcheck"]
+    if sc:
+        panels.append(("Runner self-check", [(f"{r['row']} hold {r.get('hold')}", r["ms"]["median"], r.get("floor_ms"),
+                                              {n: p["ms"]["median"] for n, p in r.get("peers", {}).items() if "ms" in p})
+                                             for r in sc]))
+    return panels
+
+
+def write_plot(doc: dict, path: str) -> None:
+    """Bars (log scale): cake-rt, its floor and each peer, per row; one panel per table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = _panels(doc)
+    if not panels:
+        raise ValueError("plot: no measured rows to draw")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), squeeze=False)
+    gpu = doc.get("machine", {}).get("gpu", {}).get("name", "?")
+    for ax, (title, rows) in zip(axes[:, 0], panels):
+        peers = sorted({n for _, _, _, p in rows for n in p})
+        series = [("cake-rt", [r[1] for r in rows]), ("floor", [r[2] for r in rows])]
+        series += [(n, [r[3].get(n) for r in rows]) for n in peers]
+        series = [(n, v) for n, v in series if any(x is not None for x in v)]
+        width = 0.8 / max(1, len(series))
+        for i, (name, vals) in enumerate(series):
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rows))]
+            ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None], width,
+                   label=name, hatch="//" if name == "floor" else None,
+                   color="none" if name == "floor" else None, edgecolor="black" if name == "floor" else None)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (median)")
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([r[0] for r in rows], rotation=20 if len(rows) > 8 else 0, ha="right" if len(rows) > 8 else "center",
+                           fontsize=8)
+        ax.set_title(f"{title} -- {gpu}")
+        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,297 @@
+"""From raw records to the figures of a row, the terminal table, the JSON file and ``--compare``.
+
+A row's figures (``finalize``):
+    floor_ms        max(flops / measured bf16 rate, bytes / measured copy bandwidth); floor_bound says which
+    floor_fraction  floor_ms / ms (1.0 = at the floor)
+    tflops, tbps    flops / ms and bytes / ms
+    peers[p].speedup  peer ms / our ms, same inputs, same process; only when the peer's cross-check passed
+    slowdown        (side stream) ms with SMs held / ms of the same schedule unheld
+    static_over_ticket (side stream, ticket rows) static ms / ticket ms under the same hold
+    target          the H200 target of the suite file and whether this run met it
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from .floors import floor_ms
+from .runner import SCHEMA
+
+REQUIRED_MACHINE = ("cake_rt", "git_hash", "cupy", "nvrtc", "gpu", "cuda_driver", "cuda_runtime")
+REQUIRED_RECORD = ("key", "table", "row", "arm", "error")
+REQUIRED_MS = ("median", "p20", "p80", "n")
+
+
+def _side_target():
+    try:
+        from .suites import load_suite
+
+        return load_suite("dsa").get("side_stream", {}).get("target")
+    except Exception:
+        return None
+
+
+def _eval_target(rec: dict, target: dict | None):
+    if not target or "ms" not in rec:
+        return None
+    ms = rec["ms"]["median"]
+    checks = {}
+    if "min_floor_fraction" in target and rec.get("floor_fraction") is not None:
+        checks["min_floor_fraction"] = rec["floor_fraction"] >= target["min_floor_fraction"]
+    if "max_floor_ratio" in target and rec.get("floor_ms"):
+        checks["max_floor_ratio"] = ms / rec["floor_ms"] <= target["max_floor_ratio"]
+    if "max_ms" in target:
+        checks["max_ms"] = ms <= target["max_ms"]
+    if "min_peer_speedup" in target:
+        sp = [p.get("speedup") for p in rec.get("peers", {}).values() if p.get("speedup") is not None]
+        if sp:
+            checks["min_peer_speedup"] = min(sp) >= target["min_peer_speedup"]
+    if "max_slowdown" in target and rec.get("slowdown") is not None:
+        checks["max_slowdown"] = rec["slowdown"] <= target["max_slowdown"]
+    if not checks:
+        return {"spec": target, "met": None}
+    return {"spec": target, "checks": checks, "met": all(checks.values())}
+
+
+def finalize(doc: dict) -> dict:
+    """Add the derived figures to every record of a raw result document (in place; returns it)."""
+    floors = doc.get("floors")
+    recs = doc.get("records", [])
+    for r in recs:
+        if r.get("error") or "ms" not in r:
+            continue
+        ms = r["ms"]["median"]
+        fl, nb = r.get("flops") or 0, r.get("bytes") or 0
+        r["tflops"] = fl / (ms * 1e-3) / 1e12 if ms > 0 else None
+        r["tbps"] = nb / (ms * 1e-3) / 1e12 if ms > 0 else None
+        if floors:
+            r["floor_ms"], r["floor_bound"] = floor_ms(fl, nb, floors)
+            r["floor_fraction"] = r["floor_ms"] / ms if ms > 0 else None
+        for p in r.get("peers", {}).values():
+            if "ms" in p:
+                ok = p.get("check", {}).get("ok", True)
+                p["speedup"] = p["ms"]["median"] / ms if ok and ms > 0 else None
+                if not ok:
+                    p["note"] = "cross-check failed: no speedup reported"
+    # Side-stream: slowdown against the same schedule unheld; static over ticket under the same hold.
+    side = [r for r in recs if r.get("table") == "side_stream" and "ms" in r and not r.get("error")]
+    by = {(r["row"], r["heads"], r["arm"], r.get("hold")): r for r in side}
+    starget = _side_target()
+    for r in side:
+        base = by.get((r["row"], r["heads"], r["arm"], 0))
+        if base is not None:
+            r["unheld_ms"] = base["ms"]["median"]
+            r["slowdown"] = r["ms"]["median"] / base["ms"]["median"]
+        st = by.get((r["row"], r["heads"], "static", r.get("hold")))
+        if r["arm"] == "ticket" and st is not None:
+            r["static_over_ticket"] = st["ms"]["median"] / r["ms"]["median"]
+        r["target"] = starget if (starget and r["arm"] == starget.get("schedule")
+                                  and r.get("hold") == starget.get("hold")) else None
+    for r in recs:
+        if not r.get("error"):
+            r["target_result"] = _eval_target(r, r.get("target"))
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------- table
+
+
+def _f(v, fmt="{:.3f}", none="-"):
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return none
+    return fmt.format(v)
+
+
+def _ms(r):
+    m = r.get("ms")
+    if not m:
+        return "-"
+    return f"{m['median']:.4f} ({m['p20']:.4f}-{m['p80']:.4f})"
+
+
+def _peer_cells(r, name):
+    p = r.get("peers", {}).get(name)
+    if not p or "ms" not in p:
+        return "-", "-"
+    sp = p.get("speedup")
+    return f"{p['ms']['median']:.4f}", (f"{sp:.2f}x" if sp is not None else "check failed")
+
+
+def _target_cell(r):
+    t = r.get("target_result")
+    if not t or t.get("met") is None:
+        return ""
+    return "met" if t["met"] else "MISSED"
+
+
+def _grid(headers, rows) -> str:
+    widths = [max(len(str(h)), *(len(str(row[i])) for row in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+    line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(out)
+
+
+def format_tables(doc: dict) -> str:
+    """The terminal report: machine line, floors, one table per suite, notes and errors."""
+    m = doc.get("machine", {})
+    gpu = m.get("gpu", {})
+    out = [f"cake-rt {m.get('cake_rt')} ({(m.get('git_hash') or 'no git')[:12]}{'+dirty' if m.get('git_dirty') else ''}) "
+           f"on {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs, {gpu.get('target', '?')}), "
+           f"driver {m.get('driver') or m.get('cuda_driver')}, CUDA runtime {m.get('cuda_runtime')}, "
+           f"CuPy {m.get('cupy')}, NVRTC {m.get('nvrtc')}"]
+    f = doc.get("floors")
+    if f:
+        out.append(f"floors: copy {f['copy_tbps']:.2f} TB/s (read+write), bf16 matrix {f['bf16_tflops']:.0f} TFLOP/s "
+                   f"[{f['gemm']['method']}]")
+    cfg = doc.get("config", {})
+    if cfg:
+        out.append(f"method: CUDA events around one synchronized call, median (p20-p80) over repeats"
+                   f"{', cold L2 (2x L2 flushed before each call)' if not cfg.get('warm_l2') else ', warm L2'}"
+                   f"{', median over %d fresh processes (both arm orders)' % cfg['processes'] if cfg.get('processes', 1) > 1 else ''}")
+    recs = [r for r in doc.get("records", []) if not r.get("error")]
+    ssd = [r for r in recs if r["table"] == "ssd"]
+    if ssd:
+        rows = []
+        for r in ssd:
+            pm, sp = _peer_cells(r, "mamba_ssm-triton")
+            fam = (r.get("extra") or {}).get("family") or "-"
+            rows.append([r["row"], r["dims"]["batch"], r["dims"]["seqlen"], r["dims"]["nheads"], r["dims"]["ngroups"],
+                         r["dims"]["chunk"], fam, _ms(r), _f(r.get("tflops"), "{:.1f}"), _f(r.get("tbps"), "{:.2f}"),
+                         _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"), pm, sp, _target_cell(r)])
+        out += ["", "SSD combined (ms: median (p20-p80))",
+                _grid(["row", "batch", "seqlen", "H", "G", "chunk", "family", "ms", "TFLOP/s", "TB/s", "floor ms",
+                       "of floor", "mamba ms", "speedup", "H200 target"], rows)]
+    dsa = [r for r in recs if r["table"] == "dsa"]
+    if dsa:
+        rows = []
+        for r in dsa:
+            pm, sp = _peer_cells(r, "torch-eager")
+            d = r["dims"]
+            rows.append([r["row"], d["H"], r["arm"], d["T"], d["Tkv"], d["segments"], _ms(r), _f(r.get("tflops"), "{:.1f}"),
+                         _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"),
+                         pm, sp, _target_cell(r)])
+        out += ["", "DSA indexer top-k (D 128, topk 2048; ms: median (p20-p80))",
+                _grid(["row", "H", "entry", "T", "Tkv", "seg", "ms", "TFLOP/s", "TB/s", "floor ms", "of floor",
+                       "torch ms", "speedup", "H200 target"], rows)]
+    side = [r for r in recs if r["table"] == "side_stream"]
+    if side:
+        rows = [[r["row"], r["heads"], r.get("hold"), r["arm"], _ms(r), _f(r.get("unheld_ms"), "{:.4f}"),
+                 _f(r.get("slowdown"), "{:.3f}x"), _f(r.get("static_over_ticket"), "{:.3f}x"), _target_cell(r)]
+                for r in side]
+        out += ["", "Side stream: a spinning kernel on a second stream holds N SMs during a prepared call",
+                _grid(["row", "H", "SMs held", "schedule", "ms", "unheld ms", "slowdown", "static/ticket",
+                       "H200 target"], rows)]
+    sc = [r for r in recs if r["table"] == "selfcheck"]
+    if sc:
+        rows = [[r["row"], r.get("hold"), _ms(r), _f(r.get("tbps"), "{:.2f}"), _peer_cells(r, "cudaMemcpyAsync")[0],
+                 _f((r.get("extra") or {}).get("hold_info", {}).get("distinct_sms"), "{}")] for r in sc]
+        out += ["", "Runner self-check (copy kernel vs cudaMemcpyAsync, under side-stream holds)",
+                _grid(["row", "SMs held", "ms", "TB/s", "memcpy ms", "distinct SMs held"], rows)]
+    comp = doc.get("compare")
+    if comp:
+        rows = [[c["key"], _f(c["old_ms"], "{:.4f}"), _f(c["new_ms"], "{:.4f}"), _f(c["speedup"], "{:.3f}x")]
+                for c in comp["rows"]]
+        out += ["", f"Compare with {comp['path']} ({(comp.get('old_git_hash') or '?')[:12]}, "
+                    f"{comp.get('old_gpu')}): speedup = old ms / new ms",
+                _grid(["row", "old ms", "new ms", "speedup"], rows)]
+        if comp.get("missing"):
+            out.append(f"not in {comp['path']}: {', '.join(comp['missing'])}")
+    notes = list(doc.get("notes", []))
+    for r in doc.get("records", []):
+        for n in r.get("notes", []):
+            notes.append(f"{r['key']}: {n}")
+        if r.get("error"):
+            notes.append(f"{r['key']}: ERROR {r['error']}")
+    if notes:
+        out += ["", "notes:"] + [f"  - {n}" for n in dict.fromkeys(notes)]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------- JSON
+
+
+def _clean(v):
+    """JSON-safe copy: NaN/inf -> None, NumPy scalars and arrays -> Python."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+        return _clean(v.tolist())
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def write_json(doc: dict, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(_clean(doc), f, indent=1, sort_keys=False)
+        f.write("\n")
+
+
+def validate_doc(doc: dict) -> None:
+    """Raise ValueError when a result document does not follow the schema (cake-rt-bench/1)."""
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"schema: expected {SCHEMA!r}, got {doc.get('schema')!r}")
+    m = doc.get("machine")
+    if not isinstance(m, dict):
+        raise ValueError("machine: expected an object")
+    missing = [k for k in REQUIRED_MACHINE if k not in m]
+    if missing:
+        raise ValueError(f"machine: missing {missing}")
+    for k in ("name", "sm_count"):
+        if k not in m["gpu"]:
+            raise ValueError(f"machine.gpu: missing {k!r}")
+    f = doc.get("floors")
+    if f is not None:
+        for k in ("copy_tbps", "bf16_tflops"):
+            if not isinstance(f.get(k), (int, float)):
+                raise ValueError(f"floors.{k}: expected a number, got {f.get(k)!r}")
+    if not isinstance(doc.get("config"), dict):
+        raise ValueError("config: expected an object")
+    recs = doc.get("records")
+    if not isinstance(recs, list):
+        raise ValueError("records: expected a list")
+    keys = set()
+    for r in recs:
+        miss = [k for k in REQUIRED_RECORD if k not in r]
+        if miss:
+            raise ValueError(f"record {r.get('key')!r}: missing {miss}")
+        if r["key"] in keys:
+            raise ValueError(f"record key {r['key']!r} appears twice")
+        keys.add(r["key"])
+        if r["error"] is None:
+            ms = r.get("ms")
+            if not isinstance(ms, dict) or any(not isinstance(ms.get(k), (int, float)) for k in REQUIRED_MS):
+                raise ValueError(f"record {r['key']!r}: 'ms' needs numbers {REQUIRED_MS}")
+            if not ms["p20"] <= ms["median"] <= ms["p80"]:
+                raise ValueError(f"record {r['key']!r}: expected p20 <= median <= p80, got {ms}")
+            for name, p in r.get("peers", {}).items():
+                if "ms" in p and not isinstance(p["ms"].get("median"), (int, float)):
+                    raise ValueError(f"record {r['key']!r}: peer {name!r} 'ms' needs a median")
+
+
+# ---------------------------------------------------------------------------------------------- compare
+
+
+def compare(doc: dict, old: dict, path: str) -> dict:
+    """Attach ``compare`` (old ms / new ms per matching key) to ``doc``; returns the compare block."""
+    old_by = {r["key"]: r for r in old.get("records", []) if not r.get("error") and "ms" in r}
+    rows, missing = [], []
+    for r in doc.get("records", []):
+        if r.get("error") or "ms" not in r:
+            continue
+        o = old_by.get(r["key"])
+        if o is None:
+            missing.append(r["key"])
+            continue
+        new_ms, old_ms = r["ms"]["median"], o["ms"]["median"]
+        sp = old_ms / new_ms if new_ms > 0 else None
+        r["compare"] = {"old_ms": old_ms, "speedup": sp}
+        rows.append({"key": r["key"], "old_ms": old_ms, "new_ms": new_ms, "speedup": sp})
+    block = {"path": path, "old_git_hash": old.get("machine", {}).get("git_hash"),
+             "old_gpu": old.get("machine", {}).get("gpu", {}).get("name"), "rows": rows, "missing": missing}
+    doc["compare"] = block
+    return block
