@@ -1,0 +1,141 @@
+// Block-wide exact selection on 64-bit candidate keys (score_id_key: score first, larger id first).
+//
+// Every routine here is called by all NT threads of the block with block-uniform arguments. Candidate
+// buffers are kept in ascending key-id order (appends are ordered, compaction is stable), so the final
+// output needs no sort: selecting "key >= K" in buffer order yields ascending ids.
+#pragma once
+#include "../common/types.cuh"
+
+struct DsaSelState {
+    uint64_t prefix;  // bits of the k-th largest key decided so far
+    uint64_t mask;    // which bits are decided
+    int need;         // rank of the k-th largest among keys matching `prefix` on `mask`
+    int done;         // the bucket just chosen holds exactly `need` keys: K = prefix (low bits 0)
+    uint64_t result;
+};
+
+CAKE_DEVICE unsigned dsa_lanemask_lt() {
+    unsigned m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+// Exclusive prefix sum of one int per thread, in thread order; `total` gets the block sum.
+// `scratch` holds at least NT/32 ints. Starts with a barrier, so back-to-back calls are safe.
+template <int NT>
+CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
+    constexpr int NW = NT / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    __syncthreads();
+    if (lane == 31) scratch[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        int s = lane < NW ? scratch[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += y;
+        }
+        if (lane < NW) scratch[lane] = s;
+    }
+    __syncthreads();
+    total = scratch[NW - 1];
+    return (warp ? scratch[warp - 1] : 0) + x - v;
+}
+
+// Same for a 0/1 flag, with ballots instead of shuffles.
+template <int NT>
+CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
+    constexpr int NW = NT / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned b = __ballot_sync(0xffffffffu, f);
+    const int before_in_warp = __popc(b & dsa_lanemask_lt());
+    __syncthreads();
+    if (lane == 0) scratch[warp] = __popc(b);
+    __syncthreads();
+    if (warp == 0) {
+        int s = lane < NW ? scratch[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += y;
+        }
+        if (lane < NW) scratch[lane] = s;
+    }
+    __syncthreads();
+    total = scratch[NW - 1];
+    return (warp ? scratch[warp - 1] : 0) + before_in_warp;
+}
+
+// The k-th largest key K of buf[0..n) (1 <= k <= n): exactly k keys are >= K, or K may be lowered to
+// the bucket floor when the bucket holding the k-th key is taken whole (still exactly k keys >= K).
+// MSB-first radix select, 11/11/10-bit digits per 32-bit half; stops as soon as the boundary bucket
+// is taken whole. `hist` holds 2048 uint32. Keys are unique (the id is in the low half), so the
+// selection is exact and does not depend on the order of buf.
+template <int NT>
+CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32_t* hist, DsaSelState* st,
+                                       int* scratch) {
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        st->prefix = 0ull;
+        st->mask = 0ull;
+        st->need = k;
+        st->done = (k >= n) ? 1 : 0;
+    }
+    __syncthreads();
+    if (st->done) {  // everything is kept
+        __syncthreads();
+        return 0ull;
+    }
+#pragma unroll 1
+    for (int p = 0; p < 6; ++p) {
+        const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
+        const int bits = (p == 2 || p == 5) ? 10 : 11;
+        const int nb = 1 << bits;
+        for (int i = tid; i < nb; i += NT) hist[i] = 0u;
+        const uint64_t prefix = st->prefix, mask = st->mask;
+        const int need = st->need;
+        __syncthreads();
+        for (int i = tid; i < n; i += NT) {
+            const uint64_t x = buf[i];
+            if ((x & mask) == prefix) atomicAdd(&hist[(unsigned)(x >> shift) & (unsigned)(nb - 1)], 1u);
+        }
+        __syncthreads();
+        // Thread t owns the t-th chunk of bins counted from the top digit down.
+        const int per = nb >= NT ? nb / NT : 1;
+        const int owners = nb / per;
+        int s = 0;
+        const int top = nb - tid * per;  // bins [top - per, top)
+        if (tid < owners) {
+            for (int b = top - 1; b >= top - per; --b) s += (int)hist[b];
+        }
+        int total;
+        const int above = block_excl_scan<NT>(s, scratch, total);
+        if (tid < owners && above < need && above + s >= need) {
+            int cum = above;
+            for (int b = top - 1; b >= top - per; --b) {
+                const int c = (int)hist[b];
+                if (cum + c >= need) {
+                    const int nneed = need - cum;
+                    st->prefix = prefix | ((uint64_t)b << shift);
+                    st->mask = mask | ((uint64_t)(nb - 1) << shift);
+                    st->need = nneed;
+                    st->done = (c == nneed) ? 1 : 0;
+                    break;
+                }
+                cum += c;
+            }
+        }
+        __syncthreads();
+        if (st->done) break;
+    }
+    const uint64_t K = st->prefix;
+    __syncthreads();
+    return K;
+}

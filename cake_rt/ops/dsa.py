@@ -1,0 +1,716 @@
+"""Deterministic DSA indexer top-k: host side (validation, planning, launch).
+
+    score(t, j) = sum_h weights[t, h] * max(0, dot(q[t, h, :], k[j, :]))
+
+For every query ``t`` the ``topk`` visible keys of largest score (ties to the larger key id, NaN lowest,
+-0.0 == 0.0), as global key ids in ascending order, padded with -1 / -inf. The result is bit-for-bit the
+same for any schedule, key split, stream, number of free SMs and entry point. Contract:
+``shared/spec/dsa_indexer.md``; user guide: ``docs/dsa.md``.
+
+Two kernels (``cake_rt/kernels/dsa/indexer.cu``): ``dsa_scan`` (fused scores + exact streaming top-k over
+work units = query block x key range) and, only when some query block's keys are split over several
+units, ``dsa_merge`` (exact top-k of the parts). Nothing else is launched per call.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+
+import numpy as np
+
+from ..interop import BF16, as_device_array, as_host_int32, check_array, dtype_name, resolve_stream
+
+KERNEL_PATH = "dsa/indexer.cu"
+SCAN_THREADS = 256
+MERGE_THREADS = 1024
+HIST_BYTES = 2048 * 4
+SCHEDULES = ("ticket", "static")
+# Default schedule per compile target, chosen by measurement (bench/notes/dsa.md). Tickets absorb SMs
+# held by other streams; on an idle GPU both schedules measured within noise of each other.
+DEFAULT_SCHEDULE = {"sm_90a": "ticket"}
+_FALLBACK_SCHEDULE = "ticket"
+
+__all__ = [
+    "dsa_indexer_det_topk",
+    "prepare_dsa_indexer_det_topk",
+    "dsa_indexer_workspace_bytes",
+    "DSAIndexerRunner",
+    "visible_pairs",
+    "dsa_flops_bytes",
+]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Program configuration (pure host arithmetic: CPU-testable)
+# ----------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DsaConfig:
+    """One compiled program: heads H, head dim D, queries per block BQ, keys per tile TILE, candidate
+    capacity per query CAP (scan) and MCAP (merge), and their dynamic shared-memory sizes."""
+
+    H: int
+    D: int
+    BQ: int
+    TILE: int
+    CAP: int
+    MCAP: int
+    smem_scan: int
+    smem_merge: int
+
+    @property
+    def defines(self) -> dict:
+        return {"DSA_H": self.H, "DSA_D": self.D, "DSA_BQ": self.BQ, "DSA_TILE": self.TILE,
+                "DSA_CAP": self.CAP, "DSA_MCAP": self.MCAP}
+
+
+def _round_up(x: int, m: int) -> int:
+    return (int(x) + m - 1) // m * m
+
+
+def _scan_smem(H, D, BQ, TILE, CAP) -> int:
+    G = BQ * H // 32
+    return 2 * TILE * D * 2 + BQ * CAP * 8 + G * TILE * 4 + HIST_BYTES + 256 + 12 * BQ
+
+
+def _merge_smem(MCAP) -> int:
+    return MCAP * 8 + HIST_BYTES + 256
+
+
+def _layout_ok(H, BQ, TILE) -> bool:
+    if BQ < 1 or (BQ * H) % 32:
+        return False
+    G = BQ * H // 32
+    if 8 % G:
+        return False
+    kw = TILE // (8 // G)
+    return kw % 16 == 0 and BQ * H <= 2 * TILE and BQ <= 8
+
+
+def _try_config(H: int, D: int, topk: int, smem_optin: int):
+    for BQ, TILE in ((128 // H, 128), (64 // H, 64), (1, 128), (1, 64)):
+        if not _layout_ok(H, BQ, TILE):
+            continue
+        # The buffer must take a whole tile above topk; twice topk halves the number of compactions.
+        cap_min = _round_up(max(topk + TILE, 2 * TILE), SCAN_THREADS)
+        cap = _round_up(max(2 * topk, topk + TILE, 2 * TILE), SCAN_THREADS)
+        while cap > cap_min and _scan_smem(H, D, BQ, TILE, cap) > smem_optin:
+            cap -= SCAN_THREADS
+        if _scan_smem(H, D, BQ, TILE, cap) > smem_optin:
+            continue
+        mcap = min(32768, (smem_optin - _merge_smem(0)) // 8 // 1024 * 1024)
+        if mcap < 2 * topk:  # the merge keeps topk and appends a part of up to topk
+            continue
+        return DsaConfig(H, D, BQ, TILE, cap, mcap, _scan_smem(H, D, BQ, TILE, cap), _merge_smem(mcap))
+    return None
+
+
+def select_config(H: int, D: int, topk: int, smem_optin: int) -> DsaConfig:
+    """The program for (H, D, topk) on a device whose blocks may opt in to ``smem_optin`` bytes.
+
+    Prefers 128 (query, head) pairs per CTA and 128-key tiles; falls back to smaller blocks and tiles
+    when shared memory is short (sm_86/sm_89). Raises ValueError naming ``topk`` when nothing fits.
+    """
+    cfg = _try_config(int(H), int(D), int(topk), int(smem_optin))
+    if cfg is None:
+        raise ValueError(f"topk: {int(topk)} is larger than this device supports for H={H}, D={D} "
+                         f"({smem_optin} bytes of shared memory per block); at most {max_topk(H, D, smem_optin)}")
+    return cfg
+
+
+def max_topk(H: int, D: int, smem_optin: int) -> int:
+    """Largest topk ``select_config`` accepts on such a device."""
+    lo, hi = 0, 1 << 16
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _try_config(H, D, mid, smem_optin) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# ----------------------------------------------------------------------------------------------------
+# Segments, visible pairs, FLOPs/bytes
+# ----------------------------------------------------------------------------------------------------
+
+def _segments(T, Tkv, cu_q, cu_k, offsets):
+    """int64 arrays cu_q, cu_k, offsets (offsets default len_k - len_q)."""
+    if cu_q is None:
+        cu_q = np.array([0, T], dtype=np.int64)
+        cu_k = np.array([0, Tkv], dtype=np.int64)
+    cu_q = np.asarray(cu_q, dtype=np.int64)
+    cu_k = np.asarray(cu_k, dtype=np.int64)
+    lq, lk = np.diff(cu_q), np.diff(cu_k)
+    off = (lk - lq) if offsets is None else np.asarray(offsets, dtype=np.int64)
+    return cu_q, cu_k, off
+
+
+def _visible_counts(lenq, lenk, off, causal) -> np.ndarray:
+    i = np.arange(lenq, dtype=np.int64)
+    if not causal:
+        return np.full(lenq, lenk, dtype=np.int64)
+    return np.clip(off + i + 1, 0, lenk)
+
+
+def visible_pairs(cu_seqlens_q, cu_seqlens_k, q_causal_offsets=None, causal=True) -> int:
+    """Number of (query, key) pairs the op scores: sum over queries of the keys each one sees.
+
+    ``cu_seqlens_q``/``cu_seqlens_k``: int [S+1]; ``q_causal_offsets``: int [S] or None (default
+    len_k - len_q per segment); host or device arrays.
+    """
+    cu_q = as_host_int32(cu_seqlens_q, "cu_seqlens_q").astype(np.int64)
+    cu_k = as_host_int32(cu_seqlens_k, "cu_seqlens_k").astype(np.int64)
+    off = None if q_causal_offsets is None else as_host_int32(q_causal_offsets, "q_causal_offsets")
+    cu_q, cu_k, off = _segments(None, None, cu_q, cu_k, off)
+    total = 0
+    for s in range(len(cu_q) - 1):
+        total += int(_visible_counts(int(cu_q[s + 1] - cu_q[s]), int(cu_k[s + 1] - cu_k[s]), int(off[s]),
+                                     causal).sum())
+    return total
+
+
+def dsa_flops_bytes(T, Tkv, H, D, topk, visible_pairs) -> tuple:
+    """(FLOPs, bytes) of one call: 2*H*D per visible pair for the dot products plus 3*H for ReLU, weight
+    and head sum; bytes = q + k + weights read once, indices + scores written once."""
+    vp = int(visible_pairs)
+    flops = vp * (2 * H * D + 3 * H)
+    nbytes = T * H * D * 2 + Tkv * D * 2 + T * H * 4 + T * topk * 8
+    return int(flops), int(nbytes)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Work-unit planning (pure host arithmetic: CPU-testable)
+# ----------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class DsaPlan:
+    """Work units for one (shapes, metadata, config, key split) and the workspace they need.
+
+    units: int32 [nunits, 8] = (q0, nq, ks0, lenk, pbase, klo, khi, slot), longest first;
+    merge: int32 [nmerge, 4] = (t, first slot, parts, query index in block);
+    nslots: parts written to the workspace (slot = one split unit's BQ candidate lists).
+    """
+
+    units: np.ndarray
+    merge: np.ndarray
+    nslots: int
+    topk: int
+    BQ: int
+    causal: bool
+
+    @property
+    def nunits(self) -> int:
+        return int(self.units.shape[0])
+
+    @property
+    def nmerge(self) -> int:
+        return int(self.merge.shape[0])
+
+    @property
+    def counts_offset(self) -> int:
+        return _round_up(self.nslots * self.BQ * self.topk * 8, 256)
+
+    @property
+    def workspace_bytes(self) -> int:
+        if self.nslots == 0:
+            return 0
+        return self.counts_offset + _round_up(self.nslots * self.BQ * 4, 256)
+
+
+def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, key_split=None) -> DsaPlan:
+    """Cut the problem into work units.
+
+    A query block is BQ consecutive queries of one segment; it needs the keys [ks0, ks0 + L) where L is
+    what its last query sees. Blocks are split along the keys only when there are fewer blocks than SMs
+    (then into parts of about one wave of tiles) or when ``key_split`` (keys per part, rounded up to a
+    whole tile) asks for it. Units are ordered longest first (stable).
+    """
+    cu_q, cu_k, off = _segments(T, Tkv, cu_q, cu_k, offsets)
+    blocks = []  # (q0, nq, ks0, lenk, pbase, L)
+    for s in range(len(cu_q) - 1):
+        qs0, qs1, ks0, ks1 = (int(v) for v in (cu_q[s], cu_q[s + 1], cu_k[s], cu_k[s + 1]))
+        lenq, lenk = qs1 - qs0, ks1 - ks0
+        if lenq <= 0:
+            continue
+        vis = _visible_counts(lenq, lenk, int(off[s]), causal)
+        pbase = int(off[s]) - qs0
+        for b in range(0, lenq, BQ):
+            nq = min(BQ, lenq - b)
+            L = int(vis[b:b + nq].max())
+            blocks.append((qs0 + b, nq, ks0, lenk, pbase, L))
+    tiles = [(-(-L // TILE)) for (*_, L) in blocks]
+    if key_split is None:
+        if len(blocks) >= sm_count or not blocks:
+            chunk_tiles = None
+        else:
+            chunk_tiles = max(1, -(-sum(tiles) // sm_count))
+    else:
+        chunk_tiles = max(1, -(-int(key_split) // TILE))
+    units, merge = [], []
+    nslots = 0
+    for (q0, nq, ks0, lenk, pbase, L), nt in zip(blocks, tiles):
+        parts = 1 if chunk_tiles is None or nt <= chunk_tiles else -(-nt // chunk_tiles)
+        if parts == 1:
+            units.append((q0, nq, ks0, lenk, pbase, ks0, ks0 + L, -1))
+            continue
+        step = chunk_tiles * TILE
+        for p in range(parts):
+            klo = ks0 + p * step
+            units.append((q0, nq, ks0, lenk, pbase, klo, min(ks0 + L, klo + step), nslots + p))
+        for qi in range(nq):
+            merge.append((q0 + qi, nslots, parts, qi))
+        nslots += parts
+    u = np.asarray(units, dtype=np.int64).reshape(-1, 8)
+    if u.size:
+        span = u[:, 6] - u[:, 5]
+        u = u[np.argsort(-span, kind="stable")]
+    if u.size and (u.max() > np.iinfo(np.int32).max or u.min() < np.iinfo(np.int32).min):
+        raise ValueError("cu_seqlens_q: sizes or offsets overflow int32 in the work plan")
+    return DsaPlan(units=u.astype(np.int32), merge=np.asarray(merge, dtype=np.int32).reshape(-1, 4),
+                   nslots=nslots, topk=int(topk), BQ=BQ, causal=bool(causal))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Argument checking
+# ----------------------------------------------------------------------------------------------------
+
+def _is_device_meta(x) -> bool:
+    if x is None or isinstance(x, (np.ndarray, list, tuple)):
+        return False
+    if hasattr(x, "is_cuda"):
+        return bool(x.is_cuda)
+    return hasattr(x, "__cuda_array_interface__") or type(x).__module__.startswith("cupy")
+
+
+def _check_topk(topk) -> int:
+    if isinstance(topk, bool) or not isinstance(topk, (int, np.integer)):
+        raise TypeError(f"topk: expected an int, got {type(topk).__name__}")
+    if int(topk) < 1:
+        raise ValueError(f"topk: expected >= 1, got {int(topk)}")
+    return int(topk)
+
+
+@dataclasses.dataclass
+class _Problem:
+    q: object
+    k: object
+    w: object
+    T: int
+    Tkv: int
+    H: int
+    D: int
+    topk: int
+    cu_q: object  # host int32 arrays or None
+    cu_k: object
+    offsets: object
+    causal: bool
+    device: int
+
+
+def _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv):
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        missing = "cu_seqlens_k" if cu_seqlens_k is None else "cu_seqlens_q"
+        raise ValueError(f"{missing}: cu_seqlens_q and cu_seqlens_k come together; got only one of them")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal: expected a bool, got {type(causal).__name__}")
+    if q_causal_offsets is not None and not causal:
+        raise ValueError("q_causal_offsets: only meaningful with causal=True; got offsets with causal=False")
+    cu_q = cu_k = off = None
+    if cu_seqlens_q is not None:
+        cu_q = as_host_int32(cu_seqlens_q, "cu_seqlens_q")
+        cu_k = as_host_int32(cu_seqlens_k, "cu_seqlens_k")
+        for name, cu, total in (("cu_seqlens_q", cu_q, T), ("cu_seqlens_k", cu_k, Tkv)):
+            if cu.size < 2:
+                raise ValueError(f"{name}: expected [S+1] values with S >= 1, got {cu.size}")
+            if cu[0] != 0:
+                raise ValueError(f"{name}: expected to start at 0, got {int(cu[0])}")
+            if np.any(np.diff(cu.astype(np.int64)) < 0):
+                raise ValueError(f"{name}: expected non-decreasing values, got {cu.tolist()[:16]}")
+            if int(cu[-1]) != total:
+                raise ValueError(f"{name}: expected to end at {total} (the number of "
+                                 f"{'queries' if name.endswith('q') else 'keys'}), got {int(cu[-1])}")
+        if cu_q.size != cu_k.size:
+            raise ValueError(f"cu_seqlens_k: expected {cu_q.size} values like cu_seqlens_q, got {cu_k.size}")
+    if q_causal_offsets is not None:
+        off = as_host_int32(q_causal_offsets, "q_causal_offsets")
+        S = (cu_q.size - 1) if cu_q is not None else 1
+        if off.size != S:
+            raise ValueError(f"q_causal_offsets: expected {S} values (one per segment), got {off.size}")
+    return cu_q, cu_k, off
+
+
+def _check_arrays(q, k, weights, topk):
+    topk = _check_topk(topk)
+    q = as_device_array(q, "q")
+    check_array(q, "q", dtypes=BF16, ndim=3)
+    dev = q.device.id
+    T, H, D = (int(v) for v in q.shape)
+    if H not in (32, 64):
+        raise ValueError(f"q: expected H (dimension 1) of 32 or 64, got shape {tuple(q.shape)}")
+    if D not in (64, 128):
+        raise ValueError(f"q: expected D (dimension 2) of 64 or 128, got shape {tuple(q.shape)}")
+    k = as_device_array(k, "k")
+    check_array(k, "k", dtypes=BF16, shape=(None, D), device=dev)
+    Tkv = int(k.shape[0])
+    weights = as_device_array(weights, "weights")
+    check_array(weights, "weights", dtypes=np.float32, shape=(T, H), device=dev)
+    if T > np.iinfo(np.int32).max // 2 or Tkv > np.iinfo(np.int32).max // 2:
+        raise ValueError(f"k: sizes must fit in int32 ids, got T={T}, Tkv={Tkv}")
+    return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
+
+
+def _check_inputs(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal) -> _Problem:
+    p = _check_arrays(q, k, weights, topk)
+    p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T, p.Tkv)
+    p.causal = bool(causal)
+    return p
+
+
+def _check_outputs(indices, scores, T, topk, dev):
+    out = []
+    for name, arr, dt in (("indices", indices, np.int32), ("scores", scores, np.float32)):
+        if arr is None:
+            out.append(None)
+            continue
+        a = as_device_array(arr, name)
+        check_array(a, name, dtypes=dt, shape=(T, topk), device=dev)
+        out.append(a)
+    return out
+
+
+def _check_workspace(workspace, need, dev):
+    import cupy
+
+    if workspace is None:
+        return None
+    if not isinstance(workspace, cupy.ndarray):
+        raise TypeError(f"workspace: expected a CuPy uint8 array, got {type(workspace).__name__}")
+    check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
+    if workspace.nbytes < need:
+        raise ValueError(f"workspace: expected at least {need} bytes "
+                         f"(dsa_indexer_workspace_bytes), got {workspace.nbytes}")
+    return workspace
+
+
+def _check_schedule(schedule, key_split):
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(f"schedule: expected None, 'ticket' or 'static', got {schedule!r}")
+    if key_split is not None:
+        if isinstance(key_split, bool) or not isinstance(key_split, (int, np.integer)):
+            raise TypeError(f"key_split: expected None or an int, got {type(key_split).__name__}")
+        if int(key_split) < 1:
+            raise ValueError(f"key_split: expected >= 1 keys per part, got {int(key_split)}")
+        key_split = int(key_split)
+    return schedule, key_split
+
+
+# ----------------------------------------------------------------------------------------------------
+# Programs, plans on the device, launches
+# ----------------------------------------------------------------------------------------------------
+
+def _device_facts(dev):
+    from ..launch.arch import device_info
+
+    return device_info(dev)
+
+
+def _config_for(p: _Problem) -> DsaConfig:
+    info = _device_facts(p.device)
+    return select_config(p.H, p.D, p.topk, info.smem_per_block_optin)
+
+
+def _plan_for(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
+    info = _device_facts(p.device)
+    return plan_units(p.T, p.Tkv, p.cu_q, p.cu_k, p.offsets, p.causal, p.topk, cfg.BQ, cfg.TILE,
+                      info.sm_count, key_split)
+
+
+class _DevicePlan:
+    """A plan's tables in device memory (one int32 array: units then merge rows) plus launch facts."""
+
+    def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int):
+        import cupy
+
+        from ..launch.compile import get_kernel
+        from ..launch.grid import occupancy_per_sm
+
+        self.plan, self.cfg, self.device = plan, cfg, dev
+        host = np.concatenate([plan.units.reshape(-1), plan.merge.reshape(-1)]).astype(np.int32)
+        host = np.ascontiguousarray(host if host.size else np.zeros(1, np.int32))
+        with cupy.cuda.Device(dev):
+            self.table = cupy.empty(host.size, dtype=np.int32)
+            # Synchronous copy: complete before any later launch on any stream.
+            cupy.cuda.runtime.memcpy(self.table.data.ptr, host.ctypes.data, host.nbytes, 1)
+            self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, device=dev)
+            self.merge = (get_kernel(KERNEL_PATH, "dsa_merge", defines=cfg.defines, device=dev)
+                          if plan.nmerge else None)
+            occ = occupancy_per_sm(self.scan, SCAN_THREADS, cfg.smem_scan)
+            if occ < 1:
+                raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")
+            if self.merge is not None and occupancy_per_sm(self.merge, MERGE_THREADS, cfg.smem_merge) < 1:
+                raise RuntimeError(f"dsa_merge cannot run with {cfg.smem_merge} B of shared memory on device {dev}")
+        info = _device_facts(dev)
+        self.grid = max(1, min(plan.nunits, occ * info.sm_count))
+        self.merge_ptr = self.table.data.ptr + plan.units.size * 4
+        self._host = host  # keeps the source of the copy alive with the plan
+
+
+_plan_cache: "collections.OrderedDict" = collections.OrderedDict()
+_plan_lock = threading.Lock()
+_PLAN_CACHE_SIZE = 64
+
+
+def _plan_key(p: _Problem, key_split):
+    def b(a):
+        return None if a is None else a.tobytes()
+
+    return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split)
+
+
+def _cached_device_plan(p: _Problem, key_split, capturing: bool) -> _DevicePlan:
+    key = _plan_key(p, key_split)
+    with _plan_lock:
+        hit = _plan_cache.get(key)
+        if hit is not None:
+            _plan_cache.move_to_end(key)
+            return hit
+    if capturing:
+        raise RuntimeError(
+            "dsa_indexer_det_topk: a new shape or metadata cannot be planned during CUDA graph capture "
+            "(it uploads a work table); make one eager call with the same arguments before capturing, or "
+            "capture a prepared runner (prepare_dsa_indexer_det_topk)")
+    cfg = _config_for(p)
+    dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device)
+    with _plan_lock:
+        _plan_cache[key] = dp
+        while len(_plan_cache) > _PLAN_CACHE_SIZE:
+            _plan_cache.popitem(last=False)
+    return dp
+
+
+def _default_schedule(dev) -> str:
+    return DEFAULT_SCHEDULE.get(_device_facts(dev).target, _FALLBACK_SCHEDULE)
+
+
+def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, schedule, sptr):
+    """Launch dsa_scan (and dsa_merge when the plan splits keys) on stream handle ``sptr``."""
+    from ..launch.grid import launch
+
+    plan, cfg = dp.plan, dp.cfg
+    if plan.nunits == 0:
+        return
+    use_ticket = schedule == "ticket"
+    ws_ptr = workspace.data.ptr if (workspace is not None and plan.nslots) else 0
+    ent = np.uint64(ws_ptr)
+    cnt = np.uint64(ws_ptr + plan.counts_offset if ws_ptr else 0)
+
+    def go():
+        launch(dp.scan, dp.grid, SCAN_THREADS,
+               (p.q, p.k, p.w, np.uint64(dp.table.data.ptr), np.int32(plan.nunits),
+                np.uint64(tickets.ptr if use_ticket else 0), np.int32(1 if use_ticket else 0),
+                np.int32(plan.topk), np.int32(1 if p.causal else 0), np.int32(p.Tkv),
+                indices, scores, ent, cnt),
+               shared_mem=cfg.smem_scan, stream=sptr, tag=f"dsa_scan:{schedule}")
+        if plan.nmerge:
+            launch(dp.merge, plan.nmerge, MERGE_THREADS,
+                   (np.uint64(dp.merge_ptr), np.int32(plan.topk), ent, cnt, indices, scores),
+                   shared_mem=cfg.smem_merge, stream=sptr, tag="dsa_merge")
+
+    if use_ticket:
+        with tickets.guard(sptr):
+            go()
+    else:
+        go()
+
+
+def _stream_capturing(st) -> bool:
+    try:
+        return bool(st.is_capturing())
+    except Exception:
+        return False
+
+
+# ----------------------------------------------------------------------------------------------------
+# Public entries
+# ----------------------------------------------------------------------------------------------------
+
+def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k=None,
+                                q_causal_offsets=None, causal=True, key_split=None, device=None) -> int:
+    """Bytes a caller-owned ``workspace`` must hold for these arguments (0 when no key range is split).
+
+    ``q`` [T, H, D], ``k`` [Tkv, D], ``weights`` [T, H]: arrays or objects with ``.shape`` (and ``.dtype``);
+    metadata as for ``dsa_indexer_det_topk``. ``device``: the device whose program is planned (default:
+    that of ``q`` when it is a device array, else the current device).
+    """
+    topk = _check_topk(topk)
+    _check_schedule(None, key_split)
+    try:
+        T, H, D = (int(v) for v in q.shape)
+    except Exception:
+        raise ValueError(f"q: expected shape [T, H, D], got {getattr(q, 'shape', q)!r}") from None
+    if H not in (32, 64) or D not in (64, 128):
+        raise ValueError(f"q: expected H in (32, 64) and D in (64, 128), got shape {tuple(q.shape)}")
+    try:
+        Tkv = int(k.shape[0])
+    except Exception:
+        raise ValueError(f"k: expected shape [Tkv, D], got {getattr(k, 'shape', k)!r}") from None
+    if tuple(int(v) for v in k.shape) != (Tkv, D):
+        raise ValueError(f"k: expected shape ({Tkv}, {D}), got {tuple(k.shape)}")
+    if tuple(int(v) for v in weights.shape) != (T, H):
+        raise ValueError(f"weights: expected shape ({T}, {H}), got {tuple(weights.shape)}")
+    cu_q, cu_k, off = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv)
+    if device is None:
+        dev_attr = getattr(q, "device", None)
+        device = getattr(dev_attr, "id", None) if dev_attr is not None else None
+    info = _device_facts(device)
+    cfg = select_config(H, D, topk, info.smem_per_block_optin)
+    plan = plan_units(T, Tkv, cu_q, cu_k, off, bool(causal), topk, cfg.BQ, cfg.TILE, info.sm_count, key_split)
+    return plan.workspace_bytes
+
+
+def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k=None, q_causal_offsets=None,
+                         causal=True, indices=None, scores=None, workspace=None, stream=None, schedule=None,
+                         key_split=None):
+    """Deterministic DSA indexer top-k, eager entry.
+
+        score(t, j) = sum_h weights[t, h] * max(0, dot(q[t, h, :], k[j, :]))
+
+    For every query the ``topk`` visible keys of largest score (ties to the larger id, NaN lowest),
+    as global key ids in ascending order, padded with -1 / -inf. Bit-for-bit independent of schedule,
+    key split, stream and entry point.
+
+    Args:
+        q: bf16 [T, H, D], H in (32, 64), D in (64, 128) (CuPy, or anything with DLPack / CUDA array interface).
+        k: bf16 [Tkv, D].
+        weights: float32 [T, H].
+        topk: int >= 1 (topk > Tkv is legal; the tail is padding).
+        cu_seqlens_q, cu_seqlens_k: int32 [S+1] (together or not at all), host or device.
+        q_causal_offsets: int32 [S] or None (default len_k - len_q per segment); only with causal=True.
+        causal: bool.
+        indices, scores: optional outputs int32 / float32 [T, topk] (written in place).
+        workspace: optional CuPy uint8 array of at least ``dsa_indexer_workspace_bytes(...)`` bytes; with
+            it the call launches only the scan's kernels (no fill, memset or allocation).
+        stream: None (current), a CuPy stream, an object with ``.ptr``/``.cuda_stream``, or an int handle.
+        schedule: None (measured default per arch), "ticket" or "static" (same bits).
+        key_split: tuning/testing knob: keys per part when splitting a query block's key range (rounded up to
+            a whole tile); None chooses automatically. Any value gives the same bits.
+
+    Returns:
+        (indices, scores) as CuPy arrays (the given outputs when passed).
+    """
+    import cupy
+
+    _check_topk(topk)
+    schedule, key_split = _check_schedule(schedule, key_split)
+    p = _check_arrays(q, k, weights, topk)
+    st = resolve_stream(stream)
+    capturing = _stream_capturing(st)
+    if capturing:
+        for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                        ("q_causal_offsets", q_causal_offsets)):
+            if _is_device_meta(v):
+                raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it needs a "
+                                 f"device-to-host copy); pass host (NumPy) metadata or capture a prepared runner")
+    p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T, p.Tkv)
+    p.causal = bool(causal)
+    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device)
+    with cupy.cuda.Device(p.device):
+        dp = _cached_device_plan(p, key_split, capturing)
+        need = dp.plan.workspace_bytes
+        ws = _check_workspace(workspace, need, p.device)
+        if schedule is None:
+            schedule = _default_schedule(p.device)
+        with st:
+            if indices is None:
+                indices = cupy.empty((p.T, p.topk), dtype=np.int32)
+            if scores is None:
+                scores = cupy.empty((p.T, p.topk), dtype=np.float32)
+            if ws is None and need:
+                from ..launch.workspace import get_workspace
+
+                ws = get_workspace("dsa_indexer", need, device=p.device, stream=st)
+        tickets = None
+        if schedule == "ticket" and dp.plan.nunits:
+            from ..launch.tickets import stream_ticket_words
+
+            tickets = stream_ticket_words(st, device=p.device)
+        _launch(dp, p, indices, scores, ws, tickets, schedule, st.ptr)
+    return indices, scores
+
+
+class DSAIndexerRunner:
+    """A prepared call: bound to its arrays' shapes, dtypes and pointers and to the metadata values.
+
+    ``runner(stream=None)`` launches on the current (or given) stream and returns ``(indices, scores)``;
+    the values in q, k and weights may change between calls. It copies nothing to the host and allocates
+    nothing, so it can be captured in a CUDA graph. Its ticket word is zeroed once at prepare, host-
+    synchronously (ordered before the first run on any stream), left at zero by every completed call, and
+    re-zeroed on the run's stream after a launch that raised.
+    """
+
+    def __init__(self, p: _Problem, dp: _DevicePlan, indices, scores, workspace, schedule):
+        from ..launch.tickets import TicketWords
+
+        self._p, self._dp = p, dp
+        self.indices, self.scores = indices, scores
+        self.workspace = workspace
+        self.schedule = schedule
+        self.tickets = TicketWords(4, device=p.device) if schedule == "ticket" else None
+        self.plan = dp.plan
+        self.config = dp.cfg
+
+    @property
+    def launches_per_call(self) -> int:
+        return (1 if self.plan.nunits else 0) + (1 if self.plan.nmerge else 0)
+
+    def __call__(self, stream=None):
+        import cupy
+
+        st = resolve_stream(stream)
+        with cupy.cuda.Device(self._p.device):
+            _launch(self._dp, self._p, self.indices, self.scores, self.workspace, self.tickets, self.schedule,
+                    st.ptr)
+        return self.indices, self.scores
+
+    run = __call__
+
+
+def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k=None,
+                                 q_causal_offsets=None, causal=True, indices=None, scores=None, workspace=None,
+                                 stream=None, schedule=None, key_split=None) -> DSAIndexerRunner:
+    """Prepare a runner for ``dsa_indexer_det_topk`` with these arguments (same meaning; see there).
+
+        score(t, j) = sum_h weights[t, h] * max(0, dot(q[t, h, :], k[j, :]))
+
+    Args as ``dsa_indexer_det_topk``; ``indices`` int32 [T, topk] and ``scores`` float32 [T, topk] are
+    required (the runner writes them in place); ``workspace`` optional (the runner allocates its own
+    otherwise, once); ``stream`` is unused at prepare time (kept for symmetry: everything prepare writes
+    to the device is complete before it returns). Metadata may be host or device arrays: it is read once,
+    here. Returns a ``DSAIndexerRunner``.
+    """
+    import cupy
+
+    _check_topk(topk)
+    schedule, key_split = _check_schedule(schedule, key_split)
+    if indices is None or scores is None:
+        raise ValueError(f"{'indices' if indices is None else 'scores'}: a prepared runner needs caller-owned "
+                         f"outputs (int32 / float32 [T, topk]), got None")
+    if stream is not None:
+        resolve_stream(stream)  # validate the handle
+    p = _check_inputs(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal)
+    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device)
+    with cupy.cuda.Device(p.device):
+        cur = cupy.cuda.get_current_stream()
+        if _stream_capturing(cur):
+            raise RuntimeError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
+        cfg = _config_for(p)
+        dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device)
+        need = dp.plan.workspace_bytes
+        ws = _check_workspace(workspace, need, p.device)
+        if ws is None and need:
+            ws = cupy.empty(need, dtype=np.uint8)
+        if schedule is None:
+            schedule = _default_schedule(p.device)
+        return DSAIndexerRunner(p, dp, indices, scores, ws, schedule)

@@ -1,0 +1,126 @@
+"""CPU tests: argument checking that needs no GPU, program selection, work planning, FLOP counts."""
+import numpy as np
+import pytest
+
+from cake_rt.ops import dsa
+from cake_rt.reference import dsa as ref
+
+
+def test_topk_checked_first():
+    with pytest.raises(ValueError, match="topk"):
+        dsa.dsa_indexer_det_topk(None, None, None, 0)
+    with pytest.raises(TypeError, match="topk"):
+        dsa.dsa_indexer_det_topk(None, None, None, 2.0)
+    with pytest.raises(TypeError, match="topk"):
+        dsa.dsa_indexer_det_topk(None, None, None, True)
+
+
+def test_host_arrays_refused_without_copy():
+    q = np.zeros((4, 32, 128), np.float32)
+    with pytest.raises(TypeError, match="q"):
+        dsa.dsa_indexer_det_topk(q, q, q, 4)
+
+
+def test_schedule_and_key_split_checked():
+    with pytest.raises(ValueError, match="schedule"):
+        dsa.dsa_indexer_det_topk(None, None, None, 4, schedule="fast")
+    with pytest.raises(ValueError, match="key_split"):
+        dsa.dsa_indexer_det_topk(None, None, None, 4, key_split=0)
+    with pytest.raises(TypeError, match="key_split"):
+        dsa.dsa_indexer_det_topk(None, None, None, 4, key_split=1.5)
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(cu_seqlens_q=[0, 4]), "cu_seqlens_k"),
+        (dict(cu_seqlens_k=[0, 4]), "cu_seqlens_q"),
+        (dict(cu_seqlens_q=[1, 4], cu_seqlens_k=[0, 9]), "cu_seqlens_q"),
+        (dict(cu_seqlens_q=[0, 3, 2, 4], cu_seqlens_k=[0, 3, 6, 9]), "cu_seqlens_q"),
+        (dict(cu_seqlens_q=[0, 4], cu_seqlens_k=[0, 8]), "cu_seqlens_k"),
+        (dict(cu_seqlens_q=[0, 5], cu_seqlens_k=[0, 9]), "cu_seqlens_q"),
+        (dict(cu_seqlens_q=[0, 2, 4], cu_seqlens_k=[0, 9]), "cu_seqlens_k"),
+        (dict(cu_seqlens_q=[4], cu_seqlens_k=[9]), "cu_seqlens_q"),
+        (dict(cu_seqlens_q=[0, 2, 4], cu_seqlens_k=[0, 3, 9], q_causal_offsets=[0]), "q_causal_offsets"),
+        (dict(q_causal_offsets=[0], causal=False), "q_causal_offsets"),
+        (dict(cu_seqlens_q=[0.0, 4.0], cu_seqlens_k=[0, 9]), "cu_seqlens_q"),
+        (dict(causal=1), "causal"),
+    ],
+)
+def test_metadata_errors_name_the_argument(kw, match):
+    args = dict(cu_seqlens_q=None, cu_seqlens_k=None, q_causal_offsets=None, causal=True)
+    args.update(kw)
+    with pytest.raises((ValueError, TypeError), match=match):
+        dsa._check_metadata(args["cu_seqlens_q"], args["cu_seqlens_k"], args["q_causal_offsets"],
+                            args["causal"], 4, 9)
+
+
+def test_metadata_accepts_good_values():
+    cu_q, cu_k, off = dsa._check_metadata([0, 2, 4], np.array([0, 3, 9]), [-1, 5], True, 4, 9)
+    assert cu_q.dtype == np.int32 and cu_k.tolist() == [0, 3, 9] and off.tolist() == [-1, 5]
+
+
+@pytest.mark.parametrize("smem", [232448, 166912, 101376])
+@pytest.mark.parametrize("H", [32, 64])
+@pytest.mark.parametrize("D", [64, 128])
+def test_config_fits_and_holds_topk(smem, H, D):
+    for topk in (1, 7, 64, 1000, 2048):
+        cfg = dsa.select_config(H, D, topk, smem)
+        assert cfg.smem_scan <= smem and cfg.smem_merge <= smem
+        assert cfg.CAP - cfg.TILE >= topk          # a compaction always frees room for a tile
+        assert cfg.MCAP >= 2 * topk                # the merge keeps topk and appends a part
+        assert cfg.CAP % dsa.SCAN_THREADS == 0
+        assert dsa._layout_ok(H, cfg.BQ, cfg.TILE)
+    assert dsa.max_topk(H, D, smem) >= 2048
+    with pytest.raises(ValueError, match="topk"):
+        dsa.select_config(H, D, dsa.max_topk(H, D, smem) + 1, smem)
+
+
+def _units_cover(plan, T, Tkv, cu_q, cu_k, off, causal):
+    """Every query's visible keys are covered exactly once by the units of its block."""
+    start, end = ref.visible_key_ranges(T, Tkv, cu_q, cu_k, off, causal)
+    cover = {}
+    for (q0, nq, ks0, lenk, pbase, klo, khi, slot) in plan.units.tolist():
+        for t in range(q0, q0 + nq):
+            cover.setdefault(t, []).append((klo, khi, slot))
+    assert sorted(cover) == list(range(T))
+    for t in range(T):
+        parts = sorted(cover[t])
+        assert parts[0][0] == start[t]
+        for a, b in zip(parts, parts[1:]):
+            assert a[1] == b[0]
+        assert parts[-1][1] >= end[t]
+        assert (len(parts) == 1) == (parts[0][2] == -1)
+
+
+@pytest.mark.parametrize("key_split", [None, 1, 128, 300, 10 ** 6])
+def test_plan_covers_keys_and_orders_longest_first(key_split):
+    cu_q, cu_k, off = [0, 7, 7, 40], [0, 100, 130, 1000], [93, 0, 500]
+    T, Tkv = 40, 1000
+    plan = dsa.plan_units(T, Tkv, cu_q, cu_k, off, True, 16, 4, 128, 132, key_split)
+    _units_cover(plan, T, Tkv, cu_q, cu_k, off, True)
+    span = plan.units[:, 6] - plan.units[:, 5]
+    assert np.all(np.diff(span) <= 0)
+    # merge rows: one per query of each split block, parts consecutive slots
+    for t, slot0, parts, qi in plan.merge.tolist():
+        rows = plan.units[(plan.units[:, 7] >= slot0) & (plan.units[:, 7] < slot0 + parts)]
+        assert len(rows) == parts and np.all(rows[:, 0] + qi == t)
+    assert plan.workspace_bytes >= plan.nslots * plan.BQ * 16 * 8
+
+
+def test_plan_splits_few_long_blocks_and_not_many():
+    a1 = dsa.plan_units(4, 22018, None, None, None, True, 2048, 4, 128, 132)
+    assert a1.nslots > 1 and a1.nmerge == 4 and a1.nunits >= 66
+    s1 = dsa.plan_units(8192, 8192, None, None, None, True, 2048, 4, 128, 132)
+    assert s1.nslots == 0 and s1.nmerge == 0 and s1.workspace_bytes == 0 and s1.nunits == 2048
+    assert s1.units[0, 6] - s1.units[0, 5] == 8192  # the longest unit first
+
+
+def test_visible_pairs_match_the_benchmark_table():
+    assert dsa.visible_pairs([0, 8192], [0, 8192]) == 33_558_528
+    assert dsa.visible_pairs([0, 4096], [0, 65536]) == 260_048_896
+    assert dsa.visible_pairs([0, 4], [0, 22018]) == 88_066
+    assert dsa.visible_pairs([0, 3], [0, 5], [-2]) == 1
+    assert dsa.visible_pairs([0, 3], [0, 5], None, causal=False) == 15
+    f, b = dsa.dsa_flops_bytes(8192, 8192, 32, 128, 2048, 33_558_528)
+    assert f >= 2 * 32 * 128 * 33_558_528 and b > 0
