@@ -68,7 +68,19 @@ def tail_layout(T: int, Tkv: int) -> DsaLayout:
 
 def zigzag_layout(documents, cp: int, rank: int) -> DsaLayout:
     """CP zigzag rank ``rank`` of ``cp`` ranks over ``documents`` (lengths, each divisible by 2*cp):
-    two segments per document, chunk ``rank`` first, then chunk ``2*cp - 1 - rank``."""
+    two segments per document, chunk ``rank`` first, then chunk ``2*cp - 1 - rank``.
+    Through the library's ``cake_rt.cp_zigzag_layout`` when it is there, else ``zigzag_layout_own``."""
+    try:
+        from cake_rt.cp import cp_zigzag_layout
+    except ImportError:
+        return zigzag_layout_own(documents, cp, rank)
+    lay = cp_zigzag_layout(np.asarray(documents, dtype=np.int64), int(cp), int(rank))
+    return DsaLayout(np.asarray(lay.cu_seqlens_q, np.int32), np.asarray(lay.cu_seqlens_k, np.int32),
+                     np.asarray(lay.q_causal_offsets, np.int32))
+
+
+def zigzag_layout_own(documents, cp: int, rank: int) -> DsaLayout:
+    """The bench's own zigzag layout from the definition in the spec (kept to cross-check the library's)."""
     if cp < 1 or not 0 <= rank < cp:
         raise ValueError(f"zigzag layout: expected cp >= 1 and 0 <= rank < cp, got cp={cp}, rank={rank}")
     cu_q, cu_k, offs = [0], [0], []

@@ -11,30 +11,41 @@ def matplotlib_available() -> bool:
         return False
 
 
+def _series(rows):
+    """labels and {series: values} for rows with ours, floor and peers."""
+    labels = [r[0] for r in rows]
+    series = {"cake-rt": [r[1] for r in rows], "floor": [r[2] for r in rows]}
+    for n in sorted({n for _, _, _, p in rows for n in p}):
+        series[n] = [r[3].get(n) for r in rows]
+    return labels, series
+
+
 def _panels(doc: dict):
-    """[(title, [(label, ours_ms, floor_ms, {peer: ms})])] for the tables present in ``doc``."""
+    """[(title, labels, {series: [ms or None]})] for the tables present in ``doc``."""
     recs = [r for r in doc.get("records", []) if not r.get("error") and "ms" in r]
+    peers_of = lambda r: {n: p["ms"]["median"] for n, p in r.get("peers", {}).items() if "ms" in p}  # noqa: E731
     panels = []
     ssd = [r for r in recs if r["table"] == "ssd"]
     if ssd:
-        panels.append(("SSD combined", [(r["row"], r["ms"]["median"], r.get("floor_ms"),
-                                         {n: p["ms"]["median"] for n, p in r.get("peers", {}).items() if "ms" in p})
-                                        for r in ssd]))
+        panels.append(("SSD combined", *_series([(r["row"], r["ms"]["median"], r.get("floor_ms"), peers_of(r))
+                                                 for r in ssd])))
     for h in sorted({r["heads"] for r in recs if r["table"] == "dsa"}):
         rows = [r for r in recs if r["table"] == "dsa" and r["heads"] == h and r["arm"] == "prepared"]
         if rows:
-            panels.append((f"DSA indexer top-k, H = {h} (prepared)",
-                           [(r["row"], r["ms"]["median"], r.get("floor_ms"),
-                             {n: p["ms"]["median"] for n, p in r.get("peers", {}).items() if "ms" in p}) for r in rows]))
+            panels.append((f"DSA indexer top-k, H = {h} (prepared runner)",
+                           *_series([(r["row"], r["ms"]["median"], r.get("floor_ms"), peers_of(r)) for r in rows])))
     side = [r for r in recs if r["table"] == "side_stream"]
     if side:
-        panels.append(("Side stream (SMs held)", [(f"{r['row']} H{r['heads']} {r['arm']} {r.get('hold')}", r["ms"]["median"],
-                                                   None, {}) for r in side]))
+        labels = list(dict.fromkeys(f"{r['row']} H{r['heads']}, {r.get('hold')} SMs held" for r in side))
+        series = {}
+        for r in side:
+            series.setdefault(f"{r['arm']} schedule", [None] * len(labels))[
+                labels.index(f"{r['row']} H{r['heads']}, {r.get('hold')} SMs held")] = r["ms"]["median"]
+        panels.append(("Side stream: SMs held by a spinning kernel on a second stream", labels, series))
     sc = [r for r in recs if r["table"] == "selfcheck"]
     if sc:
-        panels.append(("Runner self-check", [(f"{r['row']} hold {r.get('hold')}", r["ms"]["median"], r.get("floor_ms"),
-                                              {n: p["ms"]["median"] for n, p in r.get("peers", {}).items() if "ms" in p})
-                                             for r in sc]))
+        panels.append(("Runner self-check", *_series([(f"{r['row']}, {r.get('hold')} SMs held", r["ms"]["median"],
+                                                       r.get("floor_ms"), peers_of(r)) for r in sc])))
     return panels
 
 
@@ -50,22 +61,19 @@ def write_plot(doc: dict, path: str) -> None:
         raise ValueError("plot: no measured rows to draw")
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), squeeze=False)
     gpu = doc.get("machine", {}).get("gpu", {}).get("name", "?")
-    for ax, (title, rows) in zip(axes[:, 0], panels):
-        peers = sorted({n for _, _, _, p in rows for n in p})
-        series = [("cake-rt", [r[1] for r in rows]), ("floor", [r[2] for r in rows])]
-        series += [(n, [r[3].get(n) for r in rows]) for n in peers]
-        series = [(n, v) for n, v in series if any(x is not None for x in v)]
+    for ax, (title, labels, series) in zip(axes[:, 0], panels):
+        series = [(n, v) for n, v in series.items() if any(x is not None for x in v)]
         width = 0.8 / max(1, len(series))
         for i, (name, vals) in enumerate(series):
-            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rows))]
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
             ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None], width,
                    label=name, hatch="//" if name == "floor" else None,
                    color="none" if name == "floor" else None, edgecolor="black" if name == "floor" else None)
         ax.set_yscale("log")
         ax.set_ylabel("ms (median)")
-        ax.set_xticks(range(len(rows)))
-        ax.set_xticklabels([r[0] for r in rows], rotation=20 if len(rows) > 8 else 0, ha="right" if len(rows) > 8 else "center",
-                           fontsize=8)
+        many = len(labels) > 8 or max(len(t) for t in labels) > 14
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=25 if many else 0, ha="right" if many else "center", fontsize=8)
         ax.set_title(f"{title} -- {gpu}")
         ax.grid(axis="y", which="both", alpha=0.3)
         ax.legend(fontsize=8)

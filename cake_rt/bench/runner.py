@@ -118,11 +118,19 @@ def merge_processes(per_process: list) -> list:
     return out
 
 
+def _free_pool() -> None:
+    """Give the previous row's buffers back, so a row never runs short of memory another row held."""
+    try:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+    except Exception:
+        pass
+
+
 def run_plan(plan: list, opts: dict, *, processes: int = 1, progress: Progress | None = None,
              time_limit_s: float | None = None, measure_floors_first: bool = True) -> dict:
     """Floors, then every Item; returns the raw result document (``report.finalize`` derives the figures)."""
-    import cupy
-
     from .cases import _base_record, run_item
     from .floors import measure_floors
     from .machine import machine_header
@@ -135,11 +143,13 @@ def run_plan(plan: list, opts: dict, *, processes: int = 1, progress: Progress |
     floors = None
     notes = [f"peer {k} not available: {v}" for k, v in peers.items() if not k.endswith("_version") and v]
     if measure_floors_first:
+        import cupy
+
         stream = cupy.cuda.Stream(non_blocking=True)
         with stream:
             floors = measure_floors(stream)
         stream.synchronize()
-        cupy.get_default_memory_pool().free_all_blocks()
+        _free_pool()
         if progress is not None:
             progress.note(f"floors: copy {floors['copy_tbps']:.2f} TB/s, bf16 matrix {floors['bf16_tflops']:.0f} TFLOP/s "
                           f"({floors['gemm']['method'].split(',')[0]})")
@@ -166,6 +176,6 @@ def run_plan(plan: list, opts: dict, *, processes: int = 1, progress: Progress |
                     progress.step(f"{item.label()} (process {p + 1}/{processes})", _short(per[-1]))
             recs = merge_processes(per)
         records += recs
-        cupy.get_default_memory_pool().free_all_blocks()
+        _free_pool()
     return {"schema": SCHEMA, "machine": header, "floors": floors, "notes": notes, "records": records,
             "wall_s": time.monotonic() - t0}

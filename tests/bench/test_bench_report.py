@@ -1,0 +1,275 @@
+"""Figures, table, JSON schema, --compare, processes merge, timing statistics, peer checks (CPU only:
+raw records are made here the way cake_rt.bench.cases makes them on a GPU)."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cake_rt.bench import cli, report, runner
+from cake_rt.bench.cases import _base_record
+from cake_rt.bench.peers import check_dsa, check_rows, rel_l2
+from cake_rt.bench.suites import build_plan
+from cake_rt.bench.timing import combine_processes, repeats_for, summarize
+
+FLOORS = {"copy_tbps": 4.0, "bf16_tflops": 800.0, "copy": {"method": "m"}, "gemm": {"method": "cuBLAS test"}}
+
+
+def ms(vals):
+    s = summarize(vals)
+    s["samples"] = list(vals)
+    return s
+
+
+def fake_records(item, scale=1.0):
+    """Raw records shaped like cases.run_item's, with made-up times."""
+    if item.table == "ssd":
+        r = _base_record(item, "ours", flops=10 ** 11, bytes=10 ** 9, dims={k: item.params[k] for k in
+                         ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk")})
+        r["ms"] = ms([scale * 0.5, scale * 0.52, scale * 0.55])
+        r["peers"] = {"mamba_ssm-triton": {"ms": ms([2.0, 2.1, 2.2]), "check": {"ok": True}}}
+        r["extra"] = {"family": "exact"}
+        return [r]
+    if item.table == "dsa":
+        dims = {"T": 8, "Tkv": 16, "segments": 1, "visible_pairs": 100, "H": item.heads, "D": 128, "topk": 2048}
+        out = []
+        for arm, t in (("prepared", 1.0), ("eager", 1.1)):
+            r = _base_record(item, arm, flops=8 * 10 ** 11, bytes=10 ** 8, dims=dims)
+            r["ms"] = ms([scale * t, scale * t * 1.01, scale * t * 1.02])
+            r["peers"] = {"torch-eager": {"ms": ms([40.0, 41.0]), "check": {"ok": arm == "prepared"}}}
+            out.append(r)
+        return out
+    out = []
+    for hold in (0,) + item.holds:
+        for arm in item.schedules:
+            r = _base_record(item, arm, hold=hold, flops=10 ** 9, bytes=10 ** 6, dims={})
+            t = 1.0 * (1 + (0.1 if arm == "ticket" else 0.8) * (hold > 0))
+            r["ms"] = ms([t, t, t])
+            out.append(r)
+    return out
+
+
+def fake_doc(plan, scale=1.0):
+    recs = [r for it in plan for r in fake_records(it, scale)]
+    machine = {"cake_rt": "0.1.0", "git_hash": "abc123", "git_dirty": False, "cupy": "14", "nvrtc": "12.9",
+               "cuda_driver": "13.0", "cuda_runtime": "12.9", "driver": "580", "gpu": {"name": "Fake H200", "sm_count": 132}}
+    return {"schema": runner.SCHEMA, "machine": machine, "floors": json.loads(json.dumps(FLOORS)), "notes": [], "records": recs,
+            "config": {"processes": 1}}
+
+
+def test_summarize_and_repeats():
+    s = summarize([5.0, 1.0, 2.0, 4.0, 3.0])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (3.0, 1.0, 5.0, 5)
+    assert s["p20"] == pytest.approx(np.percentile([1, 2, 3, 4, 5], 20))
+    assert s["p80"] == pytest.approx(4.2)
+    with pytest.raises(ValueError):
+        summarize([])
+    with pytest.raises(ValueError):
+        summarize([1.0, float("nan")])
+    assert repeats_for(1.0, 20, budget_s=2.0, min_repeats=5) == 20
+    assert repeats_for(200.0, 20, budget_s=2.0, min_repeats=5) == 10
+    assert repeats_for(5000.0, 20, budget_s=2.0, min_repeats=5) == 5
+    assert repeats_for(5000.0, 3, budget_s=2.0, min_repeats=5) == 3
+
+
+def test_combine_processes_takes_median_of_medians():
+    per = [ms([1.0, 1.0, 9.0]), ms([2.0, 2.0, 2.0]), ms([3.0, 3.5, 3.0])]
+    c = combine_processes(per)
+    assert c["median"] == 2.0 and c["processes"] == 3 and c["process_medians"] == [1.0, 2.0, 3.0]
+    assert c["n"] == 9
+
+
+def test_finalize_figures():
+    plan = build_plan("all", rows=["seed", "S1"], heads=(64,), side_stream=(1, 32))
+    doc = report.finalize(fake_doc(plan))
+    by = {r["key"]: r for r in doc["records"]}
+    s = by["ssd/seed/ours"]
+    assert s["tflops"] == pytest.approx(1e11 / 0.52e-3 / 1e12)
+    assert s["tbps"] == pytest.approx(1e9 / 0.52e-3 / 1e12)
+    assert s["floor_bound"] == "bytes" and s["floor_ms"] == pytest.approx(1e9 / 4e12 * 1e3)
+    assert s["floor_fraction"] == pytest.approx(s["floor_ms"] / 0.52)
+    assert s["peers"]["mamba_ssm-triton"]["speedup"] == pytest.approx(2.1 / 0.52)
+    assert s["target_result"]["checks"]["min_peer_speedup"] is False  # 4x < 7x
+    p = by["dsa/S1/H64/prepared"]
+    assert p["floor_bound"] == "flops" and p["floor_ms"] == pytest.approx(8e11 / 800e12 * 1e3)
+    assert p["peers"]["torch-eager"]["speedup"] == pytest.approx(40.5 / 1.01)
+    assert by["dsa/S1/H64/eager"]["peers"]["torch-eager"]["speedup"] is None  # its check failed
+    t1 = by["side_stream/S1/H64/ticket/hold1"]
+    assert t1["slowdown"] == pytest.approx(1.1) and t1["static_over_ticket"] == pytest.approx(1.8 / 1.1)
+    assert t1["target_result"]["met"] is True  # 1.1 <= 1.15
+    assert by["side_stream/S1/H64/static/hold1"]["target_result"] is None
+    assert by["side_stream/S1/H64/ticket/hold32"]["target_result"] is None
+
+
+def test_json_roundtrip_and_schema(tmp_path):
+    plan = build_plan("all", rows=["seed", "S1"], heads=(64,))
+    doc = report.finalize(fake_doc(plan))
+    doc["records"][0]["extra"]["nan"] = float("nan")
+    report.validate_doc(doc)
+    path = tmp_path / "r.json"
+    report.write_json(doc, str(path))
+    back = json.loads(path.read_text())  # strict JSON: no NaN tokens
+    assert "NaN" not in path.read_text()
+    report.validate_doc(back)
+    assert back["records"][0]["extra"]["nan"] is None
+    assert back["machine"]["gpu"]["sm_count"] == 132
+
+
+@pytest.mark.parametrize("mutate, msg", [
+    (lambda d: d.__setitem__("schema", "x"), "schema"),
+    (lambda d: d["machine"].pop("git_hash"), "machine"),
+    (lambda d: d["machine"]["gpu"].pop("sm_count"), "sm_count"),
+    (lambda d: d["floors"].__setitem__("copy_tbps", None), "copy_tbps"),
+    (lambda d: d.pop("config"), "config"),
+    (lambda d: d["records"].append(dict(d["records"][0])), "twice"),
+    (lambda d: d["records"][0].pop("ms"), "'ms'"),
+    (lambda d: d["records"][0]["ms"].__setitem__("p20", 99.0), "p20"),
+    (lambda d: d["records"][0].pop("error"), "missing"),
+])
+def test_schema_violations(mutate, msg):
+    doc = report.finalize(fake_doc(build_plan("ssd", suite="quick")))
+    mutate(doc)
+    with pytest.raises(ValueError, match=msg):
+        report.validate_doc(doc)
+
+
+def test_table_and_compare():
+    plan = build_plan("all", rows=["seed", "S1", "A1"], heads=(32,))
+    new = report.finalize(fake_doc(plan, scale=1.0))
+    old = report.finalize(fake_doc(plan[:2], scale=2.0))
+    block = report.compare(new, old, "old.json")
+    sp = {r["key"]: r["speedup"] for r in block["rows"]}
+    assert sp["ssd/seed/ours"] == pytest.approx(2.0) and sp["dsa/S1/H32/prepared"] == pytest.approx(2.0)
+    assert "dsa/A1/H32/prepared" in block["missing"]
+    text = report.format_tables(new)
+    for needle in ("SSD combined", "DSA indexer top-k", "Side stream", "Compare with old.json", "Fake H200",
+                   "4.00 TB/s", "800 TFLOP/s", "check failed", "MISSED", "2.000x"):
+        assert needle in text, needle
+
+
+def test_error_records_reported():
+    plan = build_plan("ssd", suite="quick")
+    doc = fake_doc(plan)
+    bad = _base_record(plan[1], "error")
+    bad["error"] = "RuntimeError: boom"
+    doc["records"] = doc["records"][:1] + [bad]
+    report.finalize(doc)
+    report.validate_doc(doc)
+    assert "ssd/short/error: ERROR RuntimeError: boom" in report.format_tables(doc)
+
+
+def test_merge_processes():
+    plan = build_plan("dsa", rows=["S1"], heads=(32,), side_stream=())
+    per = [fake_records(plan[0], scale=s) for s in (1.0, 3.0, 2.0)]
+    merged = runner.merge_processes(per)
+    assert [r["key"] for r in merged] == ["dsa/S1/H32/prepared", "dsa/S1/H32/eager"]
+    assert merged[0]["ms"]["median"] == pytest.approx(2.0 * 1.01)
+    assert merged[0]["ms"]["processes"] == 3
+    assert merged[0]["peers"]["torch-eager"]["ms"]["median"] == pytest.approx(40.5)
+    assert merged[1]["peers"]["torch-eager"]["check"]["ok"] is False
+    err = _base_record(plan[0], "error")
+    err["error"] = "x"
+    assert runner.merge_processes([per[0], [err]])[-1]["error"] == "x"
+
+
+def test_main_with_a_fake_gpu_run(monkeypatch, tmp_path, capsys):
+    """The whole main(): plan -> run_plan (faked measurement) -> table, JSON, --compare, exit status."""
+    import cake_rt.bench.cases as cases
+    import cake_rt.bench.floors as floors
+    import cake_rt.bench.machine as machine
+    import cake_rt.bench.peers as peers
+
+    monkeypatch.setattr(cli, "gpu_problem", lambda: None)
+    monkeypatch.setattr(machine, "machine_header", lambda device=None: fake_doc([])["machine"])
+    monkeypatch.setattr(peers, "peer_status", lambda: {"torch-eager": None, "mamba_ssm-triton": "not here"})
+    monkeypatch.setattr(runner, "_free_pool", lambda: None)
+    seen = []
+
+    def fake_run_item(item, opts, order=0):
+        seen.append((item.key, order, opts["repeats"], opts["warm_l2"]))
+        return fake_records(item)
+
+    monkeypatch.setattr(cases, "run_item", fake_run_item)
+    monkeypatch.setattr(floors, "measure_floors", lambda stream: json.loads(json.dumps(FLOORS)))
+    import cupy
+
+    monkeypatch.setattr(cupy.cuda, "Stream", lambda non_blocking=False: _NullStream())
+    out = tmp_path / "run.json"
+    rc = cli.main(["all", "--rows", "seed,A1", "--heads", "64", "--repeats", "9", "--warm-l2", "--json", str(out)])
+    assert rc == 0
+    assert seen == [("ssd/seed", 0, 9, True), ("dsa/A1/H64", 0, 9, True), ("side_stream/A1/H64", 0, 9, True)]
+    doc = json.loads(out.read_text())
+    report.validate_doc(doc)
+    assert doc["config"]["repeats"] == 9 and doc["config"]["warm_l2"] is True
+    assert any("mamba_ssm-triton not available" in n for n in doc["notes"])
+    cap = capsys.readouterr()
+    assert "DSA indexer top-k" in cap.out and "3/3" in cap.err
+    rc = cli.main(["all", "--rows", "seed", "--compare", str(out), "--side-stream", "none"])
+    assert rc == 0 and "Compare with" in capsys.readouterr().out
+
+    def failing(item, opts, order=0):
+        r = _base_record(item, "error")
+        r["error"] = "RuntimeError: no op"
+        return [r]
+
+    monkeypatch.setattr(cases, "run_item", failing)
+    assert cli.main(["ssd", "--rows", "short"]) == cli.EXIT_FAILED_ROWS
+
+
+class _NullStream:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def synchronize(self):
+        pass
+
+
+def test_check_rows_and_rel_l2():
+    r = check_rows(1000, 10)
+    assert r[0] == 0 and r[-1] == 999 and len(r) <= 10 and np.all(np.diff(r) > 0)
+    assert check_rows(5).tolist() == [0, 1, 2, 3, 4]
+    assert rel_l2([1.0, 2.0], [1.0, 2.0]) == 0.0
+    assert rel_l2([1.0, float("nan")], [1.0, 2.0]) == math.inf
+
+
+def _dsa_case(T=6, lk=9, topk=4, off=3):
+    lay = {"rows": list(range(T)), "cu_q": np.array([0, T]), "cu_k": np.array([0, lk]), "offsets": np.array([off])}
+    rng = np.random.default_rng(0)
+    scores = rng.standard_normal((T, lk)).astype(np.float32)
+    idx = np.full((T, topk), -1, np.int32)
+    sc = np.full((T, topk), -np.inf, np.float32)
+    for t in range(T):
+        vis = np.arange(min(off + t + 1, lk))
+        top = vis[np.argsort(-scores[t, vis], kind="stable")[:topk]]
+        top.sort()
+        idx[t, :top.size] = top
+        sc[t, :top.size] = scores[t, top]
+    return lay, idx, sc
+
+
+def test_check_dsa_accepts_agreement_and_catches_errors():
+    lay, idx, sc = _dsa_case()
+    ok = check_dsa(idx, sc, idx[:, ::-1].copy(), sc[:, ::-1].copy(), lay)
+    assert ok["ok"] and ok["overlap_mean"] == 1.0 and ok["score_max_rel_diff"] == 0.0
+    bad = idx.copy()
+    bad[0, 0] = 8  # row 0 sees keys 0..3 only
+    assert not check_dsa(bad, sc, idx, sc, lay)["ok"]
+    short = idx.copy()
+    short[5, 3] = -1  # row 5 has 9 visible keys: all 4 slots must be filled
+    assert "expected 4" in check_dsa(short, sc, idx, sc, lay)["problems"][0]
+    other = np.where(idx >= 0, (idx + 1) % 9, -1).astype(np.int32)
+    assert not check_dsa(idx, sc, other, sc, lay)["ok"]
+    assert not check_dsa(idx, sc, idx, sc * 1.5, lay)["ok"]
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    from cake_rt.bench.plot import write_plot
+
+    doc = report.finalize(fake_doc(build_plan("all", rows=["seed", "S1", "A1"])))
+    path = tmp_path / "p.png"
+    write_plot(doc, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

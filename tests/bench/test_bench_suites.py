@@ -1,0 +1,130 @@
+"""Suite files (package data) and the DSA/SSD row geometry: loaded, validated, and equal to the spec's table."""
+import json
+from importlib import resources
+
+import numpy as np
+import pytest
+
+from cake_rt.bench.layouts import (dsa_counts, dsa_layout, ssd_counts, ssd_segments, tail_layout, visible_pairs,
+                                   zigzag_layout, zigzag_layout_own)
+from cake_rt.bench.suites import build_plan, load_suite, validate_suite
+
+# The spec's floors (benchmarks.md): measured on the H200, used to recompute its "floor ms" column.
+SPEC_TFLOPS, SPEC_TBPS = 767e12, 4.16e12
+
+
+def test_suites_ship_as_package_data():
+    names = sorted(p.name for p in resources.files("cake_rt.bench").joinpath("suites").iterdir() if p.name.endswith(".json"))
+    assert names == ["dsa.json", "ssd.json"]
+    for n in ("ssd", "dsa"):
+        data = load_suite(n)
+        assert data["suite"] == n
+        assert data["suites"]["default"] == [r["name"] for r in data["rows"]]
+
+
+def test_dsa_rows_match_the_spec_table():
+    data = load_suite("dsa")
+    assert [r["name"] for r in data["rows"]] == ["S1", "S2", "C1", "Z2cp", "Z3cp", "A1", "A2", "A3"]
+    for r in data["rows"]:
+        lay = dsa_layout(r)
+        exp = r["expect"]
+        assert (lay.T, lay.Tkv, lay.segments, lay.visible_pairs) == (exp["T"], exp["Tkv"], exp["segments"],
+                                                                      exp["visible_pairs"]), r["name"]
+        for h, want in r.get("spec_floor_ms", {}).items():
+            flops, _ = dsa_counts(lay, int(h), 128, 2048)
+            assert flops / SPEC_TFLOPS * 1e3 == pytest.approx(want, rel=2e-3), (r["name"], h)
+
+
+def test_ssd_rows_match_the_spec_table():
+    data = load_suite("ssd")
+    rows = {r["name"]: r for r in data["rows"]}
+    assert list(rows) == ["seed", "m2-2.7b", "m2-2.7b-b8", "nemotron-h", "short", "varlen"]
+    assert (rows["nemotron-h"]["nheads"], rows["nemotron-h"]["ngroups"], rows["nemotron-h"]["chunk"]) == (128, 8, 128)
+    v = rows["varlen"]
+    assert len(v["cu_seqlens_lengths"]) == 16 and sum(v["cu_seqlens_lengths"]) == v["seqlen"] == 65536
+    assert ssd_segments(v) == v["cu_seqlens_lengths"]
+    assert ssd_segments(rows["m2-2.7b-b8"]) == [2048] * 8
+    assert rows["seed"]["anchor_peer_ms"] == 0.561
+
+
+def test_visible_pairs_against_brute_force():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        S = int(rng.integers(1, 5))
+        lq = rng.integers(0, 9, S)
+        lk = rng.integers(0, 13, S)
+        off = rng.integers(-3, 14, S)
+        cq = np.concatenate([[0], np.cumsum(lq)])
+        ck = np.concatenate([[0], np.cumsum(lk)])
+        brute = sum(1 for s in range(S) for i in range(lq[s]) for j in range(lk[s]) if j <= off[s] + i)
+        assert visible_pairs(cq, ck, off) == brute
+
+
+def test_tail_and_zigzag_layouts():
+    t = tail_layout(4, 22018)
+    assert t.q_causal_offsets.tolist() == [22014] and t.visible_pairs == 88066
+    z = zigzag_layout_own([8, 16], 2, 0)  # the worked example of cake_rt/cp.py
+    assert z.cu_seqlens_q.tolist() == [0, 2, 4, 8, 12]
+    assert z.cu_seqlens_k.tolist() == [0, 2, 10, 14, 30]
+    assert z.q_causal_offsets.tolist() == [0, 6, 0, 12]
+    for docs, cp, rank in (([32768] * 8, 16, 0), ([64, 128, 32], 4, 3), ([24, 48], 3, 1)):
+        a, b = zigzag_layout(docs, cp, rank), zigzag_layout_own(docs, cp, rank)
+        for x, y in ((a.cu_seqlens_q, b.cu_seqlens_q), (a.cu_seqlens_k, b.cu_seqlens_k),
+                     (a.q_causal_offsets, b.q_causal_offsets)):
+            assert np.array_equal(x, y)
+    with pytest.raises(ValueError, match="multiple of 2\\*cp"):
+        zigzag_layout_own([30], 4, 0)
+    with pytest.raises(ValueError, match="rank"):
+        zigzag_layout_own([32], 4, 4)
+
+
+def test_ssd_counts_by_hand():
+    row = {"name": "t", "batch": 2, "seqlen": 300, "nheads": 4, "headdim": 64, "dstate": 128, "ngroups": 2,
+           "chunk": 256, "dtype": "bfloat16", "z": True, "return_final_states": True}
+    flops, nbytes = ssd_counts(row)
+    per_chunk = lambda l: 2 * 2 * l * l * 128 + 4 * (2 * l * l * 64 + 4 * l * 64 * 128)  # noqa: E731
+    assert flops == 2 * (per_chunk(256) + per_chunk(44))
+    assert nbytes == 600 * 4 * 64 * 2 * 3 + 600 * 2 * 128 * 2 * 2 + 600 * 4 * 4 + 2 * 4 * 64 * 128 * 4
+
+
+def test_validate_suite_rejects_broken_files():
+    good = load_suite("dsa")
+    for mutate, msg in ((lambda d: d["rows"].append(dict(d["rows"][0])), "unique"),
+                        (lambda d: d["suites"].pop("default"), "default"),
+                        (lambda d: d["suites"].__setitem__("x", ["nope"]), "unknown rows"),
+                        (lambda d: d["side_stream"].__setitem__("rows", ["nope"]), "side_stream"),
+                        (lambda d: d["rows"][0].pop("layout"), "lacks")):
+        bad = json.loads(json.dumps(good))
+        mutate(bad)
+        with pytest.raises(ValueError, match=msg):
+            validate_suite(bad, "dsa")
+    with pytest.raises(ValueError, match="suite"):
+        load_suite("nope")
+
+
+def test_plan_default_all():
+    plan = build_plan("all")
+    keys = [it.key for it in plan]
+    assert keys[:6] == [f"ssd/{n}" for n in ("seed", "m2-2.7b", "m2-2.7b-b8", "nemotron-h", "short", "varlen")]
+    assert sum(1 for it in plan if it.table == "dsa") == 16  # 8 rows x H 32, 64
+    side = [it for it in plan if it.table == "side_stream"]
+    assert [it.row for it in side] == load_suite("dsa")["side_stream"]["rows"]
+    assert all(it.holds == (1, 32) and it.schedules == ("ticket", "static") and it.heads == 64 for it in side)
+    assert len(set(keys)) == len(keys)
+
+
+def test_plan_selection():
+    plan = build_plan("dsa", rows=["S1", "A1"], heads=(64,), side_stream=())
+    assert [it.key for it in plan] == ["dsa/S1/H64", "dsa/A1/H64"]
+    plan = build_plan("all", rows=["seed", "C1"], heads=(32,))
+    assert [it.key for it in plan] == ["ssd/seed", "dsa/C1/H32", "side_stream/C1/H32"]
+    plan = build_plan("dsa", suite="tails", side_stream=(2,))
+    assert [it.key for it in plan if it.table == "side_stream"] == ["side_stream/A1/H64"]
+    assert build_plan("ssd", suite="quick")[0].row == "seed"
+    assert [it.table for it in build_plan("selfcheck")] == ["selfcheck"]
+    with pytest.raises(ValueError, match="--rows: unknown row"):
+        build_plan("dsa", rows=["seed"])
+    with pytest.raises(ValueError, match="--suite: unknown suite"):
+        build_plan("ssd", suite="tails")
+    with pytest.raises(ValueError, match="target"):
+        build_plan("gemm")
