@@ -12,7 +12,7 @@ import traceback
 
 import numpy as np
 
-from .layouts import dsa_counts, dsa_layout, ssd_counts, ssd_segments
+from .layouts import dsa_floor_counts, dsa_layout, ssd_counts, ssd_floor_counts, ssd_segments
 from .peers import DSA_PEER, SSD_PEER
 
 POISON_I32 = 0x7F7F7F7F
@@ -109,18 +109,11 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
     p.update(item.params)
     inputs = _ssd_inputs(p, opts.get("seed", 1234))
     varlen = bool(p.get("return_varlen_states"))
-    flops, nbytes = ssd_counts(p)
-    rec = _base_record(item, "ours", flops=flops, bytes=nbytes, flops_source="cake_rt.bench.layouts.ssd_counts",
+    flops, nbytes, source = ssd_floor_counts(p)
+    rec = _base_record(item, "ours", flops=flops, bytes=nbytes, flops_source=source,
                        dims={k: p[k] for k in ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk")})
     rec["dims"]["segments"] = len(ssd_segments(p))
-    try:
-        from cake_rt.ops.ssd import ssd_flops_bytes  # the op's own count, recorded next to ours
-
-        rec["op_counts"] = list(ssd_flops_bytes(batch=p["batch"], seqlen=p["seqlen"], nheads=p["nheads"],
-                                                headdim=p["headdim"], dstate=p["dstate"], ngroups=p["ngroups"],
-                                                chunk_size=p["chunk"]))
-    except Exception:
-        pass
+    rec["dense_counts"] = list(ssd_counts(p))  # full l x l tiles: what a dense chunked kernel executes
     y = cupy.empty_like(inputs["x"])
     kw = dict(D=inputs["D"], z=inputs["z"], dt_bias=inputs["dt_bias"], cu_seqlens=inputs["cu_seqlens"],
               dt_softplus=True, return_final_states=True, return_varlen_states=varlen)
@@ -216,10 +209,10 @@ def _check_written(ind, sc, what: str):
 
 
 def _dsa_records(item, layout, H, D, topk):
-    flops, nbytes = dsa_counts(layout, H, D, topk)
+    flops, nbytes, source = dsa_floor_counts(layout, H, D, topk)
     dims = {"T": layout.T, "Tkv": layout.Tkv, "segments": layout.segments, "visible_pairs": layout.visible_pairs,
             "H": H, "D": D, "topk": topk}
-    return flops, nbytes, dims
+    return flops, nbytes, dims, source
 
 
 def _dsa_item(item, opts, order, timer, stream, peers_status) -> list:
@@ -228,8 +221,8 @@ def _dsa_item(item, opts, order, timer, stream, peers_status) -> list:
     import cake_rt
 
     H, D, topk, layout, q, k, w, meta = _dsa_setup(item, opts)
-    flops, nbytes, dims = _dsa_records(item, layout, H, D, topk)
-    common = dict(flops=flops, bytes=nbytes, dims=dims, flops_source="cake_rt.bench.layouts.dsa_counts")
+    flops, nbytes, dims, source = _dsa_records(item, layout, H, D, topk)
+    common = dict(flops=flops, bytes=nbytes, dims=dims, flops_source=source)
     rp = _base_record(item, "prepared", **common)
     re_ = _base_record(item, "eager", **common)
 
@@ -302,7 +295,7 @@ def _side_item(item, opts, order, timer, stream, holder_factory) -> list:
     import cake_rt
 
     H, D, topk, layout, q, k, w, meta = _dsa_setup(item, opts)
-    flops, nbytes, dims = _dsa_records(item, layout, H, D, topk)
+    flops, nbytes, dims, source = _dsa_records(item, layout, H, D, topk)
     ws_bytes = int(cake_rt.dsa_indexer_workspace_bytes(q, k, w, topk, **meta))
     runners, outs, notes = {}, {}, []
     for sched in item.schedules:
@@ -335,8 +328,7 @@ def _side_item(item, opts, order, timer, stream, holder_factory) -> list:
             for sched in _ordered(names, order):
                 times[sched] = timer.time(lambda s=sched: runners[s](stream=stream))
         for sched in names:
-            r = _base_record(item, sched, hold=hold, flops=flops, bytes=nbytes, dims=dims,
-                             flops_source="cake_rt.bench.layouts.dsa_counts")
+            r = _base_record(item, sched, hold=hold, flops=flops, bytes=nbytes, dims=dims, flops_source=source)
             r["ms"] = times[sched]
             r["extra"] = {"schedules_bitwise_equal": bitwise, "hold_info": dict(info)}
             r["notes"] += notes
@@ -385,6 +377,7 @@ def _selfcheck_item(item, opts, order, timer, stream, holder_factory) -> list:
         r["ms"] = times["copy-kernel"]
         r["peers"] = {"cudaMemcpyAsync": {"ms": times["memcpy"], "check": {"ok": True, "bitwise": True}}}
         r["extra"] = {"hold_info": dict(info)}
+        r["arm_order"] = list(times)
         if info.get("timed_out"):
             r["notes"].append(f"{info['timed_out']} spinner CTAs stopped on their own timeout: hold not kept")
         recs.append(r)

@@ -85,21 +85,21 @@ def gpu_problem():
 
 def describe_plan(plan: list) -> str:
     """The --dry-run listing: one line per item with its geometry and counts."""
-    from .layouts import dsa_counts, dsa_layout, ssd_counts
+    from .layouts import dsa_floor_counts, dsa_layout, ssd_floor_counts
 
     lines = []
     for it in plan:
         if it.table == "ssd":
             p = dict(it.defaults)
             p.update(it.params)
-            fl, nb = ssd_counts(p)
+            fl, nb, _ = ssd_floor_counts(p)
             segs = len(p.get("cu_seqlens_lengths") or []) or p["batch"]
             lines.append(f"ssd         {it.row:<11} batch {p['batch']} x seqlen {p['seqlen']}, H {p['nheads']}, "
                          f"P {p['headdim']}, N {p['dstate']}, G {p['ngroups']}, chunk {p['chunk']}, {segs} segments; "
                          f"{fl / 1e9:.1f} GFLOP, {nb / 1e6:.1f} MB; arms: ours, mamba_ssm-triton")
         elif it.table in ("dsa", "side_stream"):
             lay = dsa_layout(it.params)
-            fl, nb = dsa_counts(lay, it.heads, it.defaults.get("head_dim", 128), it.defaults.get("topk", 2048))
+            fl, nb, _ = dsa_floor_counts(lay, it.heads, it.defaults.get("head_dim", 128), it.defaults.get("topk", 2048))
             what = (f"arms: prepared, eager, torch-eager" if it.table == "dsa"
                     else f"holds 0,{','.join(map(str, it.holds))} SMs x schedules {', '.join(it.schedules)}")
             lines.append(f"{it.table:<11} {it.row:<11} H {it.heads}, T {lay.T}, Tkv {lay.Tkv}, {lay.segments} segments, "

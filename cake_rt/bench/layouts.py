@@ -161,3 +161,35 @@ def ssd_counts(row: dict, defaults: dict | None = None):
         nstates += len(segs)
     nbytes += nstates * H * P * N * s
     return int(flops), int(nbytes)
+
+
+def ssd_floor_counts(row: dict, defaults: dict | None = None):
+    """(flops, bytes, source) for an SSD row's floor: the op's own ``cake_rt.ops.ssd.ssd_flops_bytes`` (minimal
+    work: causal halves of the l x l tiles) when the library has it, else ``ssd_counts``."""
+    d = dict(defaults or {})
+    d.update(row)
+    segs = ssd_segments(d)
+    nstates = (int(d["batch"]) if d.get("return_final_states") else 0) + (len(segs) if d.get("return_varlen_states") else 0)
+    try:
+        from cake_rt.ops.ssd import ssd_flops_bytes
+    except ImportError:
+        f, b = ssd_counts(d)
+        return f, b, "cake_rt.bench.layouts.ssd_counts"
+    f, b = ssd_flops_bytes(batch=int(d["batch"]), seqlen=int(d["seqlen"]), nheads=int(d["nheads"]),
+                           headdim=int(d["headdim"]), dstate=int(d["dstate"]), ngroups=int(d["ngroups"]),
+                           chunk_size=int(d["chunk"]), dtype_bytes=_ELEM[d.get("dtype", "bfloat16")],
+                           state_bytes=_ELEM[d.get("state_dtype", "float32")], has_z=bool(d.get("z", True)),
+                           has_D=bool(d.get("D", True)), return_final=nstates > 0, nseq=max(nstates, 1))
+    return int(f), int(b), "cake_rt.ops.ssd.ssd_flops_bytes"
+
+
+def dsa_floor_counts(layout: DsaLayout, heads: int, head_dim: int, topk: int):
+    """(flops, bytes, source) for a DSA row's floor: ``cake_rt.ops.dsa.dsa_flops_bytes`` when the library has
+    it (it adds 3 H per pair for ReLU, weight and head sum), else ``dsa_counts`` (the spec's 2 H D)."""
+    try:
+        from cake_rt.ops.dsa import dsa_flops_bytes
+    except ImportError:
+        f, b = dsa_counts(layout, heads, head_dim, topk)
+        return f, b, "cake_rt.bench.layouts.dsa_counts"
+    f, b = dsa_flops_bytes(layout.T, layout.Tkv, heads, head_dim, topk, layout.visible_pairs)
+    return int(f), int(b), "cake_rt.ops.dsa.dsa_flops_bytes"
