@@ -1,0 +1,570 @@
+"""Mamba2 SSD combined prefill (spec: ssd_combined.md), the ``mamba_chunk_scan_combined`` convention.
+
+    dt'   = clamp(softplus?(dt + dt_bias), lo, hi)
+    h_t   = exp(dt'_t A_h) h_{t-1} + dt'_t outer(x_t, B_t)          h: [headdim, dstate] per head
+    y_t   = h_t C_t + D_h x_t,   then  y_t *= z_t sigmoid(z_t)  when z is given
+
+Two kernel families return the same bits: ``exact`` (one CTA per (segment, head, 64 headdim rows)
+walks its chunks in order) and ``chunkpar`` (one cooperative kernel: chunk-local states, a grid
+barrier, the cross-chunk scan, a grid barrier, the outputs). ``family="auto"`` picks one per call
+(see ``select_family``); ``ssd_plan`` explains the choice.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..interop import BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_array, dtype_name, parse_dtype
+
+__all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "COST_MODELS",
+           "DEFAULT_WORKSPACE_CAP", "last_plan"]
+
+KERNEL_PATH = "ssd/ssd_combined.cu"
+THREADS = 128
+PBLK = 64                       # headdim rows per tile (kernel: SSD_PB)
+SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
+HEADDIMS = (64, 128)
+DSTATES = (64, 128, 256)
+CHUNKS = (64, 128, 256)
+DEFAULT_WORKSPACE_CAP = 256 * 1024 * 1024
+ENV_MODE = "CAKE_RT_SSD_CHUNK_PARALLEL"
+ENV_CAP = "CAKE_RT_SSD_WORKSPACE_CAP"
+_CODES = {BF16: 0, FP16: 1, FP32: 2}
+_F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32, 64
+
+
+# ----------------------------------------------------------------------------------------------------
+# Cost model. Times in microseconds. A "step" is one 64-token sub-block round of a chunk tile
+# (see ``_steps_per_chunk``): the unit both families are made of.
+#   exact    = e0 + e1 * steps(chunk) * max_chunks_per_segment * max(1, items / SMs)
+#   chunkpar = p0 + p1 * steps(chunk) * tiles / SMs + p2 * max_chunks_per_segment + ws_bytes / bw
+# Constants per compute capability, measured on the H200 (bench/notes/ssd.md gives the runs).
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    e0: float
+    e1: float
+    p0: float
+    p1: float
+    p2: float
+    bw_bytes_per_us: float
+    source: str
+
+
+COST_MODELS = {
+    # Initial constants (prediction before the first H200 run); replaced by measured ones below.
+    (9, 0): CostModel(e0=8.0, e1=0.9, p0=12.0, p1=0.9, p2=0.08, bw_bytes_per_us=3.0e6,
+                      source="H200 estimate, before calibration"),
+}
+_DEFAULT_MODEL = COST_MODELS[(9, 0)]
+
+
+def _steps_per_chunk(Q: int, N: int) -> int:
+    nsub = Q // SUB
+    npass = max(1, N // 128)
+    # output: nsub C loads + nsub*(nsub+1)/2 (i, j) rounds; state: nsub rounds per pass
+    return nsub + nsub * (nsub + 1) // 2 + nsub * npass
+
+
+def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
+               max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int) -> dict:
+    """Predicted microseconds of each family for a call's quantities."""
+    pb = headdim // PBLK
+    steps = _steps_per_chunk(chunk, dstate)
+    items = nseg * nheads * pb
+    exact = model.e0 + model.e1 * steps * max_chunks * max(1.0, items / sm_count)
+    tiles = total_chunks * nheads * pb
+    chunkpar = (model.p0 + model.p1 * steps * tiles / sm_count + model.p2 * max_chunks
+                + ws_bytes / model.bw_bytes_per_us)
+    return {"exact": exact, "chunkpar": chunkpar}
+
+
+@dataclasses.dataclass
+class SsdPlan:
+    """What ``ssd_combined`` does for a call: the family, why, and the numbers behind it."""
+    family: str
+    reason: str
+    workspace_bytes: int
+    workspace_cap: int
+    predicted_us: dict
+    mode: str
+    segments: int
+    nheads: int
+    work_items: int          # exact-scan CTAs: segments x heads x headdim blocks
+    total_chunks: int
+    max_chunks: int
+    sm_count: int
+    cooperative_capacity: int | None = None
+    grid: int | None = None  # chunk-parallel grid (when chosen)
+
+    def __str__(self):
+        pred = ", ".join(f"{k} {v:.1f} us" for k, v in self.predicted_us.items())
+        return (f"ssd plan: {self.family} ({self.reason}); workspace {self.workspace_bytes} B "
+                f"(cap {self.workspace_cap}); predicted {pred}")
+
+
+def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: int, ws_bytes: int, cap: int,
+                  coop_error: str | None, predicted: dict):
+    """The selection rule (pure; CPU-testable). Returns (family, reason) or raises for explicit chunkpar.
+
+    ``family`` ("auto", "exact", "chunkpar") wins over ``mode`` (CAKE_RT_SSD_CHUNK_PARALLEL: auto, always,
+    never). Chunk-parallel needs the workspace within ``cap`` and a possible cooperative launch
+    (``coop_error`` is None); under auto it also needs segments x heads < SMs and a predicted gain >= 5%.
+    """
+    if family == "exact":
+        return "exact", "family='exact' requested"
+    if family == "chunkpar":
+        if ws_bytes > cap:
+            raise ValueError(f"family='chunkpar': the chunk-parallel workspace needs {ws_bytes} bytes, over the "
+                             f"cap of {cap} bytes ({ENV_CAP}); use family='exact' or 'auto'")
+        if coop_error is not None:
+            from ..launch.grid import CooperativeLaunchError
+            raise CooperativeLaunchError(f"family='chunkpar': a cooperative launch is impossible here: {coop_error}")
+        return "chunkpar", "family='chunkpar' requested"
+    if mode == "never":
+        return "exact", f"{ENV_MODE}=never"
+    if ws_bytes > cap:
+        return "exact", f"chunk-parallel workspace {ws_bytes} B over the cap {cap} B"
+    if coop_error is not None:
+        return "exact", f"cooperative launch impossible: {coop_error}"
+    if mode == "always":
+        return "chunkpar", f"{ENV_MODE}=always"
+    if nseg * nheads >= sm_count:
+        return "exact", f"segments x heads = {nseg * nheads} >= {sm_count} SMs"
+    if predicted["chunkpar"] > 0.95 * predicted["exact"]:
+        return "exact", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us is not 5% faster than "
+                         f"exact {predicted['exact']:.1f} us")
+    return "chunkpar", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us vs exact "
+                        f"{predicted['exact']:.1f} us; segments x heads = {nseg * nheads} < {sm_count} SMs")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Validation and segments.
+@dataclasses.dataclass
+class _Call:
+    x: object
+    dt: object
+    A: object
+    B: object
+    C: object
+    D: object
+    z: object
+    dt_bias: object
+    init: object
+    out: object
+    batch: int
+    seqlen: int
+    nheads: int
+    headdim: int
+    ngroups: int
+    dstate: int
+    chunk: int
+    state_dtype: np.dtype
+    flags: int
+    lo: float
+    hi: float
+    table: np.ndarray     # int64: segments [nseg][8], order [nseg], chunk -> segment [total_chunks]
+    nseg: int
+    total_chunks: int
+    max_chunks: int
+    total_ckpts: int
+    nfinal: int
+    nvarlen: int
+    want_final: bool
+    want_varlen: bool
+    want_chunks: bool
+    device: int
+
+
+def _as_bool(v, name):
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected a bool, got {type(v).__name__}")
+    return bool(v)
+
+
+def _dev(v, name):
+    return as_device_array(v, name)
+
+
+def _segments_from_runs(seq_idx_host, batch, seqlen):
+    """(row, start, end, init_index or -1, last_of_row) for runs of equal seq_idx in each row."""
+    segs = []
+    for b in range(batch):
+        if seqlen == 0:
+            segs.append((b, 0, 0, b, True))
+            continue
+        row = seq_idx_host[b]
+        cuts = (np.nonzero(row[1:] != row[:-1])[0] + 1).tolist()
+        starts = [0] + cuts
+        ends = cuts + [seqlen]
+        for k, (s0, s1) in enumerate(zip(starts, ends)):
+            segs.append((b, s0, s1, b if k == 0 else -1, k == len(starts) - 1))
+    return segs
+
+
+def _build_table(segs, seqlen, chunk, varlen):
+    nseg = len(segs)
+    rec = np.zeros((nseg, 8), np.int64)
+    chunk_base = ckpt_base = 0
+    chunk_seg = []
+    max_chunks = 0
+    for i, (b, s0, s1, ii, last) in enumerate(segs):
+        ln = s1 - s0
+        nch = -(-ln // chunk)
+        rec[i] = (b * seqlen + s0, ln, ii, chunk_base, ckpt_base, b if last else -1, i if varlen else -1, 0)
+        chunk_seg.extend([i] * nch)
+        chunk_base += nch
+        ckpt_base += ln // chunk
+        max_chunks = max(max_chunks, nch)
+    lens = rec[:, 1]
+    order = np.argsort(-lens, kind="stable").astype(np.int64)  # exact scan: longest segments first
+    table = np.concatenate([rec.reshape(-1), order, np.asarray(chunk_seg, np.int64)])
+    return table, nseg, chunk_base, max_chunks, ckpt_base
+
+
+def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+              dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out):
+    if family not in ("auto", "exact", "chunkpar"):
+        raise ValueError(f"family: expected 'auto', 'exact' or 'chunkpar', got {family!r}")
+    x = _dev(x, "x")
+    check_array(x, "x", dtypes=(BF16, FP16, FP32), ndim=4)
+    dev = x.device.id
+    batch, seqlen, nheads, headdim = (int(v) for v in x.shape)
+    if headdim not in HEADDIMS:
+        raise ValueError(f"x: headdim (x.shape[3]) must be one of {HEADDIMS}, got {headdim}")
+    if nheads < 1 or batch < 1:
+        raise ValueError(f"x: expected batch >= 1 and nheads >= 1, got shape {tuple(x.shape)}")
+    if isinstance(chunk_size, (bool, np.bool_)) or not isinstance(chunk_size, (int, np.integer)) \
+            or int(chunk_size) not in CHUNKS:
+        raise ValueError(f"chunk_size: expected one of {CHUNKS}, got {chunk_size!r}")
+    chunk = int(chunk_size)
+    dt = check_array(_dev(dt, "dt"), "dt", dtypes=tuple({FP32, x.dtype}), shape=(batch, seqlen, nheads), device=dev)
+    A = check_array(_dev(A, "A"), "A", dtypes=(FP32,), shape=(nheads,), device=dev)
+    B = check_array(_dev(B, "B"), "B", dtypes=(x.dtype,), ndim=4, device=dev)
+    ngroups, dstate = int(B.shape[2]), int(B.shape[3])
+    check_array(B, "B", shape=(batch, seqlen, None, None))
+    if dstate not in DSTATES:
+        raise ValueError(f"B: dstate (B.shape[3]) must be one of {DSTATES}, got {dstate}")
+    if ngroups < 1 or nheads % ngroups != 0:
+        raise ValueError(f"B: nheads ({nheads}) must be a multiple of ngroups (B.shape[2] = {ngroups})")
+    C = check_array(_dev(C, "C"), "C", dtypes=(x.dtype,), shape=(batch, seqlen, ngroups, dstate), device=dev)
+    flags = 0
+    if D is not None:
+        D = check_array(_dev(D, "D"), "D", dtypes=(FP32,), device=dev)
+        if tuple(D.shape) == (nheads,):
+            flags |= _F_D
+        elif tuple(D.shape) == (nheads, headdim):
+            flags |= _F_D | _F_DP
+        else:
+            raise ValueError(f"D: expected shape ({nheads},) or ({nheads}, {headdim}), got {tuple(D.shape)}")
+    if z is not None:
+        z = check_array(_dev(z, "z"), "z", dtypes=(x.dtype,), shape=tuple(x.shape), device=dev)
+        flags |= _F_Z
+    if dt_bias is not None:
+        dt_bias = check_array(_dev(dt_bias, "dt_bias"), "dt_bias", dtypes=(FP32,), shape=(nheads,), device=dev)
+        flags |= _F_BIAS
+    if _as_bool(dt_softplus, "dt_softplus"):
+        flags |= _F_SOFTPLUS
+    try:
+        lo, hi = (float(v) for v in dt_limit)
+    except Exception:
+        raise TypeError(f"dt_limit: expected a pair (lo, hi) of floats, got {dt_limit!r}") from None
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise ValueError(f"dt_limit: expected lo <= hi, got ({lo}, {hi})")
+    if (lo, hi) != (0.0, math.inf):
+        flags |= _F_CLAMP
+    want_final = _as_bool(return_final_states, "return_final_states")
+    want_varlen = _as_bool(return_varlen_states, "return_varlen_states")
+    want_chunks = _as_bool(return_chunk_states, "return_chunk_states")
+    sdt = FP32 if state_dtype is None else parse_dtype(state_dtype, "state_dtype", (FP32, BF16, FP16))
+
+    cu = None
+    if cu_seqlens is not None:
+        cu = as_host_int32(cu_seqlens, "cu_seqlens")
+        if batch != 1:
+            raise ValueError(f"cu_seqlens: needs batch == 1 (packed sequences), got batch {batch}")
+        if cu.size < 2:
+            raise ValueError(f"cu_seqlens: expected at least 2 entries (nseq + 1), got {cu.size}")
+        if cu[0] != 0:
+            raise ValueError(f"cu_seqlens: must start at 0, got {int(cu[0])}")
+        if np.any(np.diff(cu.astype(np.int64)) < 0):
+            raise ValueError("cu_seqlens: must be non-decreasing")
+        if int(cu[-1]) != seqlen:
+            raise ValueError(f"cu_seqlens: must end at seqlen ({seqlen}), got {int(cu[-1])}")
+    elif want_varlen:
+        raise ValueError("return_varlen_states: needs cu_seqlens")
+    sidx = None
+    if seq_idx is not None:
+        if isinstance(seq_idx, np.ndarray):
+            sidx = seq_idx
+        else:
+            sidx = _dev(seq_idx, "seq_idx")
+            check_array(sidx, "seq_idx", device=dev, contiguous=False)
+        if sidx.dtype != INT32:
+            raise TypeError(f"seq_idx: expected dtype int32, got {dtype_name(sidx.dtype)}")
+        if tuple(sidx.shape) != (batch, seqlen):
+            raise ValueError(f"seq_idx: expected shape ({batch}, {seqlen}), got {tuple(sidx.shape)}")
+        sidx = np.asarray(sidx if isinstance(sidx, np.ndarray) else sidx.get())
+
+    if cu is not None:
+        nseq = cu.size - 1
+        segs = [(0, int(cu[s]), int(cu[s + 1]), s, s == nseq - 1) for s in range(nseq)]
+        if sidx is not None:
+            runs = _segments_from_runs(sidx, 1, seqlen)
+            want = [(s0, s1) for (_, s0, s1, _, _) in segs if s1 > s0]
+            got = [(s0, s1) for (_, s0, s1, _, _) in runs if s1 > s0]
+            if want != got:
+                raise ValueError("seq_idx: does not agree with cu_seqlens (its runs must be the non-empty sequences)")
+        n_init = nseq
+    elif sidx is not None:
+        segs = _segments_from_runs(sidx, batch, seqlen)
+        n_init = batch
+    else:
+        segs = [(b, 0, seqlen, b, True) for b in range(batch)]
+        n_init = batch
+    if initial_states is not None:
+        initial_states = check_array(_dev(initial_states, "initial_states"), "initial_states", dtypes=(sdt,),
+                                     ndim=4, device=dev)
+        if tuple(initial_states.shape) != (n_init, nheads, headdim, dstate):
+            lead = "nseq" if cu is not None else "batch"
+            raise ValueError(f"initial_states: expected shape ({n_init} [{lead}], {nheads}, {headdim}, {dstate}), "
+                             f"got {tuple(initial_states.shape)}")
+        flags |= _F_INIT
+    if out is not None:
+        out = check_array(_dev(out, "out"), "out", dtypes=(x.dtype,), shape=tuple(x.shape), device=dev)
+
+    table, nseg, total_chunks, max_chunks, total_ckpts = _build_table(segs, seqlen, chunk, cu is not None)
+    if total_chunks >= 2**31 or nseg * nheads * (headdim // PBLK) >= 2**31:
+        raise ValueError(f"x: too many chunks ({total_chunks}) or work items for one call")
+    return _Call(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, init=initial_states, out=out,
+                 batch=batch, seqlen=seqlen, nheads=nheads, headdim=headdim, ngroups=ngroups, dstate=dstate,
+                 chunk=chunk, state_dtype=sdt, flags=flags, lo=lo, hi=hi, table=table, nseg=nseg,
+                 total_chunks=total_chunks, max_chunks=max_chunks, total_ckpts=total_ckpts,
+                 nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
+                 want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
+
+
+# ----------------------------------------------------------------------------------------------------
+def _defines(c: _Call) -> dict:
+    return {"SSD_T": _CODES[np.dtype(c.x.dtype)], "SSD_DT": _CODES[np.dtype(c.dt.dtype)],
+            "SSD_SD": _CODES[np.dtype(c.state_dtype)], "SSD_P": c.headdim, "SSD_N": c.dstate, "SSD_Q": c.chunk}
+
+
+def smem_bytes(itemsize: int, dstate: int, chunk: int, exact: bool) -> int:
+    """Dynamic shared memory of a program (mirrors the SSD_OFF_* layout in ssd_tile.cuh)."""
+    pad = 4 if itemsize == 4 else 8
+    ldn, ldx = dstate + pad, PBLK + pad
+    tile = 3 * 4 * chunk + 64 + 2 * SUB * ldn * itemsize + SUB * ldx * itemsize + PBLK * ldn * itemsize
+    if exact and itemsize != 4:
+        tile += PBLK * (dstate + 4) * 4
+    return tile
+
+
+def workspace_bytes(c: _Call) -> int:
+    """Chunk-parallel workspace: fp32 local states, round_T(S_prev), per-chunk decays (256-B aligned)."""
+    n = c.total_chunks * c.nheads * c.headdim * c.dstate
+    it = np.dtype(c.x.dtype).itemsize
+    return _align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
+
+
+def _align(n, a=256):
+    return (int(n) + a - 1) // a * a
+
+
+def _workspace_cap() -> int:
+    v = os.environ.get(ENV_CAP)
+    if v is None or v.strip() == "":
+        return DEFAULT_WORKSPACE_CAP
+    try:
+        cap = int(v)
+    except ValueError:
+        raise ValueError(f"{ENV_CAP}: expected a byte count (integer), got {v!r}") from None
+    if cap < 0:
+        raise ValueError(f"{ENV_CAP}: expected a non-negative byte count, got {cap}")
+    return cap
+
+
+def _env_mode() -> str:
+    v = os.environ.get(ENV_MODE, "auto").strip().lower() or "auto"
+    if v not in ("auto", "always", "never"):
+        raise ValueError(f"{ENV_MODE}: expected auto, always or never, got {v!r}")
+    return v
+
+
+def _kernel(c: _Call, name: str):
+    from ..launch.compile import get_kernel
+    return get_kernel(KERNEL_PATH, name, defines=_defines(c), device=c.device)
+
+
+def _plan(c: _Call, family: str) -> SsdPlan:
+    from ..launch.arch import device_info
+    from ..launch.grid import CooperativeLaunchError, cooperative_capacity
+
+    info = device_info(c.device)
+    mode = _env_mode()
+    cap = _workspace_cap()
+    ws = workspace_bytes(c)
+    model = COST_MODELS.get(tuple(info.capability), _DEFAULT_MODEL)
+    pred = predict_us(model, nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
+                      max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count, ws_bytes=ws)
+    coop_error, capacity = None, None
+    need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and ws <= cap)
+    if need_coop:
+        itemsize = np.dtype(c.x.dtype).itemsize
+        try:
+            k = _kernel(c, "ssd_chunkpar")
+            capacity = cooperative_capacity(k, THREADS, smem_bytes(itemsize, c.dstate, c.chunk, False))
+        except CooperativeLaunchError as exc:
+            coop_error = str(exc)
+    fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
+                                ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
+    items = c.nseg * c.nheads * (c.headdim // PBLK)
+    plan = SsdPlan(family=fam, reason=reason, workspace_bytes=ws if fam == "chunkpar" else 0, workspace_cap=cap,
+                   predicted_us=pred, mode=mode, segments=c.nseg, nheads=c.nheads, work_items=items,
+                   total_chunks=c.total_chunks, max_chunks=c.max_chunks, sm_count=info.sm_count,
+                   cooperative_capacity=capacity)
+    if fam == "chunkpar":
+        tiles = c.total_chunks * c.nheads * (c.headdim // PBLK)
+        phase2 = c.nseg * c.nheads * (c.headdim * c.dstate // THREADS)
+        plan.grid = max(1, min(max(tiles, phase2), capacity))
+    return plan
+
+
+_tables: "OrderedDict" = OrderedDict()
+_tables_lock = threading.Lock()
+_tls = threading.local()
+
+
+def _device_table(c: _Call):
+    """The segment table on the device, cached by content (no upload on repeated layouts)."""
+    import cupy
+
+    key = (c.device, c.table.tobytes())
+    with _tables_lock:
+        hit = _tables.get(key)
+        if hit is not None:
+            _tables.move_to_end(key)
+            return hit
+    with cupy.cuda.Device(c.device):
+        arr = cupy.asarray(c.table)
+    with _tables_lock:
+        _tables[key] = arr
+        while len(_tables) > 64:
+            _tables.popitem(last=False)
+    return arr
+
+
+def last_plan():
+    """The plan of this thread's last ``ssd_combined`` call (None before the first)."""
+    return getattr(_tls, "plan", None)
+
+
+def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
+             cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, math.inf), return_final_states=False,
+             return_varlen_states=False, return_chunk_states=False, state_dtype=None, family="auto", out=None,
+             stream=None) -> SsdPlan:
+    """The plan ``ssd_combined`` would follow for these arguments (same arguments; nothing is launched):
+    the chosen family, the reason, the workspace bytes, the predicted time of each family."""
+    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    import cupy
+    with cupy.cuda.Device(c.device):
+        return _plan(c, family)
+
+
+def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
+                 cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, math.inf), return_final_states=False,
+                 return_varlen_states=False, return_chunk_states=False, state_dtype=None, family="auto", out=None,
+                 stream=None):
+    """Mamba2 SSD combined prefill:  h_t = exp(dt'_t A) h_{t-1} + dt'_t x_t B_t^T,  y_t = h_t C_t + D x_t
+    (times z_t sigmoid(z_t) when z is given), dt' = clamp(softplus?(dt + dt_bias), dt_limit).
+
+    x: [batch, seqlen, nheads, headdim] bf16/fp16/fp32 (headdim 64 or 128); dt: [batch, seqlen, nheads]
+    float32 or x's dtype; A: [nheads] float32; B, C: [batch, seqlen, ngroups, dstate] x's dtype (dstate 64,
+    128 or 256); chunk_size: 64, 128 or 256; D: [nheads] or [nheads, headdim] float32; z: like x;
+    dt_bias: [nheads] float32; initial_states: [batch (or nseq with cu_seqlens), nheads, headdim, dstate]
+    of state_dtype; seq_idx: int32 [batch, seqlen]; cu_seqlens: int32 [nseq + 1] (batch == 1);
+    state_dtype: float32 (default), bfloat16 or float16 for every state returned or taken;
+    family: "auto" | "exact" | "chunkpar"; out: optional y; stream: optional.
+
+    Returns y, or (y, final_states?, varlen_states?, chunk_states?) for those asked for:
+    final_states [batch (1 with cu_seqlens), nheads, headdim, dstate], varlen_states [nseq, ...],
+    chunk_states [total complete chunks, ...] (segment-major).
+    """
+    import cupy
+
+    from ..interop import resolve_stream
+    from ..launch.grid import cooperative_capacity, launch, launch_cooperative
+    from ..launch.tickets import stream_ticket_words
+    from ..launch.workspace import get_workspace
+
+    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    with cupy.cuda.Device(c.device):
+        s = resolve_stream(stream)
+        plan = _plan(c, family)
+        _tls.plan = plan
+        itemsize = np.dtype(c.x.dtype).itemsize
+        with s:
+            y = c.out if c.out is not None else cupy.empty(c.x.shape, c.x.dtype)
+            shape = (c.nheads, c.headdim, c.dstate)
+            fin = cupy.empty((c.nfinal,) + shape, c.state_dtype) if c.want_final else None
+            var = cupy.empty((c.nvarlen,) + shape, c.state_dtype) if c.want_varlen else None
+            ck = cupy.empty((c.total_ckpts,) + shape, c.state_dtype) if c.want_chunks else None
+            table = _device_table(c)
+            args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table,
+                    np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
+                    np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
+            if plan.family == "exact":
+                k = _kernel(c, "ssd_exact")
+                launch(k, plan.work_items, THREADS, args, shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True),
+                       stream=s, tag="ssd_exact")
+            else:
+                k = _kernel(c, "ssd_chunkpar")
+                smem = smem_bytes(itemsize, c.dstate, c.chunk, False)
+                # The grid comes from this kernel's real occupancy (checked again by launch_cooperative).
+                grid = min(plan.grid, cooperative_capacity(k, THREADS, smem))
+                n = c.total_chunks * c.nheads * c.headdim * c.dstate
+                o1 = _align(n * 4)
+                o2 = o1 + _align(n * itemsize)
+                ws = get_workspace("ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, device=c.device,
+                                   stream=s)
+                local = ws[0:o1]
+                prev = ws[o1:o2]
+                dec = ws[o2:plan.workspace_bytes]
+                words = stream_ticket_words(s, device=c.device)
+                with words.guard(s):
+                    launch_cooperative(k, grid, THREADS, args + (local, prev, dec, words.array), shared_mem=smem,
+                                       stream=s, tag="ssd_chunkpar")
+    outs = [y]
+    if c.want_final:
+        outs.append(fin)
+    if c.want_varlen:
+        outs.append(var)
+    if c.want_chunks:
+        outs.append(ck)
+    return y if len(outs) == 1 else tuple(outs)
+
+
+def ssd_flops_bytes(*, batch, seqlen, nheads, headdim, dstate, ngroups=1, chunk_size=256, dtype_bytes=2,
+                    dt_bytes=4, state_bytes=4, has_z=True, has_D=True, has_init=False, return_final=True,
+                    nseq=None):
+    """Minimal FLOPs and bytes of one call (floor columns of the benchmark).
+
+    FLOPs per chunk of Q tokens: C B^T causal half once per group (Q^2 N), the masked product with X
+    causal half (Q^2 P per head), C S_prev and the chunk state (2 Q P N each per head), multiply-adds as 2.
+    Bytes: read x, B, C, dt (and z, initial states), write y (and the final states).
+    """
+    Q = int(chunk_size)
+    nchunks_tokens = batch * seqlen / Q  # chunk-equivalents of tokens (partial chunks counted pro rata)
+    flops = nchunks_tokens * (ngroups * Q * Q * dstate + nheads * (Q * Q * headdim + 4 * Q * headdim * dstate))
+    tok = batch * seqlen
+    nb = tok * nheads * headdim * dtype_bytes * (2 + (1 if has_z else 0))
+    nb += 2 * tok * ngroups * dstate * dtype_bytes + tok * nheads * dt_bytes
+    nstate = (nseq if nseq is not None else batch) * nheads * headdim * dstate * state_bytes
+    nb += nstate * ((1 if has_init else 0) + (1 if return_final else 0))
+    return int(flops), int(nb)

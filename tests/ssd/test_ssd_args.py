@@ -1,0 +1,216 @@
+"""CPU tests of ssd_combined's argument checking, segment tables and the selection rule (no GPU needed:
+a small stand-in for device arrays goes through the same checks)."""
+import math
+
+import numpy as np
+import pytest
+
+import cake_rt.ops.ssd as ops
+from cake_rt.interop import BF16, FP16, FP32
+
+
+class FakeDev:
+    """Just enough of a CuPy array for the validation path: dtype, shape, ndim, flags, device."""
+
+    class _Flags:
+        def __init__(self, c):
+            self.c_contiguous = c
+
+    class _Device:
+        id = 0
+
+    def __init__(self, shape, dtype, contiguous=True):
+        self.shape = tuple(shape)
+        self.ndim = len(shape)
+        self.dtype = np.dtype(dtype)
+        self.flags = self._Flags(contiguous)
+        self.device = self._Device()
+        self.strides = ()
+
+
+@pytest.fixture(autouse=True)
+def _fake_device(monkeypatch):
+    def dev(v, name):
+        if isinstance(v, FakeDev):
+            return v
+        raise TypeError(f"{name}: expected a CUDA device array, got {type(v).__name__}")
+    monkeypatch.setattr(ops, "_dev", dev)
+
+
+def _args(b=2, L=300, H=8, P=64, G=2, N=128, dtype=BF16):
+    return dict(x=FakeDev((b, L, H, P), dtype), dt=FakeDev((b, L, H), FP32), A=FakeDev((H,), FP32),
+                B=FakeDev((b, L, G, N), dtype), C=FakeDev((b, L, G, N), dtype), chunk_size=128)
+
+
+def _validate(**kw):
+    a = _args(**{k: kw.pop(k) for k in list(kw) if k in ("b", "L", "H", "P", "G", "N", "dtype")})
+    a.update(kw)
+    full = dict(D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None, cu_seqlens=None, dt_softplus=False,
+                dt_limit=(0.0, math.inf), return_final_states=False, return_varlen_states=False,
+                return_chunk_states=False, state_dtype=None, family="auto", out=None)
+    full.update(a)
+    return ops._validate(full.pop("x"), full.pop("dt"), full.pop("A"), full.pop("B"), full.pop("C"),
+                         full.pop("chunk_size"), full["D"], full["z"], full["dt_bias"], full["initial_states"],
+                         full["seq_idx"], full["cu_seqlens"], full["dt_softplus"], full["dt_limit"],
+                         full["return_final_states"], full["return_varlen_states"], full["return_chunk_states"],
+                         full["state_dtype"], full["family"], full["out"])
+
+
+def test_good_call_builds_segments_and_flags():
+    c = _validate(D=FakeDev((8, 64), FP32), z=FakeDev((2, 300, 8, 64), BF16), dt_bias=FakeDev((8,), FP32),
+                  dt_softplus=True, dt_limit=(0.0, 0.5), initial_states=FakeDev((2, 8, 64, 128), FP32))
+    assert c.nseg == 2 and c.total_chunks == 6 and c.max_chunks == 3 and c.total_ckpts == 4
+    assert c.flags == ops._F_D | ops._F_DP | ops._F_Z | ops._F_BIAS | ops._F_SOFTPLUS | ops._F_CLAMP | ops._F_INIT
+    seg = c.table[:16].reshape(2, 8)
+    assert list(seg[1][:7]) == [300, 300, 1, 3, 2, 1, -1]
+    assert list(c.table[16:18]) == [0, 1] and list(c.table[18:]) == [0, 0, 0, 1, 1, 1]
+
+
+def test_default_dt_limit_means_no_clamp():
+    assert not (_validate().flags & ops._F_CLAMP)
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(x=np.zeros((2, 300, 8, 64), np.float32)), TypeError, "^x:"),
+    (dict(dtype=np.float64), TypeError, "^x:"),
+    (dict(P=96), ValueError, "^x: headdim"),
+    (dict(N=96), ValueError, "^B: dstate"),
+    (dict(G=3), ValueError, "^B: nheads"),
+    (dict(chunk_size=100), ValueError, "^chunk_size"),
+    (dict(chunk_size=True), ValueError, "^chunk_size"),
+    (dict(dt=FakeDev((2, 300, 7), FP32)), ValueError, "^dt:"),
+    (dict(dt=FakeDev((2, 300, 8), FP16)), TypeError, "^dt:"),
+    (dict(A=FakeDev((8,), BF16)), TypeError, "^A:"),
+    (dict(C=FakeDev((2, 300, 2, 64), BF16)), ValueError, "^C:"),
+    (dict(B=FakeDev((2, 300, 2, 128), FP16)), TypeError, "^B:"),
+    (dict(D=FakeDev((8, 3), FP32)), ValueError, "^D:"),
+    (dict(z=FakeDev((2, 300, 8, 64), FP32)), TypeError, "^z:"),
+    (dict(dt_bias=FakeDev((9,), FP32)), ValueError, "^dt_bias:"),
+    (dict(dt_limit=(1.0, 0.5)), ValueError, "^dt_limit"),
+    (dict(dt_limit="x"), TypeError, "^dt_limit"),
+    (dict(initial_states=FakeDev((3, 8, 64, 128), FP32)), ValueError, "^initial_states:"),
+    (dict(initial_states=FakeDev((2, 8, 64, 128), BF16)), TypeError, "^initial_states:"),
+    (dict(state_dtype="float64"), ValueError, "^state_dtype"),
+    (dict(cu_seqlens=np.array([0, 300, 600], np.int32)), ValueError, "^cu_seqlens: needs batch == 1"),
+    (dict(b=1, cu_seqlens=np.array([1, 300], np.int32)), ValueError, "^cu_seqlens: must start at 0"),
+    (dict(b=1, cu_seqlens=np.array([0, 200, 100, 300], np.int32)), ValueError, "^cu_seqlens: must be non-decreasing"),
+    (dict(b=1, cu_seqlens=np.array([0, 299], np.int32)), ValueError, "^cu_seqlens: must end at seqlen"),
+    (dict(b=1, cu_seqlens=np.array([0.0, 300.0])), TypeError, "^cu_seqlens"),
+    (dict(return_varlen_states=True), ValueError, "^return_varlen_states"),
+    (dict(seq_idx=np.zeros((2, 300), np.int64)), TypeError, "^seq_idx"),
+    (dict(seq_idx=np.zeros((2, 299), np.int32)), ValueError, "^seq_idx"),
+    (dict(out=FakeDev((2, 300, 8, 64), FP16)), TypeError, "^out:"),
+    (dict(out=FakeDev((2, 301, 8, 64), BF16)), ValueError, "^out:"),
+    (dict(x=FakeDev((2, 300, 8, 64), BF16, contiguous=False)), ValueError, "^x: expected a C-contiguous"),
+    (dict(family="fast"), ValueError, "^family"),
+    (dict(dt_softplus=1), TypeError, "^dt_softplus"),
+])
+def test_errors_name_the_argument(kw, exc, match):
+    with pytest.raises(exc, match=match):
+        _validate(**kw)
+
+
+def test_cu_seqlens_segments_with_empty_and_seq_idx_agreement():
+    cu = np.array([0, 0, 5, 5, 300], np.int32)
+    c = _validate(b=1, cu_seqlens=cu, initial_states=FakeDev((4, 8, 64, 128), FP32), return_varlen_states=True)
+    seg = c.table[: 4 * 8].reshape(4, 8)
+    assert [int(v) for v in seg[:, 1]] == [0, 5, 0, 295]
+    assert [int(v) for v in seg[:, 5]] == [-1, -1, -1, 0] and [int(v) for v in seg[:, 6]] == [0, 1, 2, 3]
+    assert c.nvarlen == 4 and c.nfinal == 1 and c.total_chunks == 1 + 3
+    sidx = np.zeros((1, 300), np.int32)
+    sidx[0, 5:] = 3
+    _validate(b=1, cu_seqlens=cu, seq_idx=sidx)  # agrees
+    sidx[0, 100:] = 4
+    with pytest.raises(ValueError, match="^seq_idx: does not agree"):
+        _validate(b=1, cu_seqlens=cu, seq_idx=sidx)
+    with pytest.raises(ValueError, match=r"initial_states: expected shape \(4 \[nseq\]"):
+        _validate(b=1, cu_seqlens=cu, initial_states=FakeDev((1, 8, 64, 128), FP32))
+
+
+def test_seq_idx_runs_and_exact_order_longest_first():
+    sidx = np.zeros((2, 300), np.int32)
+    sidx[0, 10:] = 1
+    sidx[1, 200:] = 5
+    c = _validate(seq_idx=sidx)
+    seg = c.table[: c.nseg * 8].reshape(c.nseg, 8)
+    assert c.nseg == 4
+    assert [tuple(int(v) for v in r[:3]) for r in seg] == [(0, 10, 0), (10, 290, -1), (300, 200, 1), (500, 100, -1)]
+    assert [int(v) for v in seg[:, 5]] == [-1, 0, -1, 1]
+    assert [int(v) for v in c.table[c.nseg * 8: c.nseg * 9]] == [1, 2, 3, 0]
+
+
+def test_state_dtype_names_and_initial_dtype():
+    c = _validate(state_dtype="bf16", initial_states=FakeDev((2, 8, 64, 128), BF16))
+    assert c.state_dtype == BF16
+
+
+def _sel(**kw):
+    base = dict(family="auto", mode="auto", nseg=1, nheads=8, sm_count=132, ws_bytes=10, cap=100, coop_error=None,
+                predicted={"exact": 100.0, "chunkpar": 50.0})
+    base.update(kw)
+    return ops.select_family(**base)
+
+
+def test_selection_rule():
+    assert _sel()[0] == "chunkpar"
+    assert _sel(nheads=132)[0] == "exact"                                 # segments x heads >= SMs
+    assert _sel(predicted={"exact": 100.0, "chunkpar": 96.0})[0] == "exact"  # under 5% gain
+    assert _sel(ws_bytes=101)[0] == "exact" and "cap" in _sel(ws_bytes=101)[1]
+    assert _sel(coop_error="no coop")[0] == "exact" and "cooperative" in _sel(coop_error="no coop")[1]
+    assert _sel(mode="never")[0] == "exact"
+    assert _sel(mode="always", nheads=500, predicted={"exact": 1.0, "chunkpar": 9.0})[0] == "chunkpar"
+    assert _sel(family="exact")[0] == "exact"
+    assert _sel(family="chunkpar", mode="never", nheads=500)[0] == "chunkpar"
+    with pytest.raises(ValueError, match="cap"):
+        _sel(family="chunkpar", ws_bytes=101)
+    from cake_rt.launch.grid import CooperativeLaunchError
+    with pytest.raises(CooperativeLaunchError):
+        _sel(family="chunkpar", coop_error="occupancy 0")
+
+
+def test_env_mode_and_cap_parsing(monkeypatch):
+    monkeypatch.setenv(ops.ENV_MODE, "ALWAYS")
+    assert ops._env_mode() == "always"
+    monkeypatch.setenv(ops.ENV_MODE, "sometimes")
+    with pytest.raises(ValueError, match=ops.ENV_MODE):
+        ops._env_mode()
+    monkeypatch.setenv(ops.ENV_CAP, "1234")
+    assert ops._workspace_cap() == 1234
+    monkeypatch.setenv(ops.ENV_CAP, "lots")
+    with pytest.raises(ValueError, match=ops.ENV_CAP):
+        ops._workspace_cap()
+    monkeypatch.delenv(ops.ENV_CAP)
+    assert ops._workspace_cap() == 256 * 1024 * 1024
+
+
+def test_workspace_sizes_of_suite_rows():
+    # seed row fits the 256 MiB cap; nemotron-h (128 heads x 128 chunks) does not.
+    seed = _validate(b=1, L=32768, H=8, G=1, N=128)
+    seed.chunk = 256
+    seed.table, seed.nseg, seed.total_chunks, seed.max_chunks, _ = ops._build_table([(0, 0, 32768, 0, True)], 32768, 256, False)
+    assert ops.workspace_bytes(seed) == 128 * 8 * 64 * 128 * (4 + 2) + 128 * 8 * 4
+    nem = _validate(b=1, L=16384, H=128, G=8, N=128)
+    assert ops.workspace_bytes(nem) > ops.DEFAULT_WORKSPACE_CAP
+
+
+def test_cost_model_prefers_chunkpar_for_few_long_items():
+    m = ops.COST_MODELS[(9, 0)]
+    seed = ops.predict_us(m, nseg=1, nheads=8, headdim=64, dstate=128, chunk=256, max_chunks=128, total_chunks=128,
+                          sm_count=132, ws_bytes=50 << 20)
+    assert seed["chunkpar"] < 0.95 * seed["exact"]
+    for v in seed.values():
+        assert math.isfinite(v) and v > 0
+
+
+def test_smem_fits_hopper_optin_for_every_program():
+    for it in (2, 4):
+        for N in ops.DSTATES:
+            for Q in ops.CHUNKS:
+                assert ops.smem_bytes(it, N, Q, True) <= 232448
+                assert ops.smem_bytes(it, N, Q, False) <= ops.smem_bytes(it, N, Q, True)
+
+
+def test_flops_bytes_seed_row():
+    fl, nb = ops.ssd_flops_bytes(batch=1, seqlen=32768, nheads=8, headdim=64, dstate=128, ngroups=1, chunk_size=256)
+    assert abs(nb - 118e6) / 118e6 < 0.05
+    assert 13e9 < fl < 15e9

@@ -1,0 +1,33 @@
+"""Every SSD program family compiles with NVRTC for sm_80 and sm_90a (no GPU needed), with its resource
+report read from ptxas: no spills on sm_90a, at most a few bytes on sm_80, and the shared-memory layout
+the host asks for fits the opt-in limit."""
+import pytest
+
+from cake_rt.launch.compile import compile_report, load_source
+from cake_rt.ops.ssd import smem_bytes
+
+# (x dtype code, dt dtype code, state dtype code, headdim, dstate, chunk): the suite's programs, the
+# largest tiles, each dtype.
+PROGRAMS = [
+    (0, 2, 2, 64, 128, 256),   # bf16 suite rows
+    (0, 2, 2, 64, 128, 128),   # nemotron-h / varlen
+    (1, 1, 1, 128, 64, 64),    # fp16, fp16 dt and states
+    (2, 2, 2, 128, 256, 256),  # fp32 inputs, largest tiles
+    (0, 0, 0, 128, 256, 64),   # bf16 everything, largest state
+]
+
+
+@pytest.mark.parametrize("target, max_spill", [("sm_90a", 0), ("sm_80", 64)])
+@pytest.mark.parametrize("prog", PROGRAMS)
+def test_programs_compile(target, max_spill, prog):
+    t, dtt, sd, P, N, Q = prog
+    src = load_source("ssd/ssd_combined.cu")
+    rep = compile_report(src, name="ssd_combined.cu", target=target,
+                         defines=dict(SSD_T=t, SSD_DT=dtt, SSD_SD=sd, SSD_P=P, SSD_N=N, SSD_Q=Q))
+    assert set(rep) == {"ssd_exact", "ssd_chunkpar"}
+    for name, r in rep.items():
+        assert r["spill_stores"] <= max_spill and r["spill_loads"] <= max_spill, (name, r)
+        assert r["registers"] <= 255
+        assert r["shared_bytes"] == 0  # all shared memory is dynamic (sized by the host)
+    itemsize = 4 if t == 2 else 2
+    assert smem_bytes(itemsize, N, Q, True) <= 232448
