@@ -25,7 +25,6 @@ def random_normal(shape, dtype, *, seed: int, scale: float = 1.0, shift: float =
 
 def random_uniform(shape, dtype, *, seed: int, low: float, high: float):
     import cupy
-    import numpy as np
 
     rs = cupy.random.RandomState(seed)
     x = rs.uniform(low, high, shape).astype(cupy.float32)

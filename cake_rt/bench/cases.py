@@ -115,7 +115,9 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
     rec["dims"]["segments"] = len(ssd_segments(p))
     rec["dense_counts"] = list(ssd_counts(p))  # full l x l tiles: what a dense chunked kernel executes
     y = cupy.empty_like(inputs["x"])
-    kw = dict(D=inputs["D"], z=inputs["z"], dt_bias=inputs["dt_bias"], cu_seqlens=inputs["cu_seqlens"],
+    # cake-rt takes host metadata (no device-to-host copy per call); the peer gets the device copy.
+    cu_host = None if inputs["cu_seqlens"] is None else cupy.asnumpy(inputs["cu_seqlens"])
+    kw = dict(D=inputs["D"], z=inputs["z"], dt_bias=inputs["dt_bias"], cu_seqlens=cu_host,
               dt_softplus=True, return_final_states=True, return_varlen_states=varlen)
     args = (inputs["x"], inputs["dt"], inputs["A"], inputs["B"], inputs["C"], int(p["chunk"]))
     try:
@@ -146,13 +148,13 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
         if note:
             rec["notes"].append(note)
         else:
-            from .peers import ssd_peer_call
+            from .peers import from_torch, ssd_peer_call
 
             try:
                 pcall = ssd_peer_call(inputs, p, stream)
                 py, pfs, pvs = pcall()  # also the first (autotuning) call
                 stream.synchronize()
-                check = {k: _rel_l2_dev(cupy.from_dlpack(v), ours_out[k]) for k, v in
+                check = {k: _rel_l2_dev(from_torch(v), ours_out[k]) for k, v in
                          (("y", py), ("final_states", pfs), ("varlen_states", pvs))
                          if v is not None and ours_out.get(k) is not None}
                 tol = 2e-2
@@ -258,7 +260,7 @@ def _dsa_item(item, opts, order, timer, stream, peers_status) -> list:
         if note:
             rp["notes"].append(note)
         else:
-            from .peers import check_dsa, check_rows, dsa_peer_call
+            from .peers import check_dsa, check_rows, dsa_peer_call, from_torch
 
             try:
                 pcall = dsa_peer_call(q, k, w, topk, layout, stream)
@@ -269,7 +271,7 @@ def _dsa_item(item, opts, order, timer, stream, peers_status) -> list:
                        "offsets": layout.q_causal_offsets}
                 sel = cupy.asarray(rows)
                 chk = check_dsa(cupy.asnumpy(ind_p[sel]), cupy.asnumpy(sc_p[sel]),
-                                cupy.asnumpy(cupy.from_dlpack(pi)[sel]), cupy.asnumpy(cupy.from_dlpack(ps)[sel]), lay)
+                                cupy.asnumpy(from_torch(pi)[sel]), cupy.asnumpy(from_torch(ps)[sel]), lay)
                 peer_rec = {"check": chk}
                 arms.append((DSA_PEER, pcall))
             except Exception as exc:

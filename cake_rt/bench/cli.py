@@ -100,7 +100,7 @@ def describe_plan(plan: list) -> str:
         elif it.table in ("dsa", "side_stream"):
             lay = dsa_layout(it.params)
             fl, nb, _ = dsa_floor_counts(lay, it.heads, it.defaults.get("head_dim", 128), it.defaults.get("topk", 2048))
-            what = (f"arms: prepared, eager, torch-eager" if it.table == "dsa"
+            what = ("arms: prepared, eager, torch-eager" if it.table == "dsa"
                     else f"holds 0,{','.join(map(str, it.holds))} SMs x schedules {', '.join(it.schedules)}")
             lines.append(f"{it.table:<11} {it.row:<11} H {it.heads}, T {lay.T}, Tkv {lay.Tkv}, {lay.segments} segments, "
                          f"{lay.visible_pairs:,} visible pairs; {fl / 1e9:.1f} GFLOP, {nb / 1e6:.1f} MB; {what}")

@@ -47,7 +47,6 @@ def measure_copy(stream, *, nbytes: int | None = None, repeats: int = 10) -> dic
         cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, n, kind, stream.ptr)
 
     ms, samples = _time_events(fn, stream, warmup=3, repeats=repeats)
-    del src, dst
     return {"tbps": 2 * n / (ms * 1e-3) / 1e12, "ms": ms, "bytes_moved": 2 * n,
             "method": f"cudaMemcpyAsync device-to-device, {n >> 20} MiB, read + write bytes, median of {repeats}"}
 

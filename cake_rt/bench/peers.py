@@ -70,6 +70,20 @@ def to_torch(x):
         raise
 
 
+def from_torch(t):
+    """A CuPy view of a torch CUDA tensor (DLPack, no copy); bf16 comes back as its uint16 bits if DLPack refuses
+    it (``cases._float32`` reads 2-byte non-float16 arrays as bf16 bits)."""
+    import cupy
+
+    try:
+        return cupy.from_dlpack(t)
+    except Exception:
+        torch = _torch()
+        if t.dtype == torch.bfloat16:
+            return cupy.from_dlpack(t.view(torch.int16)).view(cupy.uint16)
+        raise
+
+
 def torch_stream(stream):
     return _torch().cuda.ExternalStream(stream.ptr)
 
@@ -127,43 +141,50 @@ def check_ssd(ours: dict, peer: dict, *, tol: float = 2e-2) -> dict:
 # ---------------------------------------------------------------------------------------------- DSA
 
 
+def torch_dsa_topk(q, k, w, topk: int, cu_q, cu_k, offsets, *, budget_bytes: int = 2 << 30):
+    """The PyTorch eager indexer on torch tensors (any device): q [T,H,D] bf16, k [Tkv,D] bf16, w [T,H] float32.
+    Returns (indices int32 [T, topk], global ids ordered by score, -1 padded; scores float32, -inf padded)."""
+    import torch
+
+    T, H, _D = q.shape
+    idx = torch.full((T, topk), -1, dtype=torch.int32, device=q.device)
+    sc = torch.full((T, topk), float("-inf"), dtype=torch.float32, device=q.device)
+    for s in range(len(cu_q) - 1):
+        q0, q1, k0, k1, off = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s]), int(cu_k[s + 1]), int(offsets[s])
+        lk = k1 - k0
+        if q1 == q0 or lk == 0:
+            continue
+        per_query = 10 * H * lk  # bf16 logits + two float32 copies
+        step = max(1, min(q1 - q0, budget_bytes // per_query))
+        for a in range(q0, q1, step):
+            b = min(q1, a + step)
+            nk = min(off + (b - q0), lk)  # keys visible to the block's last query
+            if nk <= 0:
+                continue
+            logits = torch.einsum("thd,jd->thj", q[a:b], k[k0:k0 + nk])
+            s_ = (logits.float().relu_() * w[a:b, :, None]).sum(dim=1)
+            pos = off + torch.arange(a - q0, b - q0, device=s_.device)
+            s_.masked_fill_(torch.arange(nk, device=s_.device)[None, :] > pos[:, None], float("-inf"))
+            kk = min(topk, nk)
+            v, i = torch.topk(s_, kk, dim=1)
+            i = torch.where(torch.isneginf(v), torch.full_like(i, -1), i + k0)
+            sc[a:b, :kk] = v
+            idx[a:b, :kk] = i.to(torch.int32)
+    return idx, sc
+
+
 def dsa_peer_call(q, k, w, topk: int, layout, stream, *, budget_bytes: int = 2 << 30):
-    """A callable running the PyTorch eager indexer on CuPy ``q [T,H,D]``, ``k [Tkv,D]``, ``w [T,H]`` on
-    ``stream``; it returns (indices int32 [T, topk] global ids, -1 padded; scores float32 [T, topk])."""
+    """A callable running ``torch_dsa_topk`` on the CuPy arrays ``q``, ``k``, ``w`` (DLPack views) on ``stream``."""
     torch = _torch()
     tq_, tk_, tw_ = to_torch(q), to_torch(k), to_torch(w)
     ts = torch_stream(stream)
-    T, H, _D = tq_.shape
     cq = [int(v) for v in layout.cu_seqlens_q]
     ck = [int(v) for v in layout.cu_seqlens_k]
     offs = [int(v) for v in layout.q_causal_offsets]
 
     def call():
         with torch.cuda.stream(ts):
-            idx = torch.full((T, topk), -1, dtype=torch.int32, device=tq_.device)
-            sc = torch.full((T, topk), float("-inf"), dtype=torch.float32, device=tq_.device)
-            for s in range(len(cq) - 1):
-                q0, q1, k0, k1, off = cq[s], cq[s + 1], ck[s], ck[s + 1], offs[s]
-                lk = k1 - k0
-                if q1 == q0 or lk == 0:
-                    continue
-                per_query = 10 * H * lk  # bf16 logits + float32 copies
-                step = max(1, min(q1 - q0, budget_bytes // per_query))
-                for a in range(q0, q1, step):
-                    b = min(q1, a + step)
-                    nk = min(off + (b - q0), lk)  # keys visible to the block's last query
-                    if nk <= 0:
-                        continue
-                    logits = torch.einsum("thd,jd->thj", tq_[a:b], tk_[k0:k0 + nk])
-                    s_ = (logits.float().relu_() * tw_[a:b, :, None]).sum(dim=1)
-                    pos = off + torch.arange(a - q0, b - q0, device=s_.device)
-                    s_.masked_fill_(torch.arange(nk, device=s_.device)[None, :] > pos[:, None], float("-inf"))
-                    kk = min(topk, nk)
-                    v, i = torch.topk(s_, kk, dim=1)
-                    i = torch.where(torch.isneginf(v), torch.full_like(i, -1), i + k0)
-                    sc[a:b, :kk] = v
-                    idx[a:b, :kk] = i.to(torch.int32)
-        return idx, sc
+            return torch_dsa_topk(tq_, tk_, tw_, topk, cq, ck, offs, budget_bytes=budget_bytes)
 
     return call
 

@@ -74,7 +74,7 @@ def test_small_dsa_row_and_side_stream():
 
 
 def test_small_ssd_rows():
-    for extra in ({}, {"cu_seqlens_lengths": [100, 0, 700, 200], "return_varlen_states": True}):
+    for extra in ({}, {"cu_seqlens_lengths": [100, 300, 400, 200], "return_varlen_states": True}):
         params = {"name": "tiny", "batch": 1, "seqlen": 1000, "nheads": 8, "headdim": 64, "dstate": 128, "ngroups": 2,
                   "chunk": 128, **extra}
         defaults = {"dtype": "bfloat16", "z": True, "return_final_states": True}

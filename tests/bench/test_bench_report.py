@@ -273,3 +273,36 @@ def test_plot(tmp_path):
     path = tmp_path / "p.png"
     write_plot(doc, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_torch_eager_peer_against_brute_force():
+    """The PyTorch eager DSA peer (CPU torch here when installed) picks the right keys on a small zigzag case."""
+    torch = pytest.importorskip("torch")
+    from cake_rt.bench.layouts import zigzag_layout_own
+    from cake_rt.bench.peers import torch_dsa_topk
+
+    lay = zigzag_layout_own([16, 32], 2, 1)
+    T, Tkv, H, D, topk = lay.T, lay.Tkv, 4, 16, 6
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(T, H, D, generator=g).to(torch.bfloat16)
+    k = torch.randn(Tkv, D, generator=g).to(torch.bfloat16)
+    w = torch.randn(T, H, generator=g)
+    for budget in (1 << 30, 1):  # one block per segment, and one query per block
+        idx, sc = torch_dsa_topk(q, k, w, topk, lay.cu_seqlens_q, lay.cu_seqlens_k, lay.q_causal_offsets,
+                                 budget_bytes=budget)
+        qd, kd, wd = q.double().numpy(), k.double().numpy(), w.double().numpy()
+        rows = {"rows": list(range(T)), "cu_q": lay.cu_seqlens_q, "cu_k": lay.cu_seqlens_k, "offsets": lay.q_causal_offsets}
+        ref_i = np.full((T, topk), -1, np.int32)
+        ref_s = np.full((T, topk), -np.inf, np.float32)
+        for s in range(lay.segments):
+            q0, q1, k0, k1 = (int(v) for v in (lay.cu_seqlens_q[s], lay.cu_seqlens_q[s + 1], lay.cu_seqlens_k[s],
+                                                lay.cu_seqlens_k[s + 1]))
+            for t in range(q0, q1):
+                p = int(lay.q_causal_offsets[s]) + t - q0
+                keys = np.arange(k0, min(k0 + p + 1, k1))
+                score = (np.maximum(qd[t] @ kd[keys].T, 0) * wd[t][:, None]).sum(0)
+                top = np.sort(keys[np.argsort(-score, kind="stable")[:topk]])
+                ref_i[t, :top.size] = top
+                ref_s[t, :top.size] = score[np.searchsorted(keys, top)]
+        chk = check_dsa(ref_i, ref_s, idx.numpy(), sc.numpy(), rows, min_overlap=0.95, score_tol=2e-2)
+        assert chk["ok"], chk
