@@ -1,0 +1,442 @@
+"""GPU tests of the deterministic DSA indexer top-k: against the float64 reference on fresh random inputs,
+bitwise determinism across schedules / key splits / entries / streams / graph replays, launch records,
+ticket words, argument errors on device arrays. Skipped without a GPU (marker ``gpu``)."""
+import time
+
+import numpy as np
+import pytest
+
+from cake_rt.interop import BF16
+from cake_rt.reference import dsa as ref
+
+pytestmark = pytest.mark.gpu
+
+POISON_IDX = 0x7F7F7F7F
+
+
+def _cp():
+    import cupy
+
+    return cupy
+
+
+def _op():
+    from cake_rt.ops import dsa
+
+    return dsa
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+def make_inputs(seed, T, Tkv, H=32, D=128, *, positive_q=False, negative_frac=0.0, dup_pairs=0):
+    """Fresh random bf16 q/k and float32 weights; host copies (bf16-exact) and device arrays."""
+    cupy = _cp()
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((T, H, D)).astype(np.float32)
+    if positive_q:
+        q = np.abs(q)
+    k = rng.standard_normal((Tkv, D)).astype(np.float32)
+    if negative_frac:
+        neg = rng.random(Tkv) < negative_frac
+        k[neg] = -np.abs(k[neg])
+    for _ in range(dup_pairs):  # identical key rows must score identically
+        a, b = rng.integers(0, Tkv, 2)
+        k[b] = k[a]
+    w = (rng.standard_normal((T, H)) * H ** -0.5).astype(np.float32)
+    if positive_q:
+        w = np.abs(w)
+    qb, kb = q.astype(BF16), k.astype(BF16)
+    return (qb, kb, w), (cupy.asarray(qb), cupy.asarray(kb), cupy.asarray(w))
+
+
+def poisoned(T, topk):
+    cupy = _cp()
+    return (cupy.full((T, topk), POISON_IDX, dtype=cupy.int32),
+            cupy.full((T, topk), np.nan, dtype=cupy.float32))
+
+
+def run_eager(dev_in, topk, **kw):
+    cupy = _cp()
+    q, k, w = dev_in
+    idx, sc = poisoned(q.shape[0], topk)
+    out = _op().dsa_indexer_det_topk(q, k, w, topk, indices=idx, scores=sc, **kw)
+    assert out[0] is idx and out[1] is sc
+    cupy.cuda.get_current_stream().synchronize()
+    return idx.get(), sc.get()
+
+
+# ------------------------------------------------------------------------------------------------ checker
+
+def check_against_reference(idx, sc, host_in, topk, cu_q=None, cu_k=None, off=None, causal=True):
+    """Chosen sets and scores agree with the float64 reference under the spec's tie rule.
+
+    Scores: within a float32 accumulation bound. Sets: no unchosen visible key beats a chosen one by more
+    than the bound; exact float64 ties (0.0 plateaus, duplicate rows) go to the larger id. Rows with NaN
+    scores must match the reference selection exactly.
+    """
+    q, k, w = host_in
+    T, Tkv = q.shape[0], k.shape[0]
+    assert idx.shape == (T, topk) and sc.shape == (T, topk)
+    start, end = ref.visible_key_ranges(T, Tkv, cu_q, cu_k, off, causal)
+    S, scale = ref.dsa_scores_reference(q, k, w, with_scale=True)
+    ref_idx, _ = ref.select_topk_reference(S, start, end, topk)
+    for t in range(T):
+        nvis = int(end[t] - start[t])
+        nreal = min(topk, nvis)
+        row = idx[t]
+        assert np.all(row[nreal:] == -1), (t, row[nreal:][:8])
+        assert np.all(np.isneginf(sc[t, nreal:])), t
+        ids = row[:nreal].astype(np.int64)
+        assert np.all((ids >= start[t]) & (ids < end[t])), (t, ids[:8], start[t], end[t])
+        assert np.all(np.diff(ids) > 0), t
+        if nreal == 0:
+            continue
+        r = S[t, ids]
+        tol = 1.6e-5 * scale[t, ids] + 1e-6
+        g = sc[t, :nreal].astype(np.float64)
+        vis_scores = S[t, start[t]:end[t]]
+        if np.isnan(vis_scores).any():
+            assert np.array_equal(row, ref_idx[t]), t
+            assert np.array_equal(np.isnan(g), np.isnan(r)), t
+            continue
+        assert np.all(np.abs(g - r) <= tol), (t, np.max(np.abs(g - r) - tol))
+        rest = np.setdiff1d(np.arange(start[t], end[t]), ids)
+        if rest.size:
+            rs = S[t, rest]
+            rtol = 1.6e-5 * scale[t, rest] + 1e-6
+            assert (rs - rtol).max() <= (r + tol).min(), t
+            for v in np.intersect1d(r, rs):  # exact ties straddling the boundary: larger ids chosen
+                assert rest[rs == v].max() < ids[r == v].min(), (t, v)
+
+
+def bits(a):
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+def same_bits(a, b):
+    return np.array_equal(a[0], b[0]) and np.array_equal(bits(a[1]), bits(b[1]))
+
+
+# ------------------------------------------------------------------------------------------------ correctness
+
+@pytest.mark.parametrize("schedule", ["ticket", "static"])
+def test_single_causal_document(schedule):
+    host, dev = make_inputs(1, 777, 777)
+    idx, sc = run_eager(dev, 100, schedule=schedule)
+    check_against_reference(idx, sc, host, 100)
+
+
+def test_topk_2048_long_rows_split_and_unsplit():
+    host, dev = make_inputs(2, 64, 5000)
+    a = run_eager(dev, 2048)                    # few blocks: key range split, merge kernel
+    b = run_eager(dev, 2048, key_split=10 ** 6)  # one unit per block: compactions inside the scan
+    check_against_reference(*a, host, 2048)
+    assert same_bits(a, b)
+
+
+def test_multi_segment_pack_h64():
+    cu_q = np.array([0, 100, 100, 137, 387], np.int32)
+    cu_k = np.array([0, 120, 130, 167, 467], np.int32)
+    host, dev = make_inputs(3, 387, 467, H=64, D=128)
+    idx, sc = run_eager(dev, 64, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    check_against_reference(idx, sc, host, 64, cu_q, cu_k)
+
+
+def _zigzag(doc_lens, W, r):
+    """CP zigzag rank r: per document, chunks r and 2W-1-r, each a segment over the doc's key prefix."""
+    cu_q, cu_k, off, qsrc, ksrc = [0], [0], [], [], []
+    base = 0
+    for L in doc_lens:
+        c = L // (2 * W)
+        for ch in (r, 2 * W - 1 - r):
+            s0, s1 = ch * c, (ch + 1) * c
+            qsrc.extend(range(base + s0, base + s1))
+            ksrc.extend(range(base, base + s1))
+            cu_q.append(cu_q[-1] + (s1 - s0))
+            cu_k.append(cu_k[-1] + s1)
+            off.append(s0)
+        base += L
+    return (np.array(cu_q, np.int32), np.array(cu_k, np.int32), np.array(off, np.int32),
+            np.array(qsrc), np.array(ksrc))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_cp_zigzag_explicit_offsets(rank):
+    cupy = _cp()
+    cu_q, cu_k, off, qsrc, ksrc = _zigzag([256, 160], 2, rank)
+    (q, k, w), _ = make_inputs(10 + rank, 416, 416, H=32, D=64)
+    host = (q[qsrc], k[ksrc], w[qsrc])
+    dev = tuple(cupy.asarray(x) for x in host)
+    idx, sc = run_eager(dev, 50, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, q_causal_offsets=off)
+    check_against_reference(idx, sc, host, 50, cu_q, cu_k, off)
+    # device metadata gives the same bits
+    idx2, sc2 = run_eager(dev, 50, cu_seqlens_q=cupy.asarray(cu_q), cu_seqlens_k=cupy.asarray(cu_k),
+                          q_causal_offsets=cupy.asarray(off))
+    assert same_bits((idx, sc), (idx2, sc2))
+
+
+def test_non_causal_two_segments():
+    cu_q = np.array([0, 20, 50], np.int32)
+    cu_k = np.array([0, 400, 700], np.int32)
+    host, dev = make_inputs(4, 50, 700, H=64, D=64)
+    idx, sc = run_eager(dev, 300, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=False)
+    check_against_reference(idx, sc, host, 300, cu_q, cu_k, None, False)
+
+
+def test_topk_larger_than_keys_and_negative_offsets():
+    cu_q = np.array([0, 6, 9], np.int32)
+    cu_k = np.array([0, 30, 33], np.int32)
+    off = np.array([-3, 0], np.int32)  # queries 0..2 see nothing: all padding
+    host, dev = make_inputs(5, 9, 33)
+    idx, sc = run_eager(dev, 64, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, q_causal_offsets=off)
+    check_against_reference(idx, sc, host, 64, cu_q, cu_k, off)
+    assert np.all(idx[:3] == -1)
+
+
+def test_single_query_many_keys():
+    host, dev = make_inputs(6, 1, 3000)
+    idx, sc = run_eager(dev, 2048)
+    check_against_reference(idx, sc, host, 2048)
+
+
+@pytest.mark.parametrize("topk", [1, 700])
+def test_zero_plateau_boundary_and_duplicate_rows(topk):
+    host, dev = make_inputs(7, 40, 1500, positive_q=True, negative_frac=0.8, dup_pairs=40)
+    idx, sc = run_eager(dev, topk, causal=False)
+    check_against_reference(idx, sc, host, topk, causal=False)
+    if topk == 700:
+        S = ref.dsa_scores_reference(*host)
+        assert np.all((S > 0).sum(axis=1) < 700)  # the boundary lies inside the 0.0 plateau
+        assert np.all((sc == 0.0).sum(axis=1) > 0)  # part of the plateau is chosen, by the tie rule
+    # duplicate key rows score bit-identically wherever they sit in a tile
+    k = host[1].astype(np.float32)
+    _, first = np.unique(k, axis=0, return_index=True)
+    dups = np.setdiff1d(np.arange(k.shape[0]), first)
+    assert dups.size
+    cupy = _cp()
+    q, kk, w = dev
+    idx2, sc2 = poisoned(40, 1500)
+    _op().dsa_indexer_det_topk(q, kk, w, 1500, causal=False, indices=idx2, scores=sc2)
+    full_i, full_s = idx2.get(), sc2.get()
+    for j in dups[:10]:
+        j0 = int(np.flatnonzero((k == k[j]).all(axis=1))[0])
+        for t in range(0, 40, 7):
+            a = full_s[t, np.flatnonzero(full_i[t] == j)]
+            b = full_s[t, np.flatnonzero(full_i[t] == j0)]
+            assert bits(a).tolist() == bits(b).tolist()
+
+
+def test_nan_weights_rank_lowest():
+    cupy = _cp()
+    host, dev = make_inputs(8, 12, 300)
+    w = host[2].copy()
+    w[3, 5] = np.nan     # every score of query 3 is NaN: ties among NaN go to the larger ids
+    w[7, 0] = np.inf     # inf * 0 = NaN for keys with dot <= 0 on head 0, +inf otherwise
+    host = (host[0], host[1], w)
+    dev = (dev[0], dev[1], cupy.asarray(w))
+    idx, sc = run_eager(dev, 40)
+    check_against_reference(idx, sc, host, 40)
+    assert np.all(np.isnan(sc[3][idx[3] >= 0]))
+
+
+@pytest.mark.parametrize("H,D", [(64, 64), (32, 64), (64, 128)])
+def test_head_and_dim_variants(H, D):
+    host, dev = make_inputs(9, 131, 389, H=H, D=D)
+    for topk in (1, 37):
+        idx, sc = run_eager(dev, topk)
+        check_against_reference(idx, sc, host, topk)
+
+
+def test_torch_tensors_through_dlpack():
+    torch = pytest.importorskip("torch")
+    cupy = _cp()
+    host, dev = make_inputs(12, 96, 400)
+    ref_out = run_eager(dev, 32)
+    tq, tk, tw = (torch.from_dlpack(x) for x in dev)
+    ti = torch.full((96, 32), 7, dtype=torch.int32, device="cuda")
+    ts = torch.full((96, 32), float("nan"), dtype=torch.float32, device="cuda")
+    _op().dsa_indexer_det_topk(tq, tk, tw, 32, indices=ti, scores=ts)
+    torch.cuda.synchronize()
+    assert same_bits(ref_out, (ti.cpu().numpy(), ts.cpu().numpy()))
+    cupy.cuda.Device().synchronize()
+
+
+# ------------------------------------------------------------------------------------------------ determinism
+
+@pytest.fixture(scope="module")
+def det_problem():
+    cu_q = np.array([0, 300, 301, 557], np.int32)
+    cu_k = np.array([0, 4000, 4100, 6000], np.int32)
+    off = np.array([3700, 50, 1700], np.int32)
+    host, dev = make_inputs(20, 557, 6000)
+    meta = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, q_causal_offsets=off)
+    return host, dev, meta
+
+
+def test_bitwise_identical_across_runs_schedules_splits_entries(det_problem):
+    cupy = _cp()
+    host, dev, meta = det_problem
+    topk = 2048
+    base = run_eager(dev, topk, schedule="ticket", **meta)
+    check_against_reference(*base, host, topk, meta["cu_seqlens_q"], meta["cu_seqlens_k"],
+                            meta["q_causal_offsets"])
+    variants = [dict(schedule="ticket"), dict(schedule="static"), dict(key_split=128), dict(key_split=1000),
+                dict(key_split=1, schedule="static"), dict(key_split=10 ** 7)]
+    for v in variants:
+        assert same_bits(base, run_eager(dev, topk, **meta, **v)), v
+    for sched in ("ticket", "static"):
+        idx, sc = poisoned(dev[0].shape[0], topk)
+        runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule=sched)
+        for _ in range(2):
+            runner()
+            cupy.cuda.get_current_stream().synchronize()
+            assert same_bits(base, (idx.get(), sc.get())), sched
+            idx.fill(POISON_IDX)
+        if runner.tickets is not None:
+            assert np.all(runner.tickets.read() == 0)
+
+
+def _hold_sms(n, ms, stream):
+    from cake_rt.launch.compile import get_kernel
+    from cake_rt.launch.grid import launch
+
+    kern = get_kernel("dsa/spin.cu", "dsa_hold_sm")
+    launch(kern, n, 32, (np.uint64(int(ms * 1e6)), None), shared_mem=160 * 1024, stream=stream)
+
+
+@pytest.mark.parametrize("held", [1, 32])
+def test_bitwise_identical_while_side_stream_holds_sms(det_problem, held):
+    cupy = _cp()
+    host, dev, meta = det_problem
+    topk = 512
+    base = run_eager(dev, topk, **meta)
+    side = cupy.cuda.Stream(non_blocking=True)
+    main = cupy.cuda.Stream(non_blocking=True)
+    for sched in ("ticket", "static"):
+        idx, sc = poisoned(dev[0].shape[0], topk)
+        runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule=sched)
+        _hold_sms(held, 200, side)
+        time.sleep(0.02)  # the holders are resident before the call starts
+        runner(stream=main)
+        main.synchronize()
+        side.synchronize()
+        assert same_bits(base, (idx.get(), sc.get())), sched
+
+
+def test_graph_capture_replays_prepared_and_eager(det_problem):
+    cupy = _cp()
+    host, dev, meta = det_problem
+    topk = 256
+    base = run_eager(dev, topk, **meta)
+    s = cupy.cuda.Stream(non_blocking=True)
+    idx, sc = poisoned(dev[0].shape[0], topk)
+    runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule="ticket")
+    ws_bytes = _op().dsa_indexer_workspace_bytes(*dev, topk, **meta, key_split=200)
+    ws = cupy.empty(max(ws_bytes, 1), dtype=cupy.uint8)
+    eidx, esc = poisoned(dev[0].shape[0], topk)
+    eager = dict(indices=eidx, scores=esc, workspace=ws, stream=s, key_split=200, schedule="ticket")
+    _op().dsa_indexer_det_topk(*dev, topk, **meta, **eager)  # warm: plan, ticket words of stream s
+    s.synchronize()
+    s.begin_capture()
+    runner(stream=s)
+    _op().dsa_indexer_det_topk(*dev, topk, **meta, **eager)
+    graph = s.end_capture()
+    for _ in range(3):
+        with s:
+            idx.fill(POISON_IDX)
+            sc.fill(np.nan)
+            eidx.fill(POISON_IDX)
+            esc.fill(np.nan)
+        graph.launch(s)
+        s.synchronize()
+        assert same_bits(base, (idx.get(), sc.get()))
+        assert same_bits(base, (eidx.get(), esc.get()))
+    assert np.all(runner.tickets.read() == 0)
+    from cake_rt.launch.tickets import stream_ticket_words
+
+    assert np.all(stream_ticket_words(s).read() == 0)
+
+
+def test_eager_capture_with_device_metadata_is_a_clear_error(det_problem):
+    cupy = _cp()
+    host, dev, meta = det_problem
+    s = cupy.cuda.Stream(non_blocking=True)
+    idx, sc = poisoned(dev[0].shape[0], 16)
+    s.begin_capture()
+    try:
+        with pytest.raises(ValueError, match="cu_seqlens_q"):
+            _op().dsa_indexer_det_topk(*dev, 16, cu_seqlens_q=cupy.asarray(meta["cu_seqlens_q"]),
+                                       cu_seqlens_k=cupy.asarray(meta["cu_seqlens_k"]), indices=idx, scores=sc,
+                                       stream=s)
+    finally:
+        s.end_capture()
+
+
+def test_eager_with_workspace_launches_only_scan_kernels(det_problem):
+    cupy = _cp()
+    from cake_rt.launch.grid import record_launches
+
+    host, dev, meta = det_problem
+    topk = 128
+    for key_split, expect in ((None, ["dsa_scan"]), (300, ["dsa_scan", "dsa_merge"])):
+        nbytes = _op().dsa_indexer_workspace_bytes(*dev, topk, **meta, key_split=key_split)
+        ws = cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
+        idx, sc = poisoned(dev[0].shape[0], topk)
+        _op().dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, workspace=ws, key_split=key_split)
+        with record_launches() as recs:
+            _op().dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, workspace=ws,
+                                       key_split=key_split)
+        assert [r.name for r in recs] == expect
+
+
+def test_ticket_word_rezeroed_after_failed_launch(det_problem):
+    cupy = _cp()
+    host, dev, meta = det_problem
+    topk = 64
+    base = run_eager(dev, topk, **meta)
+    idx, sc = poisoned(dev[0].shape[0], topk)
+    runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule="ticket")
+    # Simulate a launch that raised after the word was touched: garbage in the word, marked dirty.
+    runner.tickets.array.fill(12345)
+    cupy.cuda.Device().synchronize()
+    runner.tickets.mark_dirty()
+    s = cupy.cuda.Stream(non_blocking=True)
+    runner(stream=s)
+    s.synchronize()
+    assert same_bits(base, (idx.get(), sc.get()))
+    assert np.all(runner.tickets.read() == 0)
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+def test_bad_arguments_on_device_leave_outputs_untouched():
+    cupy = _cp()
+    _, (q, k, w) = make_inputs(30, 16, 400)
+    op = _op().dsa_indexer_det_topk
+    idx, sc = poisoned(16, 8)
+    cases = [
+        (TypeError, "q", dict(q=q.astype(cupy.float32))),
+        (ValueError, "q", dict(q=q[:, :16])),
+        (ValueError, "q", dict(q=q[:, :, :96])),
+        (ValueError, "q", dict(q=cupy.asarray(q.transpose(1, 0, 2)).transpose(1, 0, 2))),
+        (ValueError, "k", dict(k=k[:, :64])),
+        (TypeError, "k", dict(k=k.astype(cupy.float32))),
+        (ValueError, "weights", dict(w=w[:8])),
+        (TypeError, "weights", dict(w=w.astype(cupy.float64))),
+        (TypeError, "indices", dict(indices=cupy.zeros((16, 8), cupy.int64))),
+        (ValueError, "scores", dict(scores=cupy.zeros((16, 9), cupy.float32))),
+        (ValueError, "cu_seqlens_k", dict(cu_seqlens_q=np.array([0, 16], np.int32),
+                                          cu_seqlens_k=np.array([0, 399], np.int32))),
+        (ValueError, "workspace", dict(workspace=cupy.empty(1, cupy.uint8), key_split=128)),
+        (TypeError, "workspace", dict(workspace=cupy.empty(10 ** 7, cupy.int32), key_split=128)),
+    ]
+    for exc, name, over in cases:
+        args = dict(q=q, k=k, w=w, indices=idx, scores=sc)
+        args.update(over)
+        kw = {n: v for n, v in args.items() if n not in ("q", "k", "w")}
+        with pytest.raises(exc, match=name):
+            op(args["q"], args["k"], args["w"], 8, **kw)
+    cupy.cuda.Device().synchronize()
+    assert np.all(idx.get() == POISON_IDX) and np.all(np.isnan(sc.get()))
+    with pytest.raises(ValueError, match="indices"):
+        _op().prepare_dsa_indexer_det_topk(q, k, w, 8, scores=sc)
