@@ -9,8 +9,8 @@ if [[ $PHASES == *tests* ]]; then
   echo "pytest rc=$?" >> $OUT/gpu_tests.log; tail -25 $OUT/gpu_tests.log
 fi
 if [[ $PHASES == *sanitize* ]]; then
-  for tool in memcheck racecheck synccheck; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 python3 tests/dsa/sanitize_case.py > $OUT/sanitize_$tool.log 2>&1
+  for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
+    timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool $tool --error-exitcode 9 python3 tests/dsa/sanitize_case.py > $OUT/sanitize_$tool.log 2>&1
     echo "$tool rc=$?" | tee -a $OUT/sanitize_$tool.log; tail -4 $OUT/sanitize_$tool.log
   done
 fi
