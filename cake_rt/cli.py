@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
         # The bench package owns every bench flag.
-        problem_free_help = any(a in ("-h", "--help", "--dry-run") for a in argv[1:])
+        problem_free_help = any(a in ("-h", "--help", "--dry-run") or a.startswith("--from-json") for a in argv[1:])
         if not problem_free_help:
             problem = _gpu_problem()
             if problem is not None:

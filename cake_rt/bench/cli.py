@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every figure and the machine header as JSON")
     p.add_argument("--plot", metavar="PATH", help="write a PNG (needs matplotlib: pip install cake-rt[plot])")
     p.add_argument("--compare", metavar="OLD.json", help="add a speedup column against an earlier --json run")
+    p.add_argument("--markdown", metavar="PATH", help="also write the tables as Markdown")
+    p.add_argument("--from-json", dest="from_json", metavar="RUN.json",
+                   help="measure nothing: re-render the tables (and --plot, --markdown, --compare) of a saved run; no GPU needed")
     p.add_argument("--time-limit", type=float, dest="time_limit", metavar="S",
                    help="skip the rows not started after S seconds (they are listed as skipped)")
     p.add_argument("--dry-run", action="store_true", dest="dry_run", help="list the rows that would run and exit")
@@ -125,7 +128,7 @@ def main(argv=None) -> int:
                 old = json.load(f)
             if not isinstance(old, dict) or "records" not in old:
                 raise ValueError(f"--compare: {args.compare} is not a cake-rt bench JSON file (no 'records')")
-        for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        for flag, path in (("--json", args.json), ("--plot", args.plot), ("--markdown", args.markdown)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise ValueError(f"{flag}: the folder of {path} does not exist")
     except (ValueError, OSError) as exc:
@@ -134,13 +137,15 @@ def main(argv=None) -> int:
     if args.dry_run:
         print(describe_plan(plan))
         return EXIT_OK
+    if args.from_json:
+        return _render_saved(args, old)
     problem = gpu_problem()
     if problem is not None:
         print(f"cake-rt bench: {problem}; benchmarks need a CUDA GPU (--dry-run lists the rows).", file=sys.stderr)
         return EXIT_NO_GPU
 
-    from .plot import matplotlib_available, write_plot
-    from .report import compare, finalize, format_tables, validate_doc, write_json
+    from .plot import matplotlib_available
+    from .report import compare, finalize, validate_doc
     from .runner import Progress, run_plan
 
     want_plot = bool(args.plot)
@@ -158,18 +163,57 @@ def main(argv=None) -> int:
     if old is not None:
         compare(doc, old, args.compare)
     validate_doc(doc)
+    _emit(doc, args, want_plot)
+    failed = [r["key"] for r in doc["records"] if r.get("error")]
+    return EXIT_FAILED_ROWS if failed else EXIT_OK
+
+
+def _emit(doc: dict, args, want_plot: bool) -> None:
+    """Print the tables; write --json, --markdown and --plot."""
+    from .plot import write_plot
+    from .report import format_markdown, format_tables, write_json
+
     print(format_tables(doc))
     if args.json:
         write_json(doc, args.json)
         print(f"\nwrote {args.json}")
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(format_markdown(doc))
+        print(f"wrote {args.markdown}")
     if want_plot:
         try:
             write_plot(doc, args.plot)
             print(f"wrote {args.plot}")
         except Exception as exc:
             print(f"cake-rt bench: plot not written: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-    failed = [r["key"] for r in doc["records"] if r.get("error")]
-    return EXIT_FAILED_ROWS if failed else EXIT_OK
+
+
+def _render_saved(args, old) -> int:
+    """--from-json: the tables and files of a saved run, re-derived from its raw times (no GPU)."""
+    from .plot import matplotlib_available
+    from .report import compare, finalize, validate_doc
+
+    try:
+        with open(args.from_json, encoding="utf-8") as f:
+            doc = json.load(f)
+        validate_doc(doc)
+    except (OSError, ValueError) as exc:
+        print(f"cake-rt bench: --from-json: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json and os.path.abspath(args.json) == os.path.abspath(args.from_json):
+        print("cake-rt bench: --json: would overwrite the --from-json file", file=sys.stderr)
+        return EXIT_USAGE
+    finalize(doc)
+    if old is not None:
+        compare(doc, old, args.compare)
+    want_plot = bool(args.plot)
+    if want_plot and not matplotlib_available():
+        print("cake-rt bench: --plot needs matplotlib (pip install cake-rt[plot]); no plot will be written",
+              file=sys.stderr)
+        want_plot = False
+    _emit(doc, args, want_plot)
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -124,6 +124,12 @@ def _target_cell(r):
     return "met" if t["met"] else "MISSED"
 
 
+def _md(headers, rows) -> str:
+    out = ["| " + " | ".join(str(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
 def _grid(headers, rows) -> str:
     widths = [max(len(str(h)), *(len(str(row[i])) for row in rows)) if rows else len(str(h))
               for i, h in enumerate(headers)]
@@ -133,14 +139,13 @@ def _grid(headers, rows) -> str:
     return "\n".join(out)
 
 
-def format_tables(doc: dict) -> str:
-    """The terminal report: machine line, floors, one table per suite, notes and errors."""
+def _header_lines(doc: dict) -> list:
     m = doc.get("machine", {})
     gpu = m.get("gpu", {})
     out = [f"cake-rt {m.get('cake_rt')} ({(m.get('git_hash') or 'no git')[:12]}{'+dirty' if m.get('git_dirty') else ''}) "
            f"on {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs, {gpu.get('target', '?')}), "
            f"driver {m.get('driver') or m.get('cuda_driver')}, CUDA runtime {m.get('cuda_runtime')}, "
-           f"CuPy {m.get('cupy')}, NVRTC {m.get('nvrtc')}"]
+           f"CuPy {m.get('cupy')}, NVRTC {m.get('nvrtc')}, {m.get('date_utc', '')}"]
     f = doc.get("floors")
     if f:
         out.append(f"floors: copy {f['copy_tbps']:.2f} TB/s (read+write), bf16 matrix {f['bf16_tflops']:.0f} TFLOP/s "
@@ -150,7 +155,15 @@ def format_tables(doc: dict) -> str:
         out.append(f"method: CUDA events around one synchronized call, median (p20-p80) over repeats"
                    f"{', cold L2 (2x L2 flushed before each call)' if not cfg.get('warm_l2') else ', warm L2'}"
                    f"{', median over %d fresh processes (both arm orders)' % cfg['processes'] if cfg.get('processes', 1) > 1 else ''}")
+        if cfg.get("argv") is not None:
+            out.append("command: cake-rt bench " + " ".join(cfg["argv"]))
+    return out
+
+
+def _sections(doc: dict) -> list:
+    """[(title, headers, rows)] of the tables present in ``doc``."""
     recs = [r for r in doc.get("records", []) if not r.get("error")]
+    sec = []
     ssd = [r for r in recs if r["table"] == "ssd"]
     if ssd:
         rows = []
@@ -160,9 +173,9 @@ def format_tables(doc: dict) -> str:
             rows.append([r["row"], r["dims"]["batch"], r["dims"]["seqlen"], r["dims"]["nheads"], r["dims"]["ngroups"],
                          r["dims"]["chunk"], fam, _ms(r), _f(r.get("tflops"), "{:.1f}"), _f(r.get("tbps"), "{:.2f}"),
                          _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"), pm, sp, _target_cell(r)])
-        out += ["", "SSD combined (ms: median (p20-p80))",
-                _grid(["row", "batch", "seqlen", "H", "G", "chunk", "family", "ms", "TFLOP/s", "TB/s", "floor ms",
-                       "of floor", "mamba ms", "speedup", "H200 target"], rows)]
+        sec.append(("SSD combined (bf16 x/B/C/z, fp32 dt, D, dt_bias, softplus, final states fp32; ms: median (p20-p80))",
+                    ["row", "batch", "seqlen", "H", "G", "chunk", "family", "ms", "TFLOP/s", "TB/s", "floor ms",
+                     "of floor", "mamba ms", "speedup", "H200 target"], rows))
     dsa = [r for r in recs if r["table"] == "dsa"]
     if dsa:
         rows = []
@@ -172,41 +185,65 @@ def format_tables(doc: dict) -> str:
             rows.append([r["row"], d["H"], r["arm"], d["T"], d["Tkv"], d["segments"], _ms(r), _f(r.get("tflops"), "{:.1f}"),
                          _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"),
                          pm, sp, _target_cell(r)])
-        out += ["", "DSA indexer top-k (D 128, topk 2048; ms: median (p20-p80))",
-                _grid(["row", "H", "entry", "T", "Tkv", "seg", "ms", "TFLOP/s", "TB/s", "floor ms", "of floor",
-                       "torch ms", "speedup", "H200 target"], rows)]
+        sec.append(("DSA indexer top-k (D 128, topk 2048; ms: median (p20-p80))",
+                    ["row", "H", "entry", "T", "Tkv", "seg", "ms", "TFLOP/s", "TB/s", "floor ms", "of floor",
+                     "torch ms", "speedup", "H200 target"], rows))
     side = [r for r in recs if r["table"] == "side_stream"]
     if side:
         rows = [[r["row"], r["heads"], r.get("hold"), r["arm"], _ms(r), _f(r.get("unheld_ms"), "{:.4f}"),
                  _f(r.get("slowdown"), "{:.3f}x"), _f(r.get("static_over_ticket"), "{:.3f}x"), _target_cell(r)]
                 for r in side]
-        out += ["", "Side stream: a spinning kernel on a second stream holds N SMs during a prepared call",
-                _grid(["row", "H", "SMs held", "schedule", "ms", "unheld ms", "slowdown", "static/ticket",
-                       "H200 target"], rows)]
+        sec.append(("Side stream: a spinning kernel on a second stream holds N SMs during a prepared call",
+                    ["row", "H", "SMs held", "schedule", "ms", "unheld ms", "slowdown", "static/ticket",
+                     "H200 target"], rows))
     sc = [r for r in recs if r["table"] == "selfcheck"]
     if sc:
         rows = [[r["row"], r.get("hold"), _ms(r), _f(r.get("tbps"), "{:.2f}"), _peer_cells(r, "cudaMemcpyAsync")[0],
                  _f((r.get("extra") or {}).get("hold_info", {}).get("distinct_sms"), "{}")] for r in sc]
-        out += ["", "Runner self-check (copy kernel vs cudaMemcpyAsync, under side-stream holds)",
-                _grid(["row", "SMs held", "ms", "TB/s", "memcpy ms", "distinct SMs held"], rows)]
+        sec.append(("Runner self-check (copy kernel vs cudaMemcpyAsync, under side-stream holds)",
+                    ["row", "SMs held", "ms", "TB/s", "memcpy ms", "distinct SMs held"], rows))
     comp = doc.get("compare")
     if comp:
         rows = [[c["key"], _f(c["old_ms"], "{:.4f}"), _f(c["new_ms"], "{:.4f}"), _f(c["speedup"], "{:.3f}x")]
                 for c in comp["rows"]]
-        out += ["", f"Compare with {comp['path']} ({(comp.get('old_git_hash') or '?')[:12]}, "
-                    f"{comp.get('old_gpu')}): speedup = old ms / new ms",
-                _grid(["row", "old ms", "new ms", "speedup"], rows)]
-        if comp.get("missing"):
-            out.append(f"not in {comp['path']}: {', '.join(comp['missing'])}")
+        sec.append((f"Compare with {comp['path']} ({(comp.get('old_git_hash') or '?')[:12]}, "
+                    f"{comp.get('old_gpu')}): speedup = old ms / new ms", ["row", "old ms", "new ms", "speedup"], rows))
+    return sec
+
+
+def _notes(doc: dict) -> list:
     notes = list(doc.get("notes", []))
+    comp = doc.get("compare")
+    if comp and comp.get("missing"):
+        notes.append(f"not in {comp['path']}: {', '.join(comp['missing'])}")
     for r in doc.get("records", []):
         for n in r.get("notes", []):
             notes.append(f"{r['key']}: {n}")
         if r.get("error"):
             notes.append(f"{r['key']}: ERROR {r['error']}")
+    return list(dict.fromkeys(notes))
+
+
+def format_tables(doc: dict) -> str:
+    """The terminal report: machine line, floors, one table per suite, notes and errors."""
+    out = _header_lines(doc)
+    for title, headers, rows in _sections(doc):
+        out += ["", title, _grid(headers, rows)]
+    notes = _notes(doc)
     if notes:
-        out += ["", "notes:"] + [f"  - {n}" for n in dict.fromkeys(notes)]
+        out += ["", "notes:"] + [f"  - {n}" for n in notes]
     return "\n".join(out)
+
+
+def format_markdown(doc: dict) -> str:
+    """The same report as Markdown (the tables of docs/benchmarks.md)."""
+    out = [f"- {line}" for line in _header_lines(doc)]
+    for title, headers, rows in _sections(doc):
+        out += ["", f"**{title}**", "", _md(headers, rows)]
+    notes = _notes(doc)
+    if notes:
+        out += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- JSON

@@ -207,12 +207,24 @@ def test_main_with_a_fake_gpu_run(monkeypatch, tmp_path, capsys):
     rc = cli.main(["all", "--rows", "seed", "--compare", str(out), "--side-stream", "none"])
     assert rc == 0 and "Compare with" in capsys.readouterr().out
 
+    # --from-json re-renders a saved run with no GPU: tables, Markdown, --compare against itself.
+    monkeypatch.setattr(cli, "gpu_problem", lambda: "no GPU (test)")
+    md = tmp_path / "run.md"
+    assert cli.main(["--from-json", str(out), "--markdown", str(md), "--compare", str(out)]) == 0
+    text = md.read_text()
+    assert "| A1 | 64 | prepared |" in text and "**Side stream" in text and "1.000x" in text
+    assert "command: cake-rt bench all --rows seed,A1" in text
+    assert "SSD combined" in capsys.readouterr().out
+    assert cli.main(["--from-json", str(out), "--json", str(out)]) == cli.EXIT_USAGE
+    assert cli.main(["--from-json", str(tmp_path / "nope.json")]) == cli.EXIT_USAGE
+
     def failing(item, opts, order=0):
         r = _base_record(item, "error")
         r["error"] = "RuntimeError: no op"
         return [r]
 
     monkeypatch.setattr(cases, "run_item", failing)
+    monkeypatch.setattr(cli, "gpu_problem", lambda: None)
     assert cli.main(["ssd", "--rows", "short"]) == cli.EXIT_FAILED_ROWS
 
 
