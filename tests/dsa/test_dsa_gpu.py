@@ -418,7 +418,7 @@ def test_bad_arguments_on_device_leave_outputs_untouched():
         (TypeError, "q", dict(q=q.astype(cupy.float32))),
         (ValueError, "q", dict(q=q[:, :16])),
         (ValueError, "q", dict(q=q[:, :, :96])),
-        (ValueError, "q", dict(q=cupy.asarray(q.transpose(1, 0, 2)).transpose(1, 0, 2))),
+        (ValueError, "q", dict(q=cupy.ascontiguousarray(q.transpose(1, 0, 2)).transpose(1, 0, 2))),
         (ValueError, "k", dict(k=k[:, :64])),
         (TypeError, "k", dict(k=k.astype(cupy.float32))),
         (ValueError, "weights", dict(w=w[:8])),

@@ -246,7 +246,23 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             } else {
                 cp_async_wait<0>();
             }
-            __syncthreads();
+            __syncthreads();  // tile `it` landed; the previous append (counts, floors, scores) is done
+            // Compact any buffer that could not take another full tile.
+#pragma unroll 1
+            for (int qq = 0; qq < BQ; ++qq) {
+                const int n = cnt[qq];
+                if (n > CAP - TILE) {
+                    uint64_t* cb = cand + qq * CAP;
+                    const uint64_t K = block_kth_largest<NT>(cb, n, topk, hist, st, scratch);
+                    const int kept = ordered_keep<NT>(cb, n, K, scratch, [&](int pos, uint64_t x) { cb[pos] = x; });
+                    __syncthreads();
+                    if (tid == 0) {
+                        cnt[qq] = kept;
+                        lo[qq] = K + 1ull;
+                    }
+                    __syncthreads();
+                }
+            }
             const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
 
             float acc[MT][4][4];
@@ -284,9 +300,11 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     if ((lane & 3) == 0) sc[g * TILE + kw * KW + mt * 16 + hr * 8 + (lane >> 2)] = s;
                 }
             }
-            __syncthreads();
+            __syncthreads();  // scores ready; every warp is done reading this key tile
 
-            // Ordered append: warp qq walks the tile's keys in ascending id.
+            // Ordered append: warp qq walks the tile's keys in ascending id. The other warps go on to the
+            // next tile's copy; the barrier at the top of the loop orders this append before the next
+            // epilogue overwrites the score tile.
             if (warp < BQ && warp < un.nq) {
                 const int qq = warp;
                 const int t = un.q0 + qq;
@@ -310,24 +328,8 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 }
                 if (lane == 0) cnt[qq] = c0;
             }
-            __syncthreads();
-            // Compact any buffer that could not take another full tile.
-#pragma unroll 1
-            for (int qq = 0; qq < BQ; ++qq) {
-                const int n = cnt[qq];
-                if (n > CAP - TILE) {
-                    uint64_t* cb = cand + qq * CAP;
-                    const uint64_t K = block_kth_largest<NT>(cb, n, topk, hist, st, scratch);
-                    const int kept = ordered_keep<NT>(cb, n, K, scratch, [&](int pos, uint64_t x) { cb[pos] = x; });
-                    __syncthreads();
-                    if (tid == 0) {
-                        cnt[qq] = kept;
-                        lo[qq] = K + 1ull;
-                    }
-                    __syncthreads();
-                }
-            }
         }
+        __syncthreads();  // the last append is done
 
         // Final selection per query, in buffer (= ascending id) order.
 #pragma unroll 1
