@@ -40,7 +40,7 @@ class SMHolder:
         self.side = cupy.cuda.Stream(non_blocking=True)
         self.ctl = cupy.cuda.Stream(non_blocking=True)
         self._pinned = cupy.cuda.alloc_pinned_memory(64)
-        self._host = np.frombuffer(self._pinned, dtype=np.uint32, count=16)
+        self._host = np.ndarray((16,), dtype=np.uint32, buffer=self._pinned)  # writable view of pinned memory
         self.max_ns = np.uint64(int(max_hold_s * 1e9))
         self.start_timeout_s = float(start_timeout_s)
 
