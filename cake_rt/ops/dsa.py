@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import threading
 
 import numpy as np
@@ -58,20 +59,25 @@ class DsaConfig:
     MCAP: int
     smem_scan: int
     smem_merge: int
+    wgmma: bool = False
 
     @property
     def defines(self) -> dict:
-        return {"DSA_H": self.H, "DSA_D": self.D, "DSA_BQ": self.BQ, "DSA_TILE": self.TILE,
-                "DSA_CAP": self.CAP, "DSA_MCAP": self.MCAP}
+        d = {"DSA_H": self.H, "DSA_D": self.D, "DSA_BQ": self.BQ, "DSA_TILE": self.TILE,
+             "DSA_CAP": self.CAP, "DSA_MCAP": self.MCAP}
+        if self.wgmma:
+            d["DSA_WGMMA"] = 1
+        return d
 
 
 def _round_up(x: int, m: int) -> int:
     return (int(x) + m - 1) // m * m
 
 
-def _scan_smem(H, D, BQ, TILE, CAP) -> int:
+def _scan_smem(H, D, BQ, TILE, CAP, wgmma=False) -> int:
     G = BQ * H // 32
-    return 2 * TILE * D * 2 + BQ * CAP * 8 + G * TILE * 4 + HIST_BYTES + 256 + 12 * BQ
+    extra = (BQ * H * D * 2 + 1024) if wgmma else 0  # q resident in smem + 1024-byte alignment pad
+    return 2 * TILE * D * 2 + extra + BQ * CAP * 8 + G * TILE * 4 + HIST_BYTES + 256 + 12 * BQ
 
 
 def _merge_smem(MCAP) -> int:
@@ -88,31 +94,41 @@ def _layout_ok(H, BQ, TILE) -> bool:
     return kw % 16 == 0 and BQ * H <= 2 * TILE and BQ <= 8
 
 
-def _try_config(H: int, D: int, topk: int, smem_optin: int):
-    for BQ, TILE in ((128 // H, 128), (64 // H, 64), (1, 128), (1, 64)):
+def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False):
+    options = [(128 // H, 128, False), (64 // H, 64, False), (1, 128, False), (1, 64, False)]
+    if wgmma:
+        options.insert(0, (128 // H, 128, True))
+    for BQ, TILE, wg in options:
         if not _layout_ok(H, BQ, TILE):
             continue
         # The buffer must take a whole tile above topk; twice topk halves the number of compactions.
         cap_min = _round_up(max(topk + TILE, 2 * TILE), SCAN_THREADS)
-        cap = _round_up(max(2 * topk, topk + TILE, 2 * TILE), SCAN_THREADS)
-        while cap > cap_min and _scan_smem(H, D, BQ, TILE, cap) > smem_optin:
+        cap = _round_up(max(2 * topk, topk + TILE, 1024), SCAN_THREADS)
+        while cap > cap_min and _scan_smem(H, D, BQ, TILE, cap, wg) > smem_optin:
             cap -= SCAN_THREADS
-        if _scan_smem(H, D, BQ, TILE, cap) > smem_optin:
+        if _scan_smem(H, D, BQ, TILE, cap, wg) > smem_optin:
             continue
         mcap = min(32768, (smem_optin - _merge_smem(0)) // 8 // 1024 * 1024)
         if mcap < 2 * topk:  # the merge keeps topk and appends a part of up to topk
             continue
-        return DsaConfig(H, D, BQ, TILE, cap, mcap, _scan_smem(H, D, BQ, TILE, cap), _merge_smem(mcap))
+        return DsaConfig(H, D, BQ, TILE, cap, mcap, _scan_smem(H, D, BQ, TILE, cap, wg), _merge_smem(mcap), wg)
     return None
 
 
-def select_config(H: int, D: int, topk: int, smem_optin: int) -> DsaConfig:
+def wgmma_allowed(target) -> bool:
+    """The Hopper wgmma scan is used on sm_90a unless ``CAKE_RT_DSA_MMA=sync`` asks for the mma.sync
+    program (a debugging / A-B knob: the two programs may differ in the last bits of a score)."""
+    return target == "sm_90a" and os.environ.get("CAKE_RT_DSA_MMA", "").lower() != "sync"
+
+
+def select_config(H: int, D: int, topk: int, smem_optin: int, target=None) -> DsaConfig:
     """The program for (H, D, topk) on a device whose blocks may opt in to ``smem_optin`` bytes.
 
-    Prefers 128 (query, head) pairs per CTA and 128-key tiles; falls back to smaller blocks and tiles
-    when shared memory is short (sm_86/sm_89). Raises ValueError naming ``topk`` when nothing fits.
+    Prefers 128 (query, head) pairs per CTA and 128-key tiles (on sm_90a with wgmma); falls back to
+    smaller blocks and tiles when shared memory is short (sm_86/sm_89). Raises ValueError naming
+    ``topk`` when nothing fits.
     """
-    cfg = _try_config(int(H), int(D), int(topk), int(smem_optin))
+    cfg = _try_config(int(H), int(D), int(topk), int(smem_optin), wgmma_allowed(target))
     if cfg is None:
         raise ValueError(f"topk: {int(topk)} is larger than this device supports for H={H}, D={D} "
                          f"({smem_optin} bytes of shared memory per block); at most {max_topk(H, D, smem_optin)}")
@@ -418,7 +434,7 @@ def _device_facts(dev):
 
 def _config_for(p: _Problem) -> DsaConfig:
     info = _device_facts(p.device)
-    return select_config(p.H, p.D, p.topk, info.smem_per_block_optin)
+    return select_config(p.H, p.D, p.topk, info.smem_per_block_optin, info.target)
 
 
 def _plan_for(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
@@ -466,7 +482,8 @@ def _plan_key(p: _Problem, key_split):
     def b(a):
         return None if a is None else a.tobytes()
 
-    return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split)
+    wg = wgmma_allowed(_device_facts(p.device).target)
+    return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split, wg)
 
 
 def _cached_device_plan(p: _Problem, key_split, capturing: bool) -> _DevicePlan:
@@ -565,7 +582,7 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
         dev_attr = getattr(q, "device", None)
         device = getattr(dev_attr, "id", None) if dev_attr is not None else None
     info = _device_facts(device)
-    cfg = select_config(H, D, topk, info.smem_per_block_optin)
+    cfg = select_config(H, D, topk, info.smem_per_block_optin, info.target)
     plan = plan_units(T, Tkv, cu_q, cu_k, off, bool(causal), topk, cfg.BQ, cfg.TILE, info.sm_count, key_split)
     return plan.workspace_bytes
 

@@ -8,6 +8,7 @@ eager (caller-owned workspace) for each schedule, plus a side-stream table (a sp
 """
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -31,6 +32,7 @@ def main(argv=None):
     ap.add_argument("--side", default="S1,C1,A1")
     ap.add_argument("--side-heads", default="32")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--mma", default="", help="comma list of programs to time: wgmma (default), sync")
     a = ap.parse_args(argv)
 
     import cupy
@@ -74,7 +76,9 @@ def main(argv=None):
     spin = get_kernel("dsa/spin.cu", "dsa_hold_sm")
 
     rng = np.random.default_rng(0)
-    for H in [int(h) for h in a.heads.split(",")]:
+    mmas = [m for m in a.mma.split(",") if m] or [""]
+    for H, mma in [(int(h), m) for h in a.heads.split(",") for m in mmas]:
+        os.environ["CAKE_RT_DSA_MMA"] = mma
         for row in a.rows.split(","):
             T, Tkv = ROWS[row]["T"], ROWS[row]["Tkv"]
             q = cupy.asarray(rng.standard_normal((T, H, D), dtype=np.float32).astype(BF16))
@@ -94,7 +98,7 @@ def main(argv=None):
                                                      schedule=sched)
                 med, p20, p80 = timeit(lambda: r(stream=s), s, a.repeats)
                 outs[sched] = (idx.get(), sc.get().view(np.uint32))
-                rec = dict(row=row, H=H, entry="prepared", schedule=sched, ms=med, p20=p20, p80=p80,
+                rec = dict(row=row, H=H, mma=mma or "default", wgmma=r.config.wgmma, entry="prepared", schedule=sched, ms=med, p20=p20, p80=p80,
                            tflops=flops / med / 1e9, floor_ms=floor_ms, frac_floor=floor_ms / med,
                            units=r.plan.nunits, merge=r.plan.nmerge, grid=r._dp.grid)
                 results.append(rec)
@@ -104,7 +108,7 @@ def main(argv=None):
                 med, p20, p80 = timeit(lambda: dsa.dsa_indexer_det_topk(q, k, w, topk, indices=idx2, scores=sc2,
                                                                         workspace=ws, stream=s, schedule=sched),
                                        s, a.repeats)
-                rec = dict(row=row, H=H, entry="eager", schedule=sched, ms=med, p20=p20, p80=p80,
+                rec = dict(row=row, H=H, mma=mma or "default", entry="eager", schedule=sched, ms=med, p20=p20, p80=p80,
                            tflops=flops / med / 1e9, floor_ms=floor_ms, frac_floor=floor_ms / med)
                 results.append(rec)
                 print(json.dumps(rec), flush=True)
@@ -115,7 +119,7 @@ def main(argv=None):
             print(f"  ticket == static bitwise: {same}")
             results.append(dict(row=row, H=H, ticket_eq_static=bool(same)))
 
-            if row in a.side.split(",") and str(H) in a.side_heads.split(","):
+            if row in a.side.split(",") and str(H) in a.side_heads.split(",") and mma == mmas[0]:
                 side = cupy.cuda.Stream(non_blocking=True)
                 for held in (0, 1, 32):
                     for sched in ("ticket", "static"):

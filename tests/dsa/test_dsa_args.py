@@ -64,8 +64,12 @@ def test_metadata_accepts_good_values():
 @pytest.mark.parametrize("H", [32, 64])
 @pytest.mark.parametrize("D", [64, 128])
 def test_config_fits_and_holds_topk(smem, H, D):
-    for topk in (1, 7, 64, 1000, 2048):
-        cfg = dsa.select_config(H, D, topk, smem)
+    for topk, target in ((1, None), (7, "sm_90a"), (64, None), (1000, "sm_90a"), (2048, None), (2048, "sm_90a")):
+        cfg = dsa.select_config(H, D, topk, smem, target)
+        if cfg.wgmma:
+            assert target == "sm_90a" and cfg.BQ * H == 128 and cfg.TILE == 128
+    if smem >= 232448:
+        assert dsa.select_config(H, D, 2048, smem, "sm_90a").wgmma
         assert cfg.smem_scan <= smem and cfg.smem_merge <= smem
         assert cfg.CAP - cfg.TILE >= topk          # a compaction always frees room for a tile
         assert cfg.MCAP >= 2 * topk                # the merge keeps topk and appends a part

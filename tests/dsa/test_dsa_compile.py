@@ -14,8 +14,9 @@ def _programs(target):
     for H in (32, 64):
         for D in (64, 128):
             for topk in (1, 64, 2048):
-                cfg = dsa.select_config(H, D, topk, smem)
-                seen[tuple(sorted(cfg.defines.items()))] = cfg
+                for tgt in {None, target}:  # sm_90a: the wgmma program and the mma.sync one
+                    cfg = dsa.select_config(H, D, topk, smem, tgt)
+                    seen[tuple(sorted(cfg.defines.items()))] = cfg
     return list(seen.values())
 
 
@@ -30,6 +31,8 @@ def test_dsa_programs_compile_without_spills(target):
             assert r["stack_bytes"] == 0, (target, cfg, name, r)
             assert 0 < r["registers"] <= 255, (target, cfg, name, r)
         assert cfg.smem_scan <= DEVICES[target] and cfg.smem_merge <= DEVICES[target]
+    if target == "sm_90a":
+        assert any(c.wgmma for c in _programs(target))
 
 
 @pytest.mark.parametrize("target", available_targets())

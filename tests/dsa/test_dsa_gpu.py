@@ -239,6 +239,16 @@ def test_nan_weights_rank_lowest():
     assert np.all(np.isnan(sc[3][idx[3] >= 0]))
 
 
+def test_mma_sync_program_on_any_arch(monkeypatch):
+    """The portable mma.sync program (the only one below sm_90a) checked on this GPU too."""
+    monkeypatch.setenv("CAKE_RT_DSA_MMA", "sync")
+    for H, topk in ((32, 2048), (64, 50)):
+        host, dev = make_inputs(40 + H, 70, 4500, H=H)
+        idx, sc = run_eager(dev, topk)
+        check_against_reference(idx, sc, host, topk)
+        assert same_bits((idx, sc), run_eager(dev, topk, key_split=640, schedule="static"))
+
+
 @pytest.mark.parametrize("H,D", [(64, 64), (32, 64), (64, 128)])
 def test_head_and_dim_variants(H, D):
     host, dev = make_inputs(9, 131, 389, H=H, D=D)

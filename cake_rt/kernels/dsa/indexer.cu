@@ -23,6 +23,15 @@
 #include "../common/float_key.cuh"
 #include "../common/ticket.cuh"
 #include "select.cuh"
+#if defined(DSA_WGMMA) && DSA_WGMMA
+#include "../common/wgmma.cuh"
+#if !defined(CAKE_HAS_WGMMA)
+#error "DSA_WGMMA needs the sm_90a target"
+#endif
+#define DSA_USE_WGMMA 1
+#else
+#define DSA_USE_WGMMA 0
+#endif
 
 #ifndef DSA_H
 #define DSA_H 32
@@ -55,25 +64,37 @@ constexpr int KS = D / 16;       // k-steps
 constexpr int ROWB = D * 2;      // bytes per bf16 row
 constexpr int CHUNKS = D / 8;    // 16-byte chunks per row
 constexpr int UNIT_INTS = 8;
+constexpr bool WG = DSA_USE_WGMMA;  // Hopper path: two warpgroups x wgmma m64n128k16, q and keys from smem
+constexpr int QROWS = BQ * H;        // (query, head) pairs of a block
 constexpr int HIST_WORDS = 2048;
 
 static_assert(H == 32 || H == 64, "H must be 32 or 64");
 static_assert(D == 64 || D == 128, "D must be 64 or 128");
 static_assert(G >= 1 && NWARPS % G == 0, "warp groups must divide the warps");
 static_assert(KW % 16 == 0 && MT >= 1, "each warp needs whole 16-key m-tiles");
-static_assert(BQ * H <= 2 * TILE, "the q staging area reuses the two key-tile buffers");
+static_assert(WG || BQ * H <= 2 * TILE, "the q staging area reuses the two key-tile buffers");
+static_assert(!WG || (QROWS == 128 && TILE == 128), "wgmma path: 128 pairs (N) x 2 warpgroups of 64 keys (M)");
 static_assert(CAP % NT == 0 && CAP >= 2 * TILE, "candidate capacity");
 static_assert(BQ <= NWARPS, "one warp appends per query");
 
-// Shared-memory layout (dynamic): key tiles | candidates | score tile | histogram | small state.
+// Shared-memory layout (dynamic): [wgmma: 1024-byte alignment pad] key tiles | [wgmma: q] | candidates |
+// score tile | histogram | small state.
+constexpr int SMEM_ALIGN = WG ? 1024 : 0;
 constexpr int SMEM_KT = 2 * TILE * ROWB;
+constexpr int SMEM_Q = WG ? QROWS * ROWB : 0;
 constexpr int SMEM_CAND = BQ * CAP * 8;
 constexpr int SMEM_SC = G * TILE * 4;
 constexpr int SMEM_HIST = HIST_WORDS * 4;
 constexpr int SMEM_MISC = 256 + 8 * BQ + 4 * BQ;
 
-// Swizzled byte offset of 16-byte chunk c of row r (conflict-free ldmatrix for 8 consecutive rows).
-CAKE_DEVICE int swz(int r, int c) { return r * ROWB + ((c ^ (r & 7)) << 4); }
+// Byte offset of 16-byte chunk c of row r in a tile of `rows` rows. mma.sync path: whole rows with the
+// chunk XOR-swizzled (conflict-free ldmatrix). wgmma path: the 128-byte-swizzle K-major layout of
+// common/wgmma.cuh, one [rows x 64-element] block per 64 columns of D.
+CAKE_DEVICE int swz_rows(int r, int c, int rows) {
+    if (WG) return (c >> 3) * rows * 128 + (r * 128 + (((c & 7) ^ (r & 7)) << 4));
+    return r * ROWB + ((c ^ (r & 7)) << 4);
+}
+CAKE_DEVICE int swz(int r, int c) { return swz_rows(r, c, TILE); }
 
 struct Unit {
     int q0, nq, ks0, lenk, pbase, klo, khi, slot;
@@ -151,12 +172,15 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
          const int* __restrict__ units, int nunits, unsigned* ticket, int use_ticket, int topk, int causal,
          int Tkv, int* __restrict__ out_idx, float* __restrict__ out_sc, uint64_t* __restrict__ ws_ent,
          int* __restrict__ ws_cnt) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    // wgmma tiles must start 1024-byte aligned (the swizzle is a function of the address).
+    unsigned char* smem = smem_raw + (WG ? ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : 0u);
     unsigned char* kt = smem;
-    uint64_t* cand = (uint64_t*)(smem + SMEM_KT);
-    float* sc = (float*)(smem + SMEM_KT + SMEM_CAND);
-    uint32_t* hist = (uint32_t*)(smem + SMEM_KT + SMEM_CAND + SMEM_SC);
-    unsigned char* misc = smem + SMEM_KT + SMEM_CAND + SMEM_SC + SMEM_HIST;
+    unsigned char* qs = smem + SMEM_KT;  // wgmma path only: q for the whole unit
+    uint64_t* cand = (uint64_t*)(smem + SMEM_KT + SMEM_Q);
+    float* sc = (float*)(smem + SMEM_KT + SMEM_Q + SMEM_CAND);
+    uint32_t* hist = (uint32_t*)(smem + SMEM_KT + SMEM_Q + SMEM_CAND + SMEM_SC);
+    unsigned char* misc = smem + SMEM_KT + SMEM_Q + SMEM_CAND + SMEM_SC + SMEM_HIST;
     DsaSelState* st = (DsaSelState*)misc;                 // 40 bytes
     int* scratch = (int*)(misc + 64);                     // 32 ints
     unsigned* tslot = (unsigned*)(misc + 192);
@@ -182,10 +206,14 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 const int qq = r / H;
                 const bool ok = qq < un.nq;
                 const char* src = qb + (ok ? (((size_t)(un.q0 + qq) * H + (r % H)) * ROWB + c * 16) : 0);
-                cp_async_16_zfill(kt + swz(r, c), src, ok ? 16 : 0);
+                unsigned char* dst = WG ? qs + swz_rows(r, c, QROWS) : kt + swz(r, c);
+                cp_async_16_zfill(dst, src, ok ? 16 : 0);
             }
             cp_async_commit();
             cp_async_wait<0>();
+#if DSA_USE_WGMMA
+            fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
+#endif
         }
         if (tid < BQ) {
             cnt[tid] = 0;
@@ -193,6 +221,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
         }
         __syncthreads();
 
+#if !DSA_USE_WGMMA
         // B fragments of this warp's 32 pairs, resident in registers for the whole unit.
         uint32_t bfr[4][KS][2];
 #pragma unroll
@@ -220,6 +249,18 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     wr[nt][e] = ok ? w[(size_t)(un.q0 + gq) * H + hbase + nt * 8 + 2 * (lane & 3) + e] : 0.0f;
         }
         __syncthreads();  // staging read into registers before key tiles overwrite it
+#else
+        // Weights of the heads this thread sums, for every query of the block:
+        // head = j * 8 + 2 * (lane % 4) + e for the block's 8-column accumulator groups j of that query.
+        float wq[BQ][H / 8][2];
+#pragma unroll
+        for (int qq = 0; qq < BQ; ++qq)
+#pragma unroll
+            for (int j = 0; j < H / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    wq[qq][j][e] = qq < un.nq ? w[(size_t)(un.q0 + qq) * H + j * 8 + 2 * (lane & 3) + e] : 0.0f;
+#endif
 
         const int span = un.khi - un.klo;
         const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
@@ -246,6 +287,9 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             } else {
                 cp_async_wait<0>();
             }
+#if DSA_USE_WGMMA
+            fence_proxy_async_shared();
+#endif
             __syncthreads();  // tile `it` landed; the previous append (counts, floors, scores) is done
             // Compact any buffer that could not take another full tile.
 #pragma unroll 1
@@ -265,6 +309,42 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             }
             const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
 
+#if DSA_USE_WGMMA
+            {
+                // Warpgroup wg: keys [64 wg, 64 wg + 64) x all 128 pairs, K = D in 16-wide steps in order.
+                const int wg = warp >> 2;
+                float acc[64];
+#pragma unroll
+                for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) {
+                    const int kb = ks >> 2, koff = (ks & 3) * 32;
+                    const uint64_t da = wgmma_desc_sw128(tb + kb * TILE * 128 + wg * 64 * 128 + koff);
+                    const uint64_t db = wgmma_desc_sw128(qs + kb * QROWS * 128 + koff);
+                    wgmma_m64n128k16_bf16(acc, da, db, 1);
+                }
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_operands(acc);
+                const int row = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+                for (int qq = 0; qq < BQ; ++qq) {
+#pragma unroll
+                    for (int hr = 0; hr < 2; ++hr) {
+                        float s = 0.0f;
+#pragma unroll
+                        for (int j = 0; j < H / 8; ++j)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e)
+                                s = fmaf(wq[qq][j][e], fmaxf(acc[(qq * (H / 8) + j) * 4 + 2 * hr + e], 0.0f), s);
+                        s += __shfl_xor_sync(0xffffffffu, s, 1);
+                        s += __shfl_xor_sync(0xffffffffu, s, 2);
+                        if ((lane & 3) == 0) sc[qq * TILE + row + hr * 8] = s;
+                    }
+                }
+            }
+#else
             float acc[MT][4][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -300,6 +380,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     if ((lane & 3) == 0) sc[g * TILE + kw * KW + mt * 16 + hr * 8 + (lane >> 2)] = s;
                 }
             }
+#endif
             __syncthreads();  // scores ready; every warp is done reading this key tile
 
             // Ordered append: warp qq walks the tile's keys in ascending id. The other warps go on to the
@@ -318,7 +399,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     const int r = c * 32 + lane;
                     const int j = j0 + r;
                     float s;
-                    if (H == 64) s = sc[(2 * qq) * TILE + r] + sc[(2 * qq + 1) * TILE + r];
+                    if (H == 64 && !WG) s = sc[(2 * qq) * TILE + r] + sc[(2 * qq + 1) * TILE + r];
                     else s = sc[qq * TILE + r];
                     const uint64_t x = score_id_key(s, (uint32_t)j);
                     const bool take = j < vend && x >= floor_key;
