@@ -11,8 +11,12 @@ fi
 if [[ $PHASES == *sanitize* ]]; then
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
     timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool $tool --error-exitcode 9 python3 tests/dsa/sanitize_case.py > $OUT/sanitize_$tool.log 2>&1
-    echo "$tool rc=$?" | tee -a $OUT/sanitize_$tool.log; tail -4 $OUT/sanitize_$tool.log
+    echo "$tool rc=$?" | tee -a $OUT/sanitize_$tool.log; tail -3 $OUT/sanitize_$tool.log
   done
+  if [[ -n "$SAN_SYNC" ]]; then  # the mma.sync program too (memcheck)
+    CAKE_RT_DSA_MMA=sync timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 python3 tests/dsa/sanitize_case.py > $OUT/sanitize_memcheck_sync.log 2>&1
+    echo "memcheck(sync) rc=$?" | tee -a $OUT/sanitize_memcheck_sync.log; tail -3 $OUT/sanitize_memcheck_sync.log
+  fi
 fi
 if [[ $PHASES == *bench* ]]; then
   timeout ${BENCH_TIMEOUT:-200} python3 tests/dsa/bench_dsa.py ${BENCH_ARGS} --json $OUT/bench_dsa.json > $OUT/bench.log 2>&1
