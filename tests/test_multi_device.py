@@ -43,8 +43,11 @@ def two_gpus():
 
 
 def _on(cupy, dev, a):
+    """Copy a host array to device `dev`, complete on return (a later call may use another stream)."""
     with cupy.cuda.Device(dev):
-        return cupy.asarray(a)
+        arr = cupy.asarray(a)
+        cupy.cuda.get_current_stream().synchronize()
+        return arr
 
 
 # ---- indexer data and checks -------------------------------------------------------------------------
@@ -57,12 +60,16 @@ def _indexer_inputs(seed=0, docs=IDX_DOCS, H=IDX_H):
     w = (rng.random((total, H), dtype=np.float32) * 0.2 + 0.01).astype(np.float32)
     # Exact ties: copy key rows onto later rows of the same document (equal rows score equally,
     # so the larger id must win in both the full and the per-rank call).
+    # Exact zero scores: all-zero key rows (30% of document 0, 85% of document 1), so rows whose
+    # positive-score keys are fewer than topk fill up with tied zeros, chosen by the larger id.
     start = 0
-    for L in docs:
+    for d, L in enumerate(docs):
         if L >= 8:
             src = start + rng.integers(0, L // 2, size=L // 8)
             dst = src + rng.integers(1, L // 2, size=src.size)
             k[dst] = k[src]
+            if d < 2:
+                k[start + np.flatnonzero(rng.random(L) < (0.3, 0.85)[d])] = 0
         start += L
     return q, k, w
 
@@ -81,6 +88,7 @@ def _run_indexer(cupy, dev, q, k, w, topk, seg, stream=None):
     with cupy.cuda.Device(dev):
         qd, kd, wd = cupy.asarray(q), cupy.asarray(k), cupy.asarray(w)
         idx, sc = _poisoned_indexer_outputs(cupy, q.shape[0], topk)
+        cupy.cuda.get_current_stream().synchronize()  # copies and poison done before a call on `stream`
         with record_launches() as recs:
             out_i, out_s = cake_rt.dsa_indexer_det_topk(
                 qd, kd, wd, topk, indices=idx, scores=sc, stream=stream, **seg
@@ -202,6 +210,7 @@ def _run_ssd(cupy, dev, inp, docs, *, initial_states=None, stream=None):
         out = cupy.empty(d["x"].shape, dtype=d["x"].dtype)
         _poison_float(cupy, out)
         init = None if initial_states is None else cupy.asarray(initial_states)
+        cupy.cuda.get_current_stream().synchronize()  # copies and poison done before a call on `stream`
         with record_launches() as recs:
             res = cake_rt.ssd_combined(
                 d["x"], d["dt"], d["A"], d["B"], d["C"], SSD_CHUNK, D=d["D"], z=d["z"],
@@ -308,6 +317,56 @@ def test_inputs_on_device_1_while_device_0_is_current(two_gpus):
         np.testing.assert_array_equal(_bits(out_s.get()), _bits(ref_s))
 
 
+@pytest.mark.parametrize("op", ["indexer", "ssd"])
+def test_stream_none_is_the_input_devices_current_stream(two_gpus, op):
+    """Device 0 current with a stream of its own; inputs on device 1 whose current stream is s1: the
+    call runs on device 1, on s1 (not on device 0's stream, which cannot run device-1 work)."""
+    import cake_rt
+    from cake_rt.launch.grid import record_launches
+
+    cupy = two_gpus
+    if op == "indexer":
+        q, k, w = _indexer_inputs(seed=12, docs=[260, 132])
+        seg = {"cu_seqlens_q": np.array([0, 260, 392], np.int32), "cu_seqlens_k": np.array([0, 260, 392], np.int32)}
+        ref = _run_indexer(cupy, 1, q, k, w, IDX_TOPK, seg)[:2]
+        args = [_on(cupy, 1, a) for a in (q, k, w)]
+
+        def call():
+            return cake_rt.dsa_indexer_det_topk(*args, IDX_TOPK, **seg)
+    else:
+        inp = _ssd_inputs(seed=13)
+        ref = _run_ssd(cupy, 1, inp, SSD_DOCS)
+        d = {name: _on(cupy, 1, v) for name, v in inp.items()}
+        cu = np.concatenate([[0], np.cumsum(SSD_DOCS)]).astype(np.int32)
+
+        def call():
+            y, v = cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], SSD_CHUNK, D=d["D"], z=d["z"],
+                                        dt_bias=d["dt_bias"], cu_seqlens=cu, dt_softplus=True,
+                                        return_varlen_states=True)
+            return y, v
+
+    with cupy.cuda.Device(1):
+        s1 = cupy.cuda.Stream(non_blocking=True)
+    with cupy.cuda.Device(0):
+        s0 = cupy.cuda.Stream(non_blocking=True)
+    try:
+        with cupy.cuda.Device(1):
+            s1.use()
+        with cupy.cuda.Device(0), s0:
+            with record_launches() as recs:
+                outs = call()
+        assert recs and all(r.device == 1 for r in recs), [(r.name, r.device) for r in recs]
+        assert all(r.stream_ptr == s1.ptr for r in recs), [(r.name, r.stream_ptr, s1.ptr, s0.ptr) for r in recs]
+        s1.synchronize()
+        with cupy.cuda.Device(1):
+            got = [o.get() for o in outs]
+    finally:
+        with cupy.cuda.Device(1):
+            cupy.cuda.Stream.null.use()
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(_bits(g), _bits(r))
+
+
 # ---- 3. device 1 works while device 0 is busy --------------------------------------------------------
 
 _SPIN_SRC = r"""
@@ -337,14 +396,17 @@ def test_device_1_calls_while_device_0_is_busy(two_gpus):
     ref_i, ref_s, _ = _run_indexer(cupy, 0, q, k, w, IDX_TOPK, seg)
     ref_y, ref_v = _run_ssd(cupy, 0, inp, SSD_DOCS)
 
+    # Host-mapped pinned word (UVA: the host address is valid on the device too).
     flag_ptr = rt.hostAlloc(64, rt.hostAllocMapped | rt.hostAllocPortable)
     flag = ctypes.c_uint32.from_address(flag_ptr)
     flag.value = 0
+    busy_stream = None
     try:
         with cupy.cuda.Device(0):
             spin = cupy.RawKernel(_SPIN_SRC, "spin_until_flag")
             status = cupy.zeros(1, dtype=cupy.uint32)
             busy_stream = cupy.cuda.Stream(non_blocking=True)
+            cupy.cuda.get_current_stream().synchronize()  # status zeroed before the spin starts
             sms = rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, 0)
             with busy_stream:
                 spin((sms,), (32,), (np.uint64(flag_ptr), status, np.uint64(120 * 10**9)))
@@ -371,6 +433,9 @@ def test_device_1_calls_while_device_0_is_busy(two_gpus):
             busy_stream.synchronize()
             st = int(status.get()[0])
     finally:
+        flag.value = 1
+        if busy_stream is not None:
+            busy_stream.synchronize()
         rt.freeHost(flag_ptr)
     assert not blocked, "work on device 1 did not finish while device 0 was busy"
     if "error" in results:
