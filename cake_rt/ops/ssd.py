@@ -65,7 +65,7 @@ _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 def _steps_per_chunk(Q: int, N: int) -> int:
     nsub = Q // SUB
-    npass = max(1, N // 128)
+    npass = N // (128 if N == 128 else 64)
     # output: nsub C loads + nsub*(nsub+1)/2 (i, j) rounds; state: nsub rounds per pass
     return nsub + nsub * (nsub + 1) // 2 + nsub * npass
 
@@ -354,11 +354,12 @@ def _defines(c: _Call) -> dict:
             "SSD_SD": _CODES[np.dtype(c.state_dtype)], "SSD_P": c.headdim, "SSD_N": c.dstate, "SSD_Q": c.chunk}
 
 
-def smem_bytes(itemsize: int, dstate: int, chunk: int, exact: bool) -> int:
+def smem_bytes(itemsize: int, dstate: int, chunk: int, exact: bool, nbuf: int = 1) -> int:
     """Dynamic shared memory of a program (mirrors the SSD_OFF_* layout in ssd_tile.cuh)."""
     pad = 4 if itemsize == 4 else 8
     ldn, ldx = dstate + pad, PBLK + pad
-    tile = 3 * 4 * chunk + 64 + 2 * SUB * ldn * itemsize + SUB * ldx * itemsize + PBLK * ldn * itemsize
+    tile = (3 * 4 * chunk + 64 + SUB * ldn * itemsize + nbuf * (SUB * ldn * itemsize + SUB * ldx * itemsize)
+            + PBLK * ldn * itemsize)
     if exact and itemsize != 4:
         tile += PBLK * (dstate + 4) * 4
     return tile
@@ -395,14 +396,47 @@ def _env_mode() -> str:
     return v
 
 
-def _kernel(c: _Call, name: str):
-    from ..launch.compile import get_kernel
-    return get_kernel(KERNEL_PATH, name, defines=_defines(c), device=c.device)
+_kernels: dict = {}
+_capacity: dict = {}
+
+
+def _kernel(c: _Call, name: str, nbuf: int):
+    """The loaded program, memoized here: get_kernel re-reads and re-hashes the source on every call
+    (milliseconds of host time, which a short call would otherwise pay each time)."""
+    defs = _defines(c)
+    defs["SSD_NBUF"] = nbuf
+    key = (c.device, name, tuple(sorted(defs.items())))
+    k = _kernels.get(key)
+    if k is None:
+        from ..launch.compile import get_kernel
+        k = _kernels[key] = get_kernel(KERNEL_PATH, name, defines=defs, device=c.device)
+    return k
+
+
+def _coop_capacity(k, smem: int) -> int:
+    key = (id(k), smem)
+    cap = _capacity.get(key)
+    if cap is None:
+        from ..launch.grid import cooperative_capacity
+        cap = _capacity[key] = cooperative_capacity(k, THREADS, smem)
+    return cap
+
+
+def _nbuf(c: _Call) -> int:
+    """Double-buffered B/X tiles (loads overlap compute) unless fp32 inputs with dstate 256 (shared memory)."""
+    return 1 if (np.dtype(c.x.dtype).itemsize == 4 and c.dstate == 256) else 2
+
+
+def _exact_nbuf(c: _Call, sm_count: int) -> int:
+    """Exact scan: double buffers when each CTA has an SM to itself; with more items than SMs a second
+    resident CTA hides the load latency better than a second buffer (which costs that residency)."""
+    items = c.nseg * c.nheads * (c.headdim // PBLK)
+    return _nbuf(c) if items <= sm_count else 1
 
 
 def _plan(c: _Call, family: str) -> SsdPlan:
     from ..launch.arch import device_info
-    from ..launch.grid import CooperativeLaunchError, cooperative_capacity
+    from ..launch.grid import CooperativeLaunchError
 
     info = device_info(c.device)
     mode = _env_mode()
@@ -416,8 +450,8 @@ def _plan(c: _Call, family: str) -> SsdPlan:
     if need_coop:
         itemsize = np.dtype(c.x.dtype).itemsize
         try:
-            k = _kernel(c, "ssd_chunkpar")
-            capacity = cooperative_capacity(k, THREADS, smem_bytes(itemsize, c.dstate, c.chunk, False))
+            k = _kernel(c, "ssd_chunkpar", _nbuf(c))
+            capacity = _coop_capacity(k, smem_bytes(itemsize, c.dstate, c.chunk, False, _nbuf(c)))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
     fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
@@ -498,7 +532,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     import cupy
 
     from ..interop import resolve_stream
-    from ..launch.grid import cooperative_capacity, launch, launch_cooperative
+    from ..launch.grid import launch, launch_cooperative
     from ..launch.tickets import stream_ticket_words
     from ..launch.workspace import get_workspace
 
@@ -520,14 +554,16 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                     np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
                     np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
             if plan.family == "exact":
-                k = _kernel(c, "ssd_exact")
-                launch(k, plan.work_items, THREADS, args, shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True),
-                       stream=s, tag="ssd_exact")
+                nb = _exact_nbuf(c, plan.sm_count)
+                k = _kernel(c, "ssd_exact", nb)
+                launch(k, plan.work_items, THREADS, args,
+                       shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=s, tag="ssd_exact")
             else:
-                k = _kernel(c, "ssd_chunkpar")
-                smem = smem_bytes(itemsize, c.dstate, c.chunk, False)
+                nb = _nbuf(c)
+                k = _kernel(c, "ssd_chunkpar", nb)
+                smem = smem_bytes(itemsize, c.dstate, c.chunk, False, nb)
                 # The grid comes from this kernel's real occupancy (checked again by launch_cooperative).
-                grid = min(plan.grid, cooperative_capacity(k, THREADS, smem))
+                grid = min(plan.grid, _coop_capacity(k, smem))
                 n = c.total_chunks * c.nheads * c.headdim * c.dstate
                 o1 = _align(n * 4)
                 o2 = o1 + _align(n * itemsize)

@@ -206,8 +206,9 @@ def test_smem_fits_hopper_optin_for_every_program():
     for it in (2, 4):
         for N in ops.DSTATES:
             for Q in ops.CHUNKS:
-                assert ops.smem_bytes(it, N, Q, True) <= 232448
-                assert ops.smem_bytes(it, N, Q, False) <= ops.smem_bytes(it, N, Q, True)
+                nb = 1 if (it == 4 and N == 256) else 2
+                assert ops.smem_bytes(it, N, Q, True, nb) <= 232448
+                assert ops.smem_bytes(it, N, Q, False, nb) <= ops.smem_bytes(it, N, Q, True, nb)
 
 
 def test_flops_bytes_seed_row():

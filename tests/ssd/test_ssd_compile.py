@@ -21,13 +21,23 @@ PROGRAMS = [
 @pytest.mark.parametrize("prog", PROGRAMS)
 def test_programs_compile(target, max_spill, prog):
     t, dtt, sd, P, N, Q = prog
+    nbuf = 1 if (t == 2 and N == 256) else 2  # as cake_rt.ops.ssd._nbuf
     src = load_source("ssd/ssd_combined.cu")
     rep = compile_report(src, name="ssd_combined.cu", target=target,
-                         defines=dict(SSD_T=t, SSD_DT=dtt, SSD_SD=sd, SSD_P=P, SSD_N=N, SSD_Q=Q))
+                         defines=dict(SSD_T=t, SSD_DT=dtt, SSD_SD=sd, SSD_P=P, SSD_N=N, SSD_Q=Q, SSD_NBUF=nbuf))
     assert set(rep) == {"ssd_exact", "ssd_chunkpar"}
     for name, r in rep.items():
         assert r["spill_stores"] <= max_spill and r["spill_loads"] <= max_spill, (name, r)
         assert r["registers"] <= 255
         assert r["shared_bytes"] == 0  # all shared memory is dynamic (sized by the host)
     itemsize = 4 if t == 2 else 2
-    assert smem_bytes(itemsize, N, Q, True) <= 232448
+    assert smem_bytes(itemsize, N, Q, True, nbuf) <= 232448
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_single_buffer_exact_programs_compile(target):
+    # the exact scan runs single-buffered when there are more work items than SMs
+    src = load_source("ssd/ssd_combined.cu")
+    rep = compile_report(src, name="ssd_combined.cu", target=target,
+                         defines=dict(SSD_T=0, SSD_DT=2, SSD_SD=2, SSD_P=64, SSD_N=128, SSD_Q=128, SSD_NBUF=1))
+    assert rep["ssd_exact"]["spill_stores"] <= 64

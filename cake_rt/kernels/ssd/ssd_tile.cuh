@@ -57,7 +57,7 @@ typedef typename ESD::storage SDT;
 #define SSD_LDX (SSD_PB + SSD_PAD)       // leading dim of 64-wide tiles (X, M)
 #define SSD_LDF (SSD_N + 4)              // leading dim of the fp32 state (exact scan)
 #ifndef SSD_NB
-#define SSD_NB (SSD_N < 128 ? SSD_N : 128)
+#define SSD_NB (SSD_N == 128 ? 128 : 64)  // dstate 256: four passes keep the exact scan spill-free
 #endif  // state columns per pass (register budget)
 #define SSD_NPASS (SSD_N / SSD_NB)
 
@@ -70,15 +70,24 @@ typedef typename ESD::storage SDT;
 #define SSD_F_CLAMP 32
 #define SSD_F_INIT 64
 
+// SSD_NBUF: 2 = double-buffered B/X tiles (the next tile's loads overlap this tile's math), 1 = single.
+#ifndef SSD_NBUF
+#define SSD_NBUF 2
+#endif
+
 // Shared-memory layout (bytes), identical for both kernels; the host computes the same numbers.
+#define SSD_BYTES_N (SSD_SUB * SSD_LDN * (int)sizeof(T))
+#define SSD_BYTES_X (SSD_SUB * SSD_LDX * (int)sizeof(T))
 #define SSD_OFF_CS 0
 #define SSD_OFF_DTV (SSD_OFF_CS + 4 * SSD_Q)
 #define SSD_OFF_W (SSD_OFF_DTV + 4 * SSD_Q)
 #define SSD_OFF_GT (SSD_OFF_W + 4 * SSD_Q)
 #define SSD_OFF_C (SSD_OFF_GT + 64)
-#define SSD_OFF_B (SSD_OFF_C + SSD_SUB * SSD_LDN * (int)sizeof(T))
-#define SSD_OFF_X (SSD_OFF_B + SSD_SUB * SSD_LDN * (int)sizeof(T))
-#define SSD_OFF_SP (SSD_OFF_X + SSD_SUB * SSD_LDX * (int)sizeof(T))
+#define SSD_OFF_B0 (SSD_OFF_C + SSD_BYTES_N)
+#define SSD_OFF_X0 (SSD_OFF_B0 + SSD_BYTES_N)
+#define SSD_OFF_B1 (SSD_NBUF == 2 ? SSD_OFF_X0 + SSD_BYTES_X : SSD_OFF_B0)
+#define SSD_OFF_X1 (SSD_NBUF == 2 ? SSD_OFF_B1 + SSD_BYTES_N : SSD_OFF_X0)
+#define SSD_OFF_SP (SSD_OFF_C + SSD_BYTES_N + SSD_NBUF * (SSD_BYTES_N + SSD_BYTES_X))
 #define SSD_SMEM_TILE (SSD_OFF_SP + SSD_PB * SSD_LDN * (int)sizeof(T))
 // The exact scan also keeps the fp32 state; with fp32 inputs it is the S_prev tile itself.
 #define SSD_SMEM_EXACT (SSD_IS_F32 ? SSD_SMEM_TILE : SSD_SMEM_TILE + SSD_PB * SSD_LDF * 4)
@@ -103,8 +112,11 @@ struct SsdArgs {
 
 struct SsdSmem {
     float* cs; float* dtv; float* w; float* gt;
-    T* Cs; T* Bs; T* Xs; T* Sp; float* Sf;
+    T* Cs; T* B0; T* B1; T* X0; T* X1; T* Sp; float* Sf;
 };
+// Buffer selection by value (an indexed pointer array would live in local memory).
+__device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return buf ? s.B1 : s.B0; }
+__device__ __forceinline__ T* sX(const SsdSmem& s, int buf) { return buf ? s.X1 : s.X0; }
 
 __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* base) {
     SsdSmem s;
@@ -113,8 +125,10 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* base) {
     s.w = (float*)(base + SSD_OFF_W);
     s.gt = (float*)(base + SSD_OFF_GT);
     s.Cs = (T*)(base + SSD_OFF_C);
-    s.Bs = (T*)(base + SSD_OFF_B);
-    s.Xs = (T*)(base + SSD_OFF_X);
+    s.B0 = (T*)(base + SSD_OFF_B0);
+    s.X0 = (T*)(base + SSD_OFF_X0);
+    s.B1 = (T*)(base + SSD_OFF_B1);
+    s.X1 = (T*)(base + SSD_OFF_X1);
     s.Sp = (T*)(base + SSD_OFF_SP);
     s.Sf = SSD_IS_F32 ? (float*)(base + SSD_OFF_SP) : (float*)(base + SSD_SMEM_TILE);
     return s;
@@ -152,6 +166,10 @@ __device__ __forceinline__ void warp_gemm(float (*acc)[4], const T* A, int lda, 
     }
 #else
     const int li = lane & 7, mat = lane >> 3;
+#ifndef SSD_KUNROLL
+#define SSD_KUNROLL 2
+#endif
+#pragma unroll SSD_KUNROLL  // bounded look-ahead: full unrolling hoists every fragment load (register spills)
     for (int k0 = 0; k0 < K; k0 += 16) {
         uint32_t a[4];
         if (AL == A_RM) {
@@ -266,6 +284,18 @@ __device__ __forceinline__ float ssd_chunk_prep(const SsdArgs& a, const SsdSmem&
 // ---------------------------------------------------------------------------------------------------
 // Chunk-local state of rows p0..p0+63: S_loc[p][n] = sum_s X[s][p] * round_T(w_s B[s][n]), tokens in
 // ascending order. Calls sink(pass_n0, acc) with the warp's accumulators (rows 16w.., columns n0 + 8t ..).
+// Issue (cp.async, one commit group) the B columns n0..n0+NCOLS and the X rows p0..p0+63 of the 64-token
+// sub-block starting at token `tok` into buffer `buf`.
+template <int NCOLS>
+__device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
+                                         int h, int p0, int n0) {
+    load_tile_async<NCOLS>(sB(s, buf) + n0, SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
+                           (long long)a.ngroups * SSD_N, valid);
+    load_tile_async<SSD_PB>(sX(s, buf), SSD_LDX, a.x + (tok * a.nheads + h) * SSD_P + p0,
+                            (long long)a.nheads * SSD_P, valid);
+    cp_async_commit();
+}
+
 template <class Sink>
 __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int h,
                                                 int p0, Sink& sink) {
@@ -277,25 +307,35 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
         float acc[SSD_NB / 8][4];
 #pragma unroll
         for (int t = 0; t < SSD_NB / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+        __syncthreads();  // previous users of the B / X buffers are done
+        if (SSD_NBUF == 2) issue_bx<SSD_NB>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, n0);
         for (int j = 0; j < nsub; ++j) {
-            const long long tok = ctok + j * SSD_SUB;
-            const int valid = min(SSD_SUB, l - j * SSD_SUB);
-            __syncthreads();  // previous users of Bs / Xs are done
-            load_tile_async<SSD_NB>(s.Bs + n0, SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
-                                    (long long)a.ngroups * SSD_N, valid);
-            load_tile_async<SSD_PB>(s.Xs, SSD_LDX, a.x + (tok * a.nheads + h) * SSD_P + p0,
-                                    (long long)a.nheads * SSD_P, valid);
-            cp_async_join();
+            const int buf = SSD_NBUF == 2 ? (j & 1) : 0;
+            if (j > 0) __syncthreads();  // step j-1 is done with the buffer the prefetch overwrites
+            if (SSD_NBUF == 2) {
+                if (j + 1 < nsub) {
+                    issue_bx<SSD_NB>(a, s, buf ^ 1, ctok + (j + 1) * SSD_SUB, min(SSD_SUB, l - (j + 1) * SSD_SUB), grp,
+                                     h, p0, n0);
+                    cp_async_wait<1>();
+                } else {
+                    cp_async_wait<0>();
+                }
+            } else {
+                issue_bx<SSD_NB>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, h, p0, n0);
+                cp_async_wait<0>();
+            }
+            __syncthreads();
             // Bw = round_T(w * B): the decayed, dt-weighted B of the chunk-state product.
+            T* Bs = sB(s, buf);
             for (int i = threadIdx.x; i < SSD_SUB * (SSD_NB / 2); i += SSD_THREADS) {
                 const int r = i / (SSD_NB / 2), c = n0 + 2 * (i % (SSD_NB / 2));
                 const float wv = s.w[j * SSD_SUB + r];
                 float b0, b1;
-                ld_pair(s.Bs + r * SSD_LDN + c, b0, b1);
-                st_pair(s.Bs + r * SSD_LDN + c, __fmul_rn(b0, wv), __fmul_rn(b1, wv));
+                ld_pair(Bs + r * SSD_LDN + c, b0, b1);
+                st_pair(Bs + r * SSD_LDN + c, __fmul_rn(b0, wv), __fmul_rn(b1, wv));
             }
             __syncthreads();
-            warp_gemm<A_KM, B_KN, SSD_NB / 8>(acc, s.Xs, SSD_LDX, 16 * warp, s.Bs + n0, SSD_LDN, 0, SSD_SUB);
+            warp_gemm<A_KM, B_KN, SSD_NB / 8>(acc, sX(s, buf), SSD_LDX, 16 * warp, Bs + n0, SSD_LDN, 0, SSD_SUB);
         }
         sink(n0, acc);
     }
@@ -316,41 +356,53 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     const int grp = h / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     const int m0 = 16 * warp;
-    T* Ms = s.Bs;  // M reuses the B tile once every warp has finished C B^T
+    int k = 0;  // step counter over (i, j): the buffer parity
+    __syncthreads();  // previous users of the C / B / X buffers are done
+    if (SSD_NBUF == 2) issue_bx<SSD_N>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, 0);
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
-        __syncthreads();
-        load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + (tok_i * a.ngroups + grp) * SSD_N,
-                               (long long)a.ngroups * SSD_N, valid_i);
-        cp_async_join();
         float y[8][4];
-#pragma unroll
-        for (int t = 0; t < 8; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
-        warp_gemm<A_RM, B_NK, 8>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, 0, SSD_N);
-        {
-            const float e0 = exp2f(s.cs[i * SSD_SUB + m0 + g]);
-            const float e1 = exp2f(s.cs[i * SSD_SUB + m0 + g + 8]);
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                y[t][0] = __fmul_rn(y[t][0], e0); y[t][1] = __fmul_rn(y[t][1], e0);
-                y[t][2] = __fmul_rn(y[t][2], e1); y[t][3] = __fmul_rn(y[t][3], e1);
+        int buf = 0;
+        for (int j = 0; j <= i; ++j, ++k) {
+            buf = SSD_NBUF == 2 ? (k & 1) : 0;
+            if (k > 0) __syncthreads();  // the previous step is done with Cs (j == 0) and with buffer buf ^ 1
+            if (j == 0) {
+                load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + (tok_i * a.ngroups + grp) * SSD_N,
+                                       (long long)a.ngroups * SSD_N, valid_i);
+                cp_async_commit();
             }
-        }
-        for (int j = 0; j <= i; ++j) {
-            const long long tok_j = ctok + j * SSD_SUB;
-            const int valid_j = min(SSD_SUB, l - j * SSD_SUB);
-            __syncthreads();  // Ms (aliasing Bs) and Xs of the previous step are consumed
-            load_tile_async<SSD_N>(s.Bs, SSD_LDN, a.Bm + (tok_j * a.ngroups + grp) * SSD_N,
-                                   (long long)a.ngroups * SSD_N, valid_j);
-            load_tile_async<SSD_PB>(s.Xs, SSD_LDX, a.x + (tok_j * a.nheads + h) * SSD_P + p0,
-                                    (long long)a.nheads * SSD_P, valid_j);
-            cp_async_join();
+            if (SSD_NBUF == 2) {
+                const int ni = j < i ? i : i + 1, nj = j < i ? j + 1 : 0;  // the next step
+                if (ni < nsub) {
+                    issue_bx<SSD_N>(a, s, buf ^ 1, ctok + nj * SSD_SUB, min(SSD_SUB, l - nj * SSD_SUB), grp, h, p0, 0);
+                    cp_async_wait<1>();
+                } else {
+                    cp_async_wait<0>();
+                }
+            } else {
+                issue_bx<SSD_N>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, h, p0, 0);
+                cp_async_wait<0>();
+            }
+            __syncthreads();
+            if (j == 0) {
+#pragma unroll
+                for (int t = 0; t < 8; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
+                warp_gemm<A_RM, B_NK, 8>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, 0, SSD_N);
+                const float e0 = exp2f(s.cs[i * SSD_SUB + m0 + g]);
+                const float e1 = exp2f(s.cs[i * SSD_SUB + m0 + g + 8]);
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    y[t][0] = __fmul_rn(y[t][0], e0); y[t][1] = __fmul_rn(y[t][1], e0);
+                    y[t][2] = __fmul_rn(y[t][2], e1); y[t][3] = __fmul_rn(y[t][3], e1);
+                }
+            }
             float gacc[8][4];
 #pragma unroll
             for (int t = 0; t < 8; ++t) gacc[t][0] = gacc[t][1] = gacc[t][2] = gacc[t][3] = 0.0f;
-            warp_gemm<A_RM, B_NK, 8>(gacc, s.Cs, SSD_LDN, m0, s.Bs, SSD_LDN, 0, SSD_N);
-            __syncthreads();  // every warp has read Bs: it becomes Ms
+            warp_gemm<A_RM, B_NK, 8>(gacc, s.Cs, SSD_LDN, m0, sB(s, buf), SSD_LDN, 0, SSD_N);
+            __syncthreads();  // every warp has read B: its buffer becomes M
+            T* Ms = sB(s, buf);
             const int tr0 = i * SSD_SUB + m0 + g, tr1 = tr0 + 8;  // chunk positions of the two rows
             const float c0 = s.cs[tr0], c1 = s.cs[tr1];
 #pragma unroll
@@ -368,9 +420,10 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 st_pair(Ms + (m0 + g + 8) * SSD_LDX + 8 * t + 2 * tg, v[2], v[3]);
             }
             __syncwarp();  // a warp reads back only its own 16 rows of M
-            warp_gemm<A_RM, B_KN, 8>(y, Ms, SSD_LDX, m0, s.Xs, SSD_LDX, 0, SSD_SUB);
+            warp_gemm<A_RM, B_KN, 8>(y, Ms, SSD_LDX, m0, sX(s, buf), SSD_LDX, 0, SSD_SUB);
         }
-        // Epilogue: D x and the z gate, rows < valid_i. Xs holds X_i (the last step was j == i).
+        const T* Xi = sX(s, buf);  // X_i: the last step was j == i
+        // Epilogue: D x and the z gate, rows < valid_i.
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int r = m0 + g + 8 * half;
@@ -382,7 +435,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 float o0 = y[t][2 * half], o1 = y[t][2 * half + 1];
                 if (a.flags & SSD_F_D) {
                     float x0, x1;
-                    ld_pair(s.Xs + r * SSD_LDX + pc, x0, x1);
+                    ld_pair(Xi + r * SSD_LDX + pc, x0, x1);
                     const float d0 = (a.flags & SSD_F_DP) ? a.D[h * SSD_P + p0 + pc] : a.D[h];
                     const float d1 = (a.flags & SSD_F_DP) ? a.D[h * SSD_P + p0 + pc + 1] : a.D[h];
                     o0 = __fmaf_rn(d0, x0, o0);
