@@ -63,6 +63,16 @@ def _rel_l2_dev(a, ref) -> float:
     return num / den if den > 0 else num
 
 
+def _launched(fn):
+    """Call ``fn`` once, returning (its result, the kernel launches it made through cake_rt.launch)."""
+    from cake_rt.launch.grid import record_launches
+
+    with record_launches() as recs:
+        res = fn()
+    return res, [{"name": r.name, "grid": list(r.grid), "block": list(r.block), "shared_mem": r.shared_mem,
+                  "cooperative": r.cooperative, "tag": r.tag} for r in recs]
+
+
 def _peer_note(status: dict, name: str):
     reason = status.get(name)
     return None if reason is None else f"peer {name} not run: {reason}"
@@ -132,8 +142,15 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
 
     # Poison y (bf16/fp16 NaN bits), run once, check every element was written.
     y.view(cupy.uint16 if y.dtype.itemsize == 2 else cupy.uint32).fill(0x7FC0 if y.dtype.itemsize == 2 else 0x7FC00000)
-    res = ours()
+    res, launches = _launched(ours)
     stream.synchronize()
+    rec.setdefault("extra", {})["launches"] = launches
+    try:
+        from cake_rt.ops.ssd import last_plan
+
+        rec["extra"]["ran_family"] = getattr(last_plan(), "family", None)
+    except Exception:
+        pass
     res = res if isinstance(res, tuple) else (res,)
     if res[0].data.ptr != y.data.ptr:
         rec["notes"].append("ssd_combined did not write into out=")
@@ -241,15 +258,15 @@ def _dsa_item(item, opts, order, timer, stream, peers_status) -> list:
         return cake_rt.dsa_indexer_det_topk(q, k, w, topk, **meta, indices=ind_e, scores=sc_e, workspace=ws,
                                             stream=stream)
 
-    prepared()
+    _, launches_p = _launched(prepared)
     stream.synchronize()
     _check_written(ind_p, sc_p, "prepared runner")
-    eager()
+    _, launches_e = _launched(eager)
     stream.synchronize()
     _check_written(ind_e, sc_e, "eager entry")
     same = bool((ind_p == ind_e).all()) and bool((sc_p.view(cupy.uint32) == sc_e.view(cupy.uint32)).all())
-    rp["extra"] = {"eager_bitwise_equal": same, "workspace_bytes": ws_bytes}
-    re_["extra"] = dict(rp["extra"])
+    rp["extra"] = {"eager_bitwise_equal": same, "workspace_bytes": ws_bytes, "launches": launches_p}
+    re_["extra"] = {"eager_bitwise_equal": same, "workspace_bytes": ws_bytes, "launches": launches_e}
     if not same:
         raise RuntimeError("eager entry and prepared runner disagree bitwise on the same inputs")
 

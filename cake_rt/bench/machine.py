@@ -34,6 +34,10 @@ def software_header() -> dict:
     h = {"cake_rt": cake_rt.__version__, "python": platform.python_version(), "numpy": numpy.__version__,
          "host": platform.node(), "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     h["git_hash"], h["git_dirty"] = git_hash()
+    if h["git_hash"] is None and os.environ.get("CAKE_RT_GIT_HASH"):
+        # A copy of the tree without .git (a device machine): the caller names the commit it was made from.
+        h["git_hash"], h["git_dirty"] = os.environ["CAKE_RT_GIT_HASH"].strip(), None
+        h["git_hash_from"] = "CAKE_RT_GIT_HASH"
     try:
         import cupy
 

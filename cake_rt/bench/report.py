@@ -109,6 +109,11 @@ def _ms(r):
     return f"{m['median']:.4f} ({m['p20']:.4f}-{m['p80']:.4f})"
 
 
+def _host(r):
+    h = (r.get("ms") or {}).get("host")
+    return f"{h['median']:.4f}" if isinstance(h, dict) else "-"
+
+
 def _peer_cells(r, name):
     p = r.get("peers", {}).get(name)
     if not p or "ms" not in p:
@@ -152,7 +157,8 @@ def _header_lines(doc: dict) -> list:
                    f"[{f['gemm']['method']}]")
     cfg = doc.get("config", {})
     if cfg:
-        out.append(f"method: CUDA events around one synchronized call, median (p20-p80) over repeats"
+        out.append(f"method: GPU time of one synchronized call (CUDA events; the host enqueues the call while a delay "
+                   f"kernel holds the stream), median (p20-p80) over repeats"
                    f"{', cold L2 (2x L2 flushed before each call)' if not cfg.get('warm_l2') else ', warm L2'}"
                    f"{', median over %d fresh processes (both arm orders)' % cfg['processes'] if cfg.get('processes', 1) > 1 else ''}")
         if cfg.get("argv") is not None:
@@ -171,22 +177,24 @@ def _sections(doc: dict) -> list:
             pm, sp = _peer_cells(r, "mamba_ssm-triton")
             fam = (r.get("extra") or {}).get("family") or "-"
             rows.append([r["row"], r["dims"]["batch"], r["dims"]["seqlen"], r["dims"]["nheads"], r["dims"]["ngroups"],
-                         r["dims"]["chunk"], fam, _ms(r), _f(r.get("tflops"), "{:.1f}"), _f(r.get("tbps"), "{:.2f}"),
-                         _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"), pm, sp, _target_cell(r)])
-        sec.append(("SSD combined (bf16 x/B/C/z, fp32 dt, D, dt_bias, softplus, final states fp32; ms: median (p20-p80))",
-                    ["row", "batch", "seqlen", "H", "G", "chunk", "family", "ms", "TFLOP/s", "TB/s", "floor ms",
-                     "of floor", "mamba ms", "speedup", "H200 target"], rows))
+                         r["dims"]["chunk"], fam, _ms(r), _host(r), _f(r.get("tflops"), "{:.1f}"),
+                         _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"),
+                         pm, sp, _target_cell(r)])
+        sec.append(("SSD combined (bf16 x/B/C/z, fp32 dt, D, dt_bias, softplus, final states fp32; "
+                    "ms: GPU time, median (p20-p80); host ms: host time of the call)",
+                    ["row", "batch", "seqlen", "H", "G", "chunk", "family", "ms", "host ms", "TFLOP/s", "TB/s",
+                     "floor ms", "of floor", "mamba ms", "speedup", "H200 target"], rows))
     dsa = [r for r in recs if r["table"] == "dsa"]
     if dsa:
         rows = []
         for r in dsa:
             pm, sp = _peer_cells(r, "torch-eager")
             d = r["dims"]
-            rows.append([r["row"], d["H"], r["arm"], d["T"], d["Tkv"], d["segments"], _ms(r), _f(r.get("tflops"), "{:.1f}"),
-                         _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"),
-                         pm, sp, _target_cell(r)])
-        sec.append(("DSA indexer top-k (D 128, topk 2048; ms: median (p20-p80))",
-                    ["row", "H", "entry", "T", "Tkv", "seg", "ms", "TFLOP/s", "TB/s", "floor ms", "of floor",
+            rows.append([r["row"], d["H"], r["arm"], d["T"], d["Tkv"], d["segments"], _ms(r), _host(r),
+                         _f(r.get("tflops"), "{:.1f}"), _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"),
+                         _f(r.get("floor_fraction"), "{:.0%}"), pm, sp, _target_cell(r)])
+        sec.append(("DSA indexer top-k (D 128, topk 2048; ms: GPU time, median (p20-p80); host ms: host time of the call)",
+                    ["row", "H", "entry", "T", "Tkv", "seg", "ms", "host ms", "TFLOP/s", "TB/s", "floor ms", "of floor",
                      "torch ms", "speedup", "H200 target"], rows))
     side = [r for r in recs if r["table"] == "side_stream"]
     if side:

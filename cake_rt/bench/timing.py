@@ -1,10 +1,17 @@
 """Timing of one synchronized call with CUDA events; cold L2 by default.
 
-One sample:   [flush L2]  synchronize  | record start, call, record end |  synchronize, elapsed
-The flush (a memset of 2x the L2 size on the timing stream) and the synchronize after it lie outside
-the span between the events, so the span holds the call's launch path and its GPU time, not the flush.
-Warm-up calls first (module load, compile, autotune stay out of the numbers); the number of timed
-calls adapts down for slow arms (at most ``budget_s`` per arm, never below ``min_repeats``).
+One sample:
+    [flush L2: memset of 2x the L2]  [delay kernel, D us]  record start | call | record end  synchronize
+The flush lies before the start event, outside the span. The delay kernel keeps the GPU busy while the
+host enqueues the call, so the span between the events is the call's **GPU time** (from its first kernel
+to its last, gaps between its kernels included only where the GPU really waited) and none of the host
+time spent before its first launch. The host time of the call (Python, validation, launches) is measured
+separately on the host clock around the call: ``host`` in every figure.
+
+Warm-up calls first (module load, compile, autotune stay out of the numbers), without the delay; D is
+then 1.5x the last warm-up's host time plus 50 us (at most 20 ms), so the host always finishes enqueuing
+before the GPU reaches the start event. The number of timed calls adapts down for slow arms (at most
+``budget_s`` per arm, never below ``min_repeats``).
 """
 from __future__ import annotations
 
@@ -31,6 +38,9 @@ def combine_processes(per_process: list) -> dict:
     out["median"] = float(np.median(meds))
     out["process_medians"] = [float(m) for m in meds]
     out["processes"] = len(meds)
+    hosts = [s["host"] for s in per_process if isinstance(s.get("host"), dict)]
+    if len(hosts) == len(per_process):
+        out["host"] = summarize([h["median"] for h in hosts])
     return out
 
 
@@ -60,42 +70,80 @@ class L2Flusher:
         cupy.cuda.runtime.memsetAsync(self.buf.data.ptr, self._value, self.nbytes, stream.ptr)
 
 
+def delay_ms_for(host_ms: float) -> float:
+    """The delay before the start event for a call whose host time is ``host_ms``."""
+    return min(20.0, 1.5 * max(0.0, host_ms) + 0.05)
+
+
+class _CudaPieces:
+    """The GPU side of a Timer (events, the delay kernel): replaced by fakes in CPU tests."""
+
+    def __init__(self):
+        import cupy
+
+        from cake_rt.launch.compile import get_kernel
+
+        self._cupy = cupy
+        self.delay_kernel = get_kernel("bench/spin.cu", "cake_bench_delay")
+
+    def event(self):
+        return self._cupy.cuda.Event()
+
+    def elapsed_ms(self, start, end) -> float:
+        return float(self._cupy.cuda.get_elapsed_time(start, end))
+
+    def delay(self, stream, ms: float) -> None:
+        import numpy as np
+
+        from cake_rt.launch.grid import launch
+
+        launch(self.delay_kernel, 1, 32, (np.uint64(int(ms * 1e6)),), stream=stream, tag="bench-delay")
+
+
 class Timer:
     """Times callables on one stream. ``fn()`` must enqueue its work on ``stream`` (or the current stream,
     which the runner sets to ``stream``)."""
 
     def __init__(self, stream, *, repeats: int = 20, warmup: int = 3, warm_l2: bool = False, l2_bytes: int = 0,
-                 budget_s: float = 2.0, min_repeats: int = 5):
-        import cupy
+                 budget_s: float = 2.0, min_repeats: int = 5, pieces=None, flush=None):
+        import time
 
         self.stream = stream
         self.repeats, self.warmup = int(repeats), int(warmup)
         self.warm_l2 = bool(warm_l2)
         self.budget_s, self.min_repeats = float(budget_s), int(min_repeats)
-        self.flush = None if warm_l2 else L2Flusher(l2_bytes)
-        self._start = cupy.cuda.Event()
-        self._end = cupy.cuda.Event()
+        self.gpu = pieces if pieces is not None else _CudaPieces()
+        self.flush = None if warm_l2 else (flush if flush is not None else L2Flusher(l2_bytes))
+        self._start = self.gpu.event()
+        self._end = self.gpu.event()
+        self._clock = time.perf_counter
 
-    def sample(self, fn) -> float:
-        """Milliseconds of one synchronized call."""
-        import cupy
-
+    def sample(self, fn, *, delay_ms: float = 0.0):
+        """(GPU ms, host ms) of one synchronized call."""
         if self.flush is not None:
             self.flush(self.stream)
-        self.stream.synchronize()
+        if delay_ms > 0:
+            self.gpu.delay(self.stream, delay_ms)
         self._start.record(self.stream)
+        t0 = self._clock()
         fn()
+        t1 = self._clock()
         self._end.record(self.stream)
         self._end.synchronize()
-        return float(cupy.cuda.get_elapsed_time(self._start, self._end))
+        return self.gpu.elapsed_ms(self._start, self._end), (t1 - t0) * 1e3
 
     def time(self, fn, *, repeats: int | None = None) -> dict:
-        """Warm up, then time; returns summarize(...) plus the raw 'samples'."""
-        first = None
+        """Warm up, then time; returns summarize(GPU ms) plus the raw 'samples', 'host' (summarize of the
+        host ms) and 'delay_ms'."""
+        gpu_ms = host_ms = 0.0
         for _ in range(max(1, self.warmup)):
-            first = self.sample(fn)
-        n = repeats_for(first, repeats or self.repeats, budget_s=self.budget_s, min_repeats=self.min_repeats)
-        samples = [self.sample(fn) for _ in range(n)]
-        out = summarize(samples)
-        out["samples"] = samples
+            gpu_ms, host_ms = self.sample(fn)
+        delay = delay_ms_for(host_ms)
+        n = repeats_for(gpu_ms + delay, repeats or self.repeats, budget_s=self.budget_s,
+                        min_repeats=self.min_repeats)
+        pairs = [self.sample(fn, delay_ms=delay) for _ in range(n)]
+        out = summarize([g for g, _ in pairs])
+        out["samples"] = [g for g, _ in pairs]
+        out["host"] = summarize([h for _, h in pairs])
+        out["delay_ms"] = delay
         return out

@@ -318,3 +318,71 @@ def test_torch_eager_peer_against_brute_force():
                 ref_s[t, :top.size] = score[np.searchsorted(keys, top)]
         chk = check_dsa(ref_i, ref_s, idx.numpy(), sc.numpy(), rows, min_overlap=0.95, score_tol=2e-2)
         assert chk["ok"], chk
+
+
+class _FakeEvent:
+    def __init__(self, log):
+        self.log = log
+
+    def record(self, stream):
+        self.log.append(("record", id(self)))
+
+    def synchronize(self):
+        self.log.append(("sync", id(self)))
+
+
+class _FakeGpu:
+    """Stands in for the CUDA events and the delay kernel; elapsed time comes from a list."""
+
+    def __init__(self, log, gpu_ms):
+        self.log, self.gpu_ms = log, list(gpu_ms)
+
+    def event(self):
+        return _FakeEvent(self.log)
+
+    def elapsed_ms(self, start, end):
+        return self.gpu_ms.pop(0)
+
+    def delay(self, stream, ms):
+        self.log.append(("delay", round(ms, 6)))
+
+
+def test_timer_order_delay_and_host_time():
+    from cake_rt.bench.timing import Timer, delay_ms_for
+
+    log = []
+    host = iter([0.0, 0.010, 1.0, 1.002, 2.0, 2.002] + [10.0 + i * 0.5 + d for i in range(10) for d in (0, 0.001)])
+    gpu = _FakeGpu(log, [9.0, 5.0, 4.0] + [1.0, 3.0, 2.0, 5.0, 4.0])
+    t = Timer(stream=None, repeats=5, warmup=3, pieces=gpu, flush=lambda s: log.append(("flush",)), budget_s=10.0)
+    t._clock = lambda: next(host)
+    out = t.time(lambda: log.append(("call",)))
+    assert out["median"] == 3.0 and out["n"] == 5 and out["samples"] == [1.0, 3.0, 2.0, 5.0, 4.0]
+    assert out["delay_ms"] == pytest.approx(delay_ms_for(2.0)) == pytest.approx(1.5 * 2.0 + 0.05)
+    assert out["host"]["median"] == pytest.approx(1.0)
+    # Warm-ups: flush, start, call, end, sync (no delay); timed calls: flush, delay, start, call, end, sync.
+    kinds = [e[0] for e in log]
+    assert kinds[:5] == ["flush", "record", "call", "record", "sync"] and "delay" not in kinds[:15]
+    assert kinds[15:21] == ["flush", "delay", "record", "call", "record", "sync"]
+    assert sum(1 for e in log if e[0] == "delay") == 5
+    assert delay_ms_for(1e6) == 20.0 and delay_ms_for(-1) == 0.05
+
+
+def test_timer_warm_l2_has_no_flush():
+    from cake_rt.bench.timing import Timer
+
+    log = []
+    t = Timer(stream=None, repeats=2, warmup=1, warm_l2=True, pieces=_FakeGpu(log, [1.0, 1.0, 1.0]),
+              flush=lambda s: log.append(("flush",)), min_repeats=1)
+    t.time(lambda: None)
+    assert t.flush is None and ("flush",) not in log
+
+
+def test_git_hash_header(monkeypatch):
+    from cake_rt.bench import machine
+
+    h = machine.software_header()
+    assert h["cake_rt"] and "python" in h
+    monkeypatch.setattr(machine, "git_hash", lambda path=None: (None, None))
+    monkeypatch.setenv("CAKE_RT_GIT_HASH", "0123abc")
+    h = machine.software_header()
+    assert h["git_hash"] == "0123abc" and h["git_hash_from"] == "CAKE_RT_GIT_HASH"

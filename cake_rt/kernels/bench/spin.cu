@@ -36,3 +36,16 @@ cake_bench_spin(unsigned* words, unsigned* sm_ids, unsigned long long max_ns)
         asm volatile("nanosleep.u32 %0;" ::"r"(2000u));
     }
 }
+
+// Keeps the timing stream busy for `ns` nanoseconds before the start event of a timed call, so the
+// host enqueues the whole call while the GPU waits here: the span between the events then holds the
+// call's GPU time and none of its host time (which the bench measures on the host separately).
+extern "C" __global__ void __launch_bounds__(32, 1)
+cake_bench_delay(unsigned long long ns)
+{
+    if (threadIdx.x != 0) return;
+    const unsigned long long t0 = spin_now_ns();
+    while (spin_now_ns() - t0 < ns) {
+        asm volatile("nanosleep.u32 %0;" ::"r"(500u));
+    }
+}
