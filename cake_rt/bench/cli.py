@@ -155,14 +155,28 @@ def main(argv=None) -> int:
         want_plot = False
     total = len(plan) * max(1, args.processes)
     progress = Progress(total)
-    doc = run_plan(plan, _options(args), processes=args.processes, progress=progress, time_limit_s=args.time_limit)
-    doc["config"] = {"argv": argv, "target": args.target, "suite": args.suite, "rows": args.rows,
-                     "heads": args.heads, "side_stream": args.side_stream, "processes": args.processes,
-                     **_options(args), "suite_files": {n: load_suite(n).get("title") for n in ("ssd", "dsa")}}
+    config = {"argv": argv, "target": args.target, "suite": args.suite, "rows": args.rows, "heads": args.heads,
+              "side_stream": args.side_stream, "processes": args.processes, **_options(args),
+              "suite_files": {n: load_suite(n).get("title") for n in ("ssd", "dsa")}}
+
+    def checkpoint(partial: dict) -> None:
+        """After every row: the rows so far in --json (marked partial), so a cut-off run keeps them."""
+        from .report import write_json
+
+        if args.json:
+            write_json(dict(partial, config=config), args.json)
+
+    doc = run_plan(plan, _options(args), processes=args.processes, progress=progress, time_limit_s=args.time_limit,
+                   checkpoint=checkpoint)
+    doc["config"] = config
     finalize(doc)
     if old is not None:
         compare(doc, old, args.compare)
-    validate_doc(doc)
+    try:
+        validate_doc(doc)
+    except ValueError as exc:  # report it, but never lose a run's figures over it
+        doc.setdefault("notes", []).append(f"schema check failed: {exc}")
+        print(f"cake-rt bench: the result does not follow the schema: {exc}", file=sys.stderr)
     _emit(doc, args, want_plot)
     failed = [r["key"] for r in doc["records"] if r.get("error")]
     return EXIT_FAILED_ROWS if failed else EXIT_OK

@@ -129,7 +129,7 @@ def _free_pool() -> None:
 
 
 def run_plan(plan: list, opts: dict, *, processes: int = 1, progress: Progress | None = None,
-             time_limit_s: float | None = None, measure_floors_first: bool = True) -> dict:
+             time_limit_s: float | None = None, measure_floors_first: bool = True, checkpoint=None) -> dict:
     """Floors, then every Item; returns the raw result document (``report.finalize`` derives the figures)."""
     from .cases import _base_record, run_item
     from .floors import measure_floors
@@ -145,12 +145,15 @@ def run_plan(plan: list, opts: dict, *, processes: int = 1, progress: Progress |
     if measure_floors_first:
         import cupy
 
-        stream = cupy.cuda.Stream(non_blocking=True)
-        with stream:
-            floors = measure_floors(stream)
-        stream.synchronize()
+        try:
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                floors = measure_floors(stream)
+            stream.synchronize()
+        except Exception as exc:  # the rows still run; they get no floor columns
+            notes.append(f"floors not measured: {exc.__class__.__name__}: {exc}")
         _free_pool()
-        if progress is not None:
+        if progress is not None and floors is not None:
             progress.note(f"floors: copy {floors['copy_tbps']:.2f} TB/s, bf16 matrix {floors['bf16_tflops']:.0f} TFLOP/s "
                           f"({floors['gemm']['method'].split(',')[0]})")
     records = []
@@ -177,5 +180,8 @@ def run_plan(plan: list, opts: dict, *, processes: int = 1, progress: Progress |
             recs = merge_processes(per)
         records += recs
         _free_pool()
+        if checkpoint is not None:
+            checkpoint({"schema": SCHEMA, "machine": header, "floors": floors, "notes": notes, "records": records,
+                        "partial": True, "wall_s": time.monotonic() - t0})
     return {"schema": SCHEMA, "machine": header, "floors": floors, "notes": notes, "records": records,
             "wall_s": time.monotonic() - t0}

@@ -36,6 +36,7 @@ def combine_processes(per_process: list) -> dict:
     pooled = [x for s in per_process for x in s.get("samples", [])]
     out = summarize(pooled) if pooled else summarize(meds)
     out["median"] = float(np.median(meds))
+    out["p20"], out["p80"] = min(out["p20"], out["median"]), max(out["p80"], out["median"])
     out["process_medians"] = [float(m) for m in meds]
     out["processes"] = len(meds)
     hosts = [s["host"] for s in per_process if isinstance(s.get("host"), dict)]

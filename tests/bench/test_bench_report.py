@@ -185,8 +185,15 @@ def test_main_with_a_fake_gpu_run(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(runner, "_free_pool", lambda: None)
     seen = []
 
+    out = tmp_path / "run.json"
+    partial = []
+    collect = [True]
+
     def fake_run_item(item, opts, order=0):
         seen.append((item.key, order, opts["repeats"], opts["warm_l2"]))
+        if collect[0] and out.exists():  # the rows before this one are already on disk, marked partial
+            d = json.loads(out.read_text())
+            partial.append((d["partial"], len(d["records"]), d["config"]["repeats"]))
         return fake_records(item)
 
     monkeypatch.setattr(cases, "run_item", fake_run_item)
@@ -194,9 +201,11 @@ def test_main_with_a_fake_gpu_run(monkeypatch, tmp_path, capsys):
     import cupy
 
     monkeypatch.setattr(cupy.cuda, "Stream", lambda non_blocking=False: _NullStream())
-    out = tmp_path / "run.json"
     rc = cli.main(["all", "--rows", "seed,A1", "--heads", "64", "--repeats", "9", "--warm-l2", "--json", str(out)])
     assert rc == 0
+    assert partial == [(True, 1, 9), (True, 3, 9)]
+    collect[0] = False
+    assert "partial" not in json.loads(out.read_text())
     assert seen == [("ssd/seed", 0, 9, True), ("dsa/A1/H64", 0, 9, True), ("side_stream/A1/H64", 0, 9, True)]
     doc = json.loads(out.read_text())
     report.validate_doc(doc)
@@ -222,6 +231,16 @@ def test_main_with_a_fake_gpu_run(monkeypatch, tmp_path, capsys):
         r = _base_record(item, "error")
         r["error"] = "RuntimeError: no op"
         return [r]
+
+    def no_floors(stream):
+        raise RuntimeError("no cuBLAS")
+
+    monkeypatch.setattr(floors, "measure_floors", no_floors)
+    assert cli.main(["ssd", "--rows", "short", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["floors"] is None and "floors not measured: RuntimeError: no cuBLAS" in doc["notes"]
+    assert doc["records"][0]["tflops"] > 0 and "floor_ms" not in doc["records"][0]
+    capsys.readouterr()
 
     monkeypatch.setattr(cases, "run_item", failing)
     monkeypatch.setattr(cli, "gpu_problem", lambda: None)
