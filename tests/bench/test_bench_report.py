@@ -236,6 +236,7 @@ def test_main_with_a_fake_gpu_run(monkeypatch, tmp_path, capsys):
         raise RuntimeError("no cuBLAS")
 
     monkeypatch.setattr(floors, "measure_floors", no_floors)
+    monkeypatch.setattr(cli, "gpu_problem", lambda: None)
     assert cli.main(["ssd", "--rows", "short", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["floors"] is None and "floors not measured: RuntimeError: no cuBLAS" in doc["notes"]
