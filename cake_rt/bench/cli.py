@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         return EXIT_NO_GPU
 
     from .plot import matplotlib_available
-    from .report import compare, finalize, validate_doc
+    from .report import compare, finalize, method_text, validate_doc
     from .runner import Progress, run_plan
 
     want_plot = bool(args.plot)
@@ -157,7 +157,8 @@ def main(argv=None) -> int:
     progress = Progress(total)
     config = {"argv": argv, "target": args.target, "suite": args.suite, "rows": args.rows, "heads": args.heads,
               "side_stream": args.side_stream, "processes": args.processes, **_options(args),
-              "suite_files": {n: load_suite(n).get("title") for n in ("ssd", "dsa")}}
+              "suite_files": {n: load_suite(n).get("title") for n in ("ssd", "dsa")},
+              "method": method_text(args.warm_l2, args.processes)}
 
     def checkpoint(partial: dict) -> None:
         """After every row: the rows so far in --json (marked partial), so a cut-off run keeps them."""
@@ -182,6 +183,24 @@ def main(argv=None) -> int:
     return EXIT_FAILED_ROWS if failed else EXIT_OK
 
 
+MD_BEGIN, MD_END = "<!-- cake-rt bench: begin -->", "<!-- cake-rt bench: end -->"
+
+
+def write_markdown(text: str, path: str) -> None:
+    """Write the Markdown tables to ``path``; when the file exists and holds the two marker lines
+    (``MD_BEGIN``, ``MD_END``), only the part between them is replaced (how docs/benchmarks.md is updated)."""
+    old = None
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+    if old is not None and MD_BEGIN in old and MD_END in old.split(MD_BEGIN, 1)[1]:
+        head, rest = old.split(MD_BEGIN, 1)
+        tail = rest.split(MD_END, 1)[1]
+        text = head + MD_BEGIN + "\n" + text + MD_END + tail
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def _emit(doc: dict, args, want_plot: bool) -> None:
     """Print the tables; write --json, --markdown and --plot."""
     from .plot import write_plot
@@ -192,8 +211,7 @@ def _emit(doc: dict, args, want_plot: bool) -> None:
         write_json(doc, args.json)
         print(f"\nwrote {args.json}")
     if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(format_markdown(doc))
+        write_markdown(format_markdown(doc), args.markdown)
         print(f"wrote {args.markdown}")
     if want_plot:
         try:

@@ -144,6 +144,14 @@ def _grid(headers, rows) -> str:
     return "\n".join(out)
 
 
+def method_text(warm_l2: bool, processes: int) -> str:
+    """The timing method of a run, in words (stored in the JSON's config when the run is made)."""
+    return ("GPU time of one synchronized call (CUDA events; the host enqueues the call while a delay kernel holds "
+            "the stream; host time measured apart), median (p20-p80) over repeats"
+            + (", warm L2" if warm_l2 else ", cold L2 (2x L2 flushed before each call)")
+            + (f", median over {processes} fresh processes (both arm orders)" if processes > 1 else ""))
+
+
 def _header_lines(doc: dict) -> list:
     m = doc.get("machine", {})
     gpu = m.get("gpu", {})
@@ -157,10 +165,7 @@ def _header_lines(doc: dict) -> list:
                    f"[{f['gemm']['method']}]")
     cfg = doc.get("config", {})
     if cfg:
-        out.append(f"method: GPU time of one synchronized call (CUDA events; the host enqueues the call while a delay "
-                   f"kernel holds the stream), median (p20-p80) over repeats"
-                   f"{', cold L2 (2x L2 flushed before each call)' if not cfg.get('warm_l2') else ', warm L2'}"
-                   f"{', median over %d fresh processes (both arm orders)' % cfg['processes'] if cfg.get('processes', 1) > 1 else ''}")
+        out.append("method: " + (cfg.get("method") or "(not recorded)"))
         if cfg.get("argv") is not None:
             out.append("command: cake-rt bench " + " ".join(cfg["argv"]))
     return out

@@ -223,6 +223,7 @@ def test_main_with_a_fake_gpu_run(monkeypatch, tmp_path, capsys):
     text = md.read_text()
     assert "| A1 | 64 | prepared |" in text and "**Side stream" in text and "1.000x" in text
     assert "command: cake-rt bench all --rows seed,A1" in text
+    assert "method: GPU time of one synchronized call" in text and "warm L2" in text
     assert "SSD combined" in capsys.readouterr().out
     assert cli.main(["--from-json", str(out), "--json", str(out)]) == cli.EXIT_USAGE
     assert cli.main(["--from-json", str(tmp_path / "nope.json")]) == cli.EXIT_USAGE
@@ -406,3 +407,27 @@ def test_git_hash_header(monkeypatch):
     monkeypatch.setenv("CAKE_RT_GIT_HASH", "0123abc")
     h = machine.software_header()
     assert h["git_hash"] == "0123abc" and h["git_hash_from"] == "CAKE_RT_GIT_HASH"
+
+
+def test_markdown_between_markers(tmp_path):
+    from cake_rt.bench.cli import MD_BEGIN, MD_END, write_markdown
+
+    p = tmp_path / "doc.md"
+    p.write_text(f"# Title\n\nintro\n\n{MD_BEGIN}\nold tables\n{MD_END}\n\nafter\n")
+    write_markdown("| a |\n", str(p))
+    assert p.read_text() == f"# Title\n\nintro\n\n{MD_BEGIN}\n| a |\n{MD_END}\n\nafter\n"
+    write_markdown("| b |\n", str(p))
+    assert "| a |" not in p.read_text() and p.read_text().count(MD_BEGIN) == 1
+    q = tmp_path / "new.md"
+    write_markdown("| c |\n", str(q))
+    assert q.read_text() == "| c |\n"
+
+
+def test_docs_page_has_the_markers():
+    import pathlib
+
+    from cake_rt.bench.cli import MD_BEGIN, MD_END
+
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+    text = doc.read_text()
+    assert text.count(MD_BEGIN) == 1 and text.count(MD_END) == 1 and text.index(MD_BEGIN) < text.index(MD_END)
