@@ -25,6 +25,7 @@ from ..interop import BF16, as_device_array, as_host_int32, check_array, dtype_n
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256
 MERGE_THREADS = 1024
+MERGE_ROUND = MERGE_THREADS * 4  # keys the merge appends per round (dsa_merge's MERGE_E = 4)
 HIST_BYTES = 2048 * 4
 SCHEDULES = ("ticket", "static")
 # Default schedule per compile target, chosen by measurement (bench/notes/dsa.md). Tickets absorb SMs
@@ -81,7 +82,7 @@ def _scan_smem(H, D, BQ, TILE, CAP, wgmma=False) -> int:
 
 
 def _merge_smem(MCAP) -> int:
-    return MCAP * 8 + HIST_BYTES + 256
+    return MCAP * 8 + HIST_BYTES + 256 + 4 * (MERGE_THREADS + 1)
 
 
 def _layout_ok(H, BQ, TILE) -> bool:
@@ -109,7 +110,7 @@ def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False)
         if _scan_smem(H, D, BQ, TILE, cap, wg) > smem_optin:
             continue
         mcap = min(32768, (smem_optin - _merge_smem(0)) // 8 // 1024 * 1024)
-        if mcap < 2 * topk:  # the merge keeps topk and appends a part of up to topk
+        if mcap < topk + MERGE_ROUND or mcap < 2 * MERGE_ROUND:  # keeps topk, appends a round of keys
             continue
         return DsaConfig(H, D, BQ, TILE, cap, mcap, _scan_smem(H, D, BQ, TILE, cap, wg), _merge_smem(mcap), wg)
     return None
@@ -459,8 +460,9 @@ class _DevicePlan:
             self.table = cupy.empty(host.size, dtype=np.int32)
             # Synchronous copy: complete before any later launch on any stream.
             cupy.cuda.runtime.memcpy(self.table.data.ptr, host.ctypes.data, host.nbytes, 1)
-            self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, device=dev)
-            self.merge = (get_kernel(KERNEL_PATH, "dsa_merge", defines=cfg.defines, device=dev)
+            defines, options = _debug_build(cfg.defines)
+            self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=defines, options=options, device=dev)
+            self.merge = (get_kernel(KERNEL_PATH, "dsa_merge", defines=defines, options=options, device=dev)
                           if plan.nmerge else None)
             occ = occupancy_per_sm(self.scan, SCAN_THREADS, cfg.smem_scan)
             if occ < 1:
@@ -473,6 +475,37 @@ class _DevicePlan:
         self._host = host  # keeps the source of the copy alive with the plan
 
 
+def _debug_build(defines):
+    """Diagnostics (never on by default): CAKE_RT_DSA_LINEINFO=1 adds -lineinfo (sanitizer source lines);
+    CAKE_RT_DSA_PROFILE=1 compiles per-phase cycle counters that runs add into ``profile_counters()``."""
+    defines = dict(defines)
+    options = ()
+    if os.environ.get("CAKE_RT_DSA_LINEINFO"):
+        options = ("-lineinfo",)
+    if os.environ.get("CAKE_RT_DSA_PROFILE"):
+        defines["DSA_PROFILE"] = 1
+    return defines, options
+
+
+_profile = {}
+
+
+def profile_counters(device=None):
+    """The per-phase cycle counters of profiled scans on ``device`` (CuPy uint64 [8]), created zeroed on
+    first use: 0 unit setup, 1 copy wait + barrier, 2 compactions, 3 matrix product + epilogue, 4 barrier
+    after the epilogue, 5 appends, 6 final selection and output, 7 ticket draws. Summed over CTAs, counted by
+    thread 0 of each CTA; only scans compiled with CAKE_RT_DSA_PROFILE=1 add to them."""
+    import cupy
+
+    dev = _device_facts(device).index
+    buf = _profile.get(dev)
+    if buf is None:
+        with cupy.cuda.Device(dev):
+            buf = _profile[dev] = cupy.zeros(8, dtype=cupy.uint64)
+            cupy.cuda.runtime.deviceSynchronize()
+    return buf
+
+
 _plan_cache: "collections.OrderedDict" = collections.OrderedDict()
 _plan_lock = threading.Lock()
 _PLAN_CACHE_SIZE = 64
@@ -482,7 +515,8 @@ def _plan_key(p: _Problem, key_split):
     def b(a):
         return None if a is None else a.tobytes()
 
-    wg = wgmma_allowed(_device_facts(p.device).target)
+    wg = (wgmma_allowed(_device_facts(p.device).target), os.environ.get("CAKE_RT_DSA_PROFILE"),
+          os.environ.get("CAKE_RT_DSA_LINEINFO"))
     return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split, wg)
 
 
@@ -523,12 +557,16 @@ def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, s
     ent = np.uint64(ws_ptr)
     cnt = np.uint64(ws_ptr + plan.counts_offset if ws_ptr else 0)
 
+    prof = np.uint64(0)
+    if os.environ.get("CAKE_RT_DSA_PROFILE"):
+        prof = np.uint64(profile_counters(dp.device).data.ptr)
+
     def go():
         launch(dp.scan, dp.grid, SCAN_THREADS,
                (p.q, p.k, p.w, np.uint64(dp.table.data.ptr), np.int32(plan.nunits),
                 np.uint64(tickets.ptr if use_ticket else 0), np.int32(1 if use_ticket else 0),
                 np.int32(plan.topk), np.int32(1 if p.causal else 0), np.int32(p.Tkv),
-                indices, scores, ent, cnt),
+                indices, scores, ent, cnt, prof),
                shared_mem=cfg.smem_scan, stream=sptr, tag=f"dsa_scan:{schedule}")
         if plan.nmerge:
             launch(dp.merge, plan.nmerge, MERGE_THREADS,

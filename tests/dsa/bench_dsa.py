@@ -32,6 +32,7 @@ def main(argv=None):
     ap.add_argument("--side", default="S1,C1,A1")
     ap.add_argument("--side-heads", default="32")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", default="", help="rows to run once more with per-phase cycle counters")
     ap.add_argument("--mma", default="", help="comma list of programs to time: wgmma (default), sync")
     a = ap.parse_args(argv)
 
@@ -115,6 +116,31 @@ def main(argv=None):
                 same = np.array_equal(idx2.get(), outs[sched][0]) and np.array_equal(
                     sc2.get().view(np.uint32), outs[sched][1])
                 print(f"  eager == prepared bitwise ({sched}): {same}")
+            if row in a.profile.split(",") and mma == mmas[0]:
+                os.environ["CAKE_RT_DSA_PROFILE"] = "1"
+                try:
+                    idx = cupy.empty((T, topk), cupy.int32)
+                    sc = cupy.empty((T, topk), cupy.float32)
+                    r = dsa.prepare_dsa_indexer_det_topk(q, k, w, topk, indices=idx, scores=sc, workspace=ws,
+                                                         schedule="ticket")
+                    r(stream=s)
+                    s.synchronize()
+                    ctr = dsa.profile_counters()
+                    ctr.fill(0)
+                    cupy.cuda.Device().synchronize()
+                    r(stream=s)
+                    s.synchronize()
+                    c = ctr.get().astype(np.float64)
+                    names = ["setup", "copy_wait", "compact", "mma_epi", "bar_epi", "append", "finish", "ticket"]
+                    tot = c.sum()
+                    prof = {n_: round(float(v / tot), 4) for n_, v in zip(names, c)}
+                    same = np.array_equal(idx.get(), outs["ticket"][0])
+                    rec = dict(row=row, H=H, table="profile", fractions=prof, total_cycles=float(tot),
+                               bitwise_same=bool(same))
+                    results.append(rec)
+                    print(json.dumps(rec), flush=True)
+                finally:
+                    del os.environ["CAKE_RT_DSA_PROFILE"]
             same = all(np.array_equal(x, y) for x, y in zip(outs["ticket"], outs["static"]))
             print(f"  ticket == static bitwise: {same}")
             results.append(dict(row=row, H=H, ticket_eq_static=bool(same)))

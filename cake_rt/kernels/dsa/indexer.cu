@@ -123,16 +123,26 @@ CAKE_DEVICE float score_of(uint64_t x) { return float_from_order_key((uint32_t)(
 // Stable in-order write of the keys x >= K among buf[0..n). Sink(pos, x) receives each kept key with
 // its output position. Safe in place (sink writing to buf): every round reads before its barriers
 // and writes only at positions <= the positions it read.
+// Each round covers KEEP_E * NTB keys, KEEP_E consecutive ones per thread (loads in flight together).
+constexpr int KEEP_E = 4;
 template <int NTB, class Sink>
 CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratch, Sink sink) {
     int base = 0;
-    for (int r0 = 0; r0 < n; r0 += NTB) {
-        const int i = r0 + (int)threadIdx.x;
-        const uint64_t x = i < n ? buf[i] : 0ull;
-        const bool keep = i < n && x >= K;
+    for (int r0 = 0; r0 < n; r0 += NTB * KEEP_E) {
+        const int i0 = r0 + (int)threadIdx.x * KEEP_E;
+        uint64_t x[KEEP_E];
+        int mine = 0;
+#pragma unroll
+        for (int e = 0; e < KEEP_E; ++e) {
+            x[e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
+            mine += (i0 + e < n && x[e] >= K) ? 1 : 0;
+        }
         int total;
-        const int pos = block_excl_scan_flag<NTB>(keep, scratch, total);
-        if (keep) sink(base + pos, x);
+        int pos = base + block_excl_scan<NTB>(mine, scratch, total);
+#pragma unroll
+        for (int e = 0; e < KEEP_E; ++e) {
+            if (i0 + e < n && x[e] >= K) sink(pos++, x[e]);
+        }
         base += total;
     }
     return base;
@@ -171,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const float* __restrict__ w,
          const int* __restrict__ units, int nunits, unsigned* ticket, int use_ticket, int topk, int causal,
          int Tkv, int* __restrict__ out_idx, float* __restrict__ out_sc, uint64_t* __restrict__ ws_ent,
-         int* __restrict__ ws_cnt) {
+         int* __restrict__ ws_cnt, unsigned long long* prof) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // wgmma tiles must start 1024-byte aligned (the swizzle is a function of the address).
     unsigned char* smem = smem_raw + (WG ? ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : 0u);
@@ -193,7 +203,26 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     const int gq = (g * 32) / H;     // query of the group within the block
     const int hbase = (g * 32) % H;  // first head of the group
 
+#if DSA_PROFILE
+    // Cycle accounting by thread 0 (warp 0: it also appends for query 0), per phase, summed over CTAs.
+    long long pacc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    long long plast = clock64();
+#define DSA_MARK(k)                                  \
+    do {                                             \
+        if (tid == 0) {                              \
+            const long long now_ = clock64();        \
+            pacc[k] += now_ - plast;                 \
+            plast = now_;                            \
+        }                                            \
+    } while (0)
+#else
+#define DSA_MARK(k) \
+    do {            \
+    } while (0)
+    (void)prof;
+#endif
     unsigned u = use_ticket ? ticket_draw(ticket, tslot) : blockIdx.x;
+    DSA_MARK(7);
     while (u < (unsigned)nunits) {
         const Unit un = load_unit(units, (int)u);
         __syncthreads();  // the previous unit is done with every buffer
@@ -262,6 +291,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     wq[qq][j][e] = qq < un.nq ? w[(size_t)(un.q0 + qq) * H + j * 8 + 2 * (lane & 3) + e] : 0.0f;
 #endif
 
+        DSA_MARK(0);  // unit setup: q staging, fragments, weights
         const int span = un.khi - un.klo;
         const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
         auto load_tile = [&](int it) {
@@ -291,6 +321,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             fence_proxy_async_shared();
 #endif
             __syncthreads();  // tile `it` landed; the previous append (counts, floors, scores) is done
+            DSA_MARK(1);  // copy issue + wait + barrier
             // Compact any buffer that could not take another full tile.
 #pragma unroll 1
             for (int qq = 0; qq < BQ; ++qq) {
@@ -307,6 +338,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     __syncthreads();
                 }
             }
+            DSA_MARK(2);  // compactions
             const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
 
 #if DSA_USE_WGMMA
@@ -381,7 +413,9 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 }
             }
 #endif
+            DSA_MARK(3);  // matrix product + epilogue
             __syncthreads();  // scores ready; every warp is done reading this key tile
+            DSA_MARK(4);  // barrier after the epilogue
 
             // Ordered append: warp qq walks the tile's keys in ascending id. The other warps go on to the
             // next tile's copy; the barrier at the top of the loop orders this append before the next
@@ -409,6 +443,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 }
                 if (lane == 0) cnt[qq] = c0;
             }
+            DSA_MARK(5);  // appends (thread 0 is in warp 0, which appends for query 0)
         }
         __syncthreads();  // the last append is done
 
@@ -427,51 +462,93 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             __syncthreads();
         }
 
+        DSA_MARK(6);  // final selection and output
         u = use_ticket ? ticket_draw(ticket, tslot) : u + gridDim.x;
+        DSA_MARK(7);
     }
     if (use_ticket && tid == 0) ticket_done(ticket, u, (unsigned)nunits);
+#if DSA_PROFILE
+    if (tid == 0 && prof != nullptr)
+        for (int i = 0; i < 8; ++i) atomicAdd(prof + i, (unsigned long long)pacc[i]);
+#endif
 }
 
 // dsa_merge: one CTA per query whose block was split. Parts are appended in key order (each part is in
 // ascending id), with the same floor/compaction rule as the scan, then the exact top-k is written.
-// Merge table row: (t, first slot, number of parts, query index in its block).
+// Merge table row: (t, first slot, number of parts, query index in its block). The part counts of up
+// to DSA_MNT parts are read at once and the parts' keys are streamed as one flattened sequence, so the
+// loads of many parts are in flight together.
 #define DSA_MNT 1024
+constexpr int MERGE_E = 4;  // keys per thread per append round
 extern "C" __global__ void __launch_bounds__(DSA_MNT, 1)
 dsa_merge(const int* __restrict__ mtab, int topk, const uint64_t* __restrict__ ws_ent,
           const int* __restrict__ ws_cnt, int* __restrict__ out_idx, float* __restrict__ out_sc) {
     constexpr int MNT = DSA_MNT;
     constexpr int MCAP = DSA_MCAP;
+    constexpr int ROUND = MNT * MERGE_E;
+    static_assert(MCAP >= 2 * ROUND, "merge capacity");
     extern __shared__ __align__(128) unsigned char smem[];
     uint64_t* cand = (uint64_t*)smem;
     uint32_t* hist = (uint32_t*)(smem + MCAP * 8);
     unsigned char* misc = smem + MCAP * 8 + HIST_WORDS * 4;
     DsaSelState* st = (DsaSelState*)misc;
     int* scratch = (int*)(misc + 64);
+    int* pstart = (int*)(misc + 256);  // MNT + 1 ints: flattened start of each part of the batch
 
     const int* row = mtab + blockIdx.x * 4;
     const int t = row[0], slot0 = row[1], nparts = row[2], qi = row[3];
+    const int tid = threadIdx.x;
     int n = 0;
     uint64_t floor_key = 0ull;
 #pragma unroll 1
-    for (int pidx = 0; pidx < nparts; ++pidx) {
-        const size_t pi = (size_t)(slot0 + pidx) * BQ + qi;
-        const uint64_t* src = ws_ent + pi * topk;
-        const int c = ws_cnt[pi];
-        if (n + c > MCAP) {  // make room: keep exactly topk
-            const uint64_t K = block_kth_largest<MNT>(cand, n, topk, hist, st, scratch);
-            n = ordered_keep<MNT>(cand, n, K, scratch, [&](int pos, uint64_t x) { cand[pos] = x; });
-            floor_key = K + 1ull;
-            __syncthreads();
+    for (int pb = 0; pb < nparts; pb += MNT) {
+        const int nb = min(MNT, nparts - pb);
+        const int c = tid < nb ? ws_cnt[(size_t)(slot0 + pb + tid) * BQ + qi] : 0;
+        int total;
+        const int ex = block_excl_scan<MNT>(c, scratch, total);
+        if (tid < nb) pstart[tid] = ex;
+        if (tid == 0) pstart[nb] = total;
+        __syncthreads();
+#pragma unroll 1
+        for (int r0 = 0; r0 < total; r0 += ROUND) {
+            if (n + ROUND > MCAP) {  // make room: keep exactly topk (n > MCAP - ROUND >= topk)
+                const uint64_t K = block_kth_largest<MNT>(cand, n, topk, hist, st, scratch);
+                n = ordered_keep<MNT>(cand, n, K, scratch, [&](int pos, uint64_t x) { cand[pos] = x; });
+                floor_key = K + 1ull;
+                __syncthreads();
+            }
+            const int i0 = r0 + tid * MERGE_E;
+            uint64_t x[MERGE_E];
+            int mine = 0;
+            if (i0 < total) {
+                int lo_p = 0, hi_p = nb;  // last part p with pstart[p] <= i0
+                while (hi_p - lo_p > 1) {
+                    const int mid = (lo_p + hi_p) >> 1;
+                    if (pstart[mid] <= i0) lo_p = mid; else hi_p = mid;
+                }
+                int p = lo_p;
+#pragma unroll
+                for (int e = 0; e < MERGE_E; ++e) {
+                    const int i = i0 + e;
+                    x[e] = 0ull;
+                    if (i < total) {
+                        while (pstart[p + 1] <= i) ++p;
+                        x[e] = ws_ent[((size_t)(slot0 + pb + p) * BQ + qi) * topk + (i - pstart[p])];
+                    }
+                }
+#pragma unroll
+                for (int e = 0; e < MERGE_E; ++e) mine += (i0 + e < total && x[e] >= floor_key) ? 1 : 0;
+            }
+            int added;
+            int pos = n + block_excl_scan<MNT>(mine, scratch, added);
+            if (i0 < total) {
+#pragma unroll
+                for (int e = 0; e < MERGE_E; ++e)
+                    if (i0 + e < total && x[e] >= floor_key) cand[pos++] = x[e];
+            }
+            n += added;
         }
-        for (int r0 = 0; r0 < c; r0 += MNT) {
-            const int i = r0 + (int)threadIdx.x;
-            const uint64_t x = i < c ? src[i] : 0ull;
-            const bool take = i < c && x >= floor_key;
-            int total;
-            const int pos = block_excl_scan_flag<MNT>(take, scratch, total);
-            if (take) cand[n + pos] = x;
-            n += total;
-        }
+        __syncthreads();  // pstart is rewritten by the next batch
     }
     __syncthreads();
     finish_query<MNT>(cand, n, topk, t, t, out_idx, out_sc, nullptr, nullptr, hist, st, scratch);

@@ -104,13 +104,22 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         __syncthreads();
         // Scores cluster in a few top digits: lanes with the same digit add once (match_any), so a
         // plateau of equal scores does not serialize on one shared-memory word.
-        for (int base = 0; base < n; base += NT) {
-            const int i = base + tid;
-            const uint64_t x = i < n ? buf[i] : 0ull;
-            const bool in = i < n && (x & mask) == prefix;
-            const unsigned bin = in ? ((unsigned)(x >> shift) & (unsigned)(nb - 1)) : 0xffffffffu;
-            const unsigned peers = __match_any_sync(0xffffffffu, bin);
-            if (in && (__ffs(peers) - 1) == (int)(tid & 31)) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+        constexpr int E = 4;  // loads in flight per thread
+        for (int base = 0; base < n; base += NT * E) {
+            uint64_t xs[E];
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const int i = base + e * NT + tid;
+                xs[e] = i < n ? buf[i] : 0ull;
+            }
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const int i = base + e * NT + tid;
+                const bool in = i < n && (xs[e] & mask) == prefix;
+                const unsigned bin = in ? ((unsigned)(xs[e] >> shift) & (unsigned)(nb - 1)) : 0xffffffffu;
+                const unsigned peers = __match_any_sync(0xffffffffu, bin);
+                if (in && (__ffs(peers) - 1) == (int)(tid & 31)) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+            }
         }
         __syncthreads();
         // Thread t owns the t-th chunk of bins counted from the top digit down.
