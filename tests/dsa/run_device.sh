@@ -10,7 +10,7 @@ if [[ $PHASES == *tests* ]]; then
 fi
 if [[ $PHASES == *sanitize* ]]; then
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
-    timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool $tool --error-exitcode 9 python3 tests/dsa/sanitize_case.py > $OUT/sanitize_$tool.log 2>&1
+    CAKE_RT_DSA_LINEINFO=1 timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool $tool --error-exitcode 9 python3 tests/dsa/sanitize_case.py > $OUT/sanitize_$tool.log 2>&1
     echo "$tool rc=$?" | tee -a $OUT/sanitize_$tool.log; tail -3 $OUT/sanitize_$tool.log
   done
   if [[ -n "$SAN_SYNC" ]]; then  # the mma.sync program too (memcheck)
