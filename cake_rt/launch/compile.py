@@ -251,6 +251,15 @@ class Kernel:
 
 _kernel_cache: dict = {}
 _kernel_lock = threading.Lock()
+# (device, path, kernel, defines, options) -> Kernel: the per-call fast path, so a launch path does not
+# re-read and re-hash its source on every call. Source edits are seen by new processes (or after
+# ``clear_kernel_memo()``), which is what a library needs; the content-hash cache stays authoritative.
+_kernel_memo: dict = {}
+
+
+def clear_kernel_memo() -> None:
+    """Forget the per-call fast path (tests that edit kernel sources in-process use this)."""
+    _kernel_memo.clear()
 
 
 def get_kernel(path, kernel_name: str, *, defines=None, options=(), device=None) -> Kernel:
@@ -259,6 +268,19 @@ def get_kernel(path, kernel_name: str, *, defines=None, options=(), device=None)
     ``path`` is relative to ``cake_rt/kernels/``. ``defines`` ({name: value}) are prepended as ``#define``
     lines. Loaded modules are cached per (device, cache key): every device gets its own module.
     """
+    from .arch import device_index
+
+    memo_key = (device_index(device), str(path), kernel_name,
+                tuple(sorted((defines or {}).items())), tuple(options))
+    hit = _kernel_memo.get(memo_key)
+    if hit is not None:
+        return hit
+    kernel = _get_kernel_slow(path, kernel_name, defines=defines, options=options, device=memo_key[0])
+    _kernel_memo[memo_key] = kernel
+    return kernel
+
+
+def _get_kernel_slow(path, kernel_name: str, *, defines, options, device) -> Kernel:
     import cupy
     from cupy_backends.cuda.api import driver
 
