@@ -10,8 +10,9 @@ __device__ __forceinline__ SDT sd_from_float(float v) { return ESD::from_float(v
 // Exact scan: one CTA per (segment, head, 64-row headdim block); chunks in order, state in shared memory.
 // ===================================================================================================
 struct ExactSink {
-    const SsdArgs* a; const SsdSmem* s;
-    float decay; long long ckpt; int h, p0;   // ckpt: chunk_states index, -1: no checkpoint here
+    const SsdSmem* s;
+    float decay;
+    // Only the fp32 recurrence here (small unrolled code); S_prev and checkpoints follow in one loop.
     __device__ __forceinline__ void operator()(int n0, float (*acc)[4]) {
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const int g = lane >> 2, tg = lane & 3;
@@ -22,12 +23,7 @@ struct ExactSink {
                 const int p = 16 * warp + g + (q >= 2 ? 8 : 0);
                 const int n = n0 + 8 * t + 2 * tg + (q & 1);
                 float* sf = s->Sf + p * SSD_LDF + n;
-                const float v = ssd_state_step(decay, *sf, acc[t][q]);
-                *sf = v;
-#if !SSD_IS_F32
-                s->Sp[p * SSD_LDN + n] = E::from_float(v);
-#endif
-                if (ckpt >= 0) a->chunk_out[ssd_state_index(ckpt, a->nheads, h, p0 + p) + n] = sd_from_float(v);
+                *sf = ssd_state_step(decay, *sf, acc[t][q]);
             }
         }
     }
@@ -71,9 +67,20 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, 1) ssd_exact(
         const int l = min(SSD_Q, len - c * SSD_Q);
         const float decay = ssd_chunk_prep(a, s, ctok, l, h);
         ssd_chunk_output(a, s, ctok, l, h, p0);
-        ExactSink sink{&a, &s, decay, (a.chunk_out != nullptr && l == SSD_Q) ? seg[SEG_CKPT0] + c : -1, h, p0};
+        ExactSink sink{&s, decay};
         ssd_chunk_state(a, s, ctok, l, h, p0, sink);
-        __syncthreads();  // the state update is complete before the next chunk reads S_prev
+        __syncthreads();
+        // S_prev = round_T(S) for the next chunk; the checkpoint after a complete chunk.
+        const long long ckpt = (a.chunk_out != nullptr && l == SSD_Q) ? seg[SEG_CKPT0] + c : -1;
+        for (int e = threadIdx.x; e < SSD_PB * SSD_N; e += SSD_THREADS) {
+            const int p = e / SSD_N, n = e % SSD_N;
+            const float v = s.Sf[p * SSD_LDF + n];
+#if !SSD_IS_F32
+            s.Sp[p * SSD_LDN + n] = E::from_float(v);
+#endif
+            if (ckpt >= 0) a.chunk_out[ssd_state_index(ckpt, a.nheads, h, p0 + p) + n] = sd_from_float(v);
+        }
+        __syncthreads();  // S_prev is complete before the next chunk reads it
     }
 
     const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];

@@ -197,6 +197,13 @@ __device__ __forceinline__ void warp_gemm(float (*acc)[4], const T* A, int lda, 
 #endif
 }
 
+// 2^x in one MUFU instruction (ftz: results below 2^-126 flush to 0; the same code in both families).
+__device__ __forceinline__ float ex2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
 // Store two adjacent values of an element tile (rounded to T).
 __device__ __forceinline__ void st_pair(T* p, float lo, float hi) {
 #if SSD_T == 0
@@ -242,7 +249,7 @@ __device__ __forceinline__ void cp_async_join() {
 // dt'_t. Returns exp(cs_last) (the chunk decay). Ends with a CTA barrier.
 __device__ __forceinline__ float ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int h) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float Ah2 = __fmul_rn(a.A[h], 1.4426950408889634f);  // cumsums in log2 units: exp2f is one MUFU op
+    const float Ah2 = __fmul_rn(a.A[h], 1.4426950408889634f);  // cumsums in log2 units: 2^x is one MUFU op
     const float bias = (a.flags & SSD_F_BIAS) ? a.dt_bias[h] : 0.0f;
     for (int gi = warp; gi < SSD_Q / 32; gi += SSD_THREADS / 32) {
         const int t = gi * 32 + lane;
@@ -275,10 +282,10 @@ __device__ __forceinline__ float ssd_chunk_prep(const SsdArgs& a, const SsdSmem&
     __syncthreads();
     const float last = s.cs[l - 1];
     for (int t = threadIdx.x; t < SSD_Q; t += SSD_THREADS) {
-        s.w[t] = t < l ? __fmul_rn(exp2f(__fsub_rn(last, s.cs[t])), s.dtv[t]) : 0.0f;
+        s.w[t] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[t])), s.dtv[t]) : 0.0f;
     }
     __syncthreads();
-    return exp2f(last);
+    return ex2(last);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -389,8 +396,8 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
 #pragma unroll
                 for (int t = 0; t < 8; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
                 warp_gemm<A_RM, B_NK, 8>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, 0, SSD_N);
-                const float e0 = exp2f(s.cs[i * SSD_SUB + m0 + g]);
-                const float e1 = exp2f(s.cs[i * SSD_SUB + m0 + g + 8]);
+                const float e0 = ex2(s.cs[i * SSD_SUB + m0 + g]);
+                const float e1 = ex2(s.cs[i * SSD_SUB + m0 + g + 8]);
 #pragma unroll
                 for (int t = 0; t < 8; ++t) {
                     y[t][0] = __fmul_rn(y[t][0], e0); y[t][1] = __fmul_rn(y[t][1], e0);
@@ -414,7 +421,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     const int tr = q < 2 ? tr0 : tr1;
                     const int sp = sc + (q & 1);
                     const float ct = q < 2 ? c0 : c1;
-                    v[q] = sp <= tr ? __fmul_rn(__fmul_rn(gacc[t][q], exp2f(__fsub_rn(ct, s.cs[sp]))), s.dtv[sp]) : 0.0f;
+                    v[q] = sp <= tr ? __fmul_rn(__fmul_rn(gacc[t][q], ex2(__fsub_rn(ct, s.cs[sp]))), s.dtv[sp]) : 0.0f;
                 }
                 st_pair(Ms + (m0 + g) * SSD_LDX + 8 * t + 2 * tg, v[0], v[1]);
                 st_pair(Ms + (m0 + g + 8) * SSD_LDX + 8 * t + 2 * tg, v[2], v[3]);
@@ -423,7 +430,8 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             warp_gemm<A_RM, B_KN, 8>(y, Ms, SSD_LDX, m0, sX(s, buf), SSD_LDX, 0, SSD_SUB);
         }
         const T* Xi = sX(s, buf);  // X_i: the last step was j == i
-        // Epilogue: D x and the z gate, rows < valid_i.
+        // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i.
+        const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z, perP = a.flags & SSD_F_DP;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int r = m0 + g + 8 * half;
@@ -433,19 +441,18 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             for (int t = 0; t < 8; ++t) {
                 const int pc = 8 * t + 2 * tg;
                 float o0 = y[t][2 * half], o1 = y[t][2 * half + 1];
-                if (a.flags & SSD_F_D) {
+                if (hasD) {
                     float x0, x1;
                     ld_pair(Xi + r * SSD_LDX + pc, x0, x1);
-                    const float d0 = (a.flags & SSD_F_DP) ? a.D[h * SSD_P + p0 + pc] : a.D[h];
-                    const float d1 = (a.flags & SSD_F_DP) ? a.D[h * SSD_P + p0 + pc + 1] : a.D[h];
-                    o0 = __fmaf_rn(d0, x0, o0);
-                    o1 = __fmaf_rn(d1, x1, o1);
+                    const float* Dv = perP ? a.D + h * SSD_P + p0 + pc : a.D + h;
+                    o0 = __fmaf_rn(Dv[0], x0, o0);
+                    o1 = __fmaf_rn(Dv[perP ? 1 : 0], x1, o1);
                 }
-                if (a.flags & SSD_F_Z) {
+                if (hasZ) {
                     float z0, z1;
                     ld_pair(a.z + row + pc, z0, z1);
-                    o0 = __fmul_rn(o0, __fdiv_rn(z0, __fadd_rn(1.0f, expf(-z0))));
-                    o1 = __fmul_rn(o1, __fdiv_rn(z1, __fadd_rn(1.0f, expf(-z1))));
+                    o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
+                    o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
                 }
                 st_pair(a.y + row + pc, o0, o1);
             }
