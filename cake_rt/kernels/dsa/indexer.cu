@@ -441,6 +441,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     if (take) cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
                     c0 += __popc(b);
                 }
+                __syncwarp();  // every lane has read cnt[qq] before lane 0 rewrites it
                 if (lane == 0) cnt[qq] = c0;
             }
             DSA_MARK(5);  // appends (thread 0 is in warp 0, which appends for query 0)
