@@ -40,14 +40,20 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 
 # ----------------------------------------------------------------------------------------------------
 # Cost model. Times in microseconds. A "step" is one 64-token sub-block round of a chunk tile
-# (see ``_steps_per_chunk``): the unit both families are made of.
-#   exact    = e0 + e1 * steps(chunk) * max_chunks_per_segment * max(1, items / SMs)
-#   chunkpar = p0 + p1 * steps(chunk) * tiles / SMs + p2 * max_chunks_per_segment + ws_bytes / bw
-# Constants per compute capability, measured on the H200 (bench/notes/ssd.md gives the runs).
+# (``_steps_per_chunk``): the unit both families are made of.
+#   exact    = e0 + rounds * (e_step * steps + e_chunk)          items <= SMs (one CTA per SM, double buffers)
+#            = e0 + rounds * e_step_shared * steps               items >  SMs (two CTAs per SM, single buffers)
+#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs)
+#   chunkpar = p0 + p1 * steps * max(1, chunk tiles / cooperative grid) + p2 * longest segment's chunks
+#              + 2.5 * workspace bytes / bw                       (phase 1 writes it, phase 2 reads and writes)
+# Constants per compute capability, fitted to H200 measurements (bench/notes/ssd.md: the runs, the rows,
+# the residuals).
 @dataclasses.dataclass(frozen=True)
 class CostModel:
     e0: float
-    e1: float
+    e_step: float
+    e_chunk: float
+    e_step_shared: float
     p0: float
     p1: float
     p2: float
@@ -56,9 +62,9 @@ class CostModel:
 
 
 COST_MODELS = {
-    # Initial constants (prediction before the first H200 run); replaced by measured ones below.
-    (9, 0): CostModel(e0=8.0, e1=0.9, p0=12.0, p1=0.9, p2=0.08, bw_bytes_per_us=3.0e6,
-                      source="H200 estimate, before calibration"),
+    (9, 0): CostModel(e0=10.0, e_step=2.37, e_chunk=8.3, e_step_shared=4.3, p0=6.7, p1=3.72, p2=0.085,
+                      bw_bytes_per_us=3.0e6,
+                      source="H200, 2026-11-29: suite rows, both families (bench/notes/ssd.md, run 3)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
@@ -71,15 +77,21 @@ def _steps_per_chunk(Q: int, N: int) -> int:
 
 
 def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
-               max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int) -> dict:
+               max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None) -> dict:
     """Predicted microseconds of each family for a call's quantities."""
     pb = headdim // PBLK
     steps = _steps_per_chunk(chunk, dstate)
     items = nseg * nheads * pb
-    exact = model.e0 + model.e1 * steps * max_chunks * max(1.0, items / sm_count)
     tiles = total_chunks * nheads * pb
-    chunkpar = (model.p0 + model.p1 * steps * tiles / sm_count + model.p2 * max_chunks
-                + ws_bytes / model.bw_bytes_per_us)
+    if items <= sm_count:
+        rounds = max(max_chunks, tiles / sm_count)
+        exact = model.e0 + rounds * (model.e_step * steps + model.e_chunk)
+    else:
+        rounds = max(max_chunks, tiles / (2 * sm_count))
+        exact = model.e0 + rounds * model.e_step_shared * steps
+    slots = coop_slots if coop_slots else 2 * sm_count
+    chunkpar = (model.p0 + model.p1 * steps * max(1.0, tiles / slots) + model.p2 * max_chunks
+                + 2.5 * ws_bytes / model.bw_bytes_per_us)
     return {"exact": exact, "chunkpar": chunkpar}
 
 
@@ -443,8 +455,6 @@ def _plan(c: _Call, family: str) -> SsdPlan:
     cap = _workspace_cap()
     ws = workspace_bytes(c)
     model = COST_MODELS.get(tuple(info.capability), _DEFAULT_MODEL)
-    pred = predict_us(model, nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
-                      max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count, ws_bytes=ws)
     coop_error, capacity = None, None
     need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and ws <= cap)
     if need_coop:
@@ -454,6 +464,9 @@ def _plan(c: _Call, family: str) -> SsdPlan:
             capacity = _coop_capacity(k, smem_bytes(itemsize, c.dstate, c.chunk, False, _nbuf(c)))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
+    pred = predict_us(model, nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
+                      max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count, ws_bytes=ws,
+                      coop_slots=capacity)
     fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
                                 ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
     items = c.nseg * c.nheads * (c.headdim // PBLK)
