@@ -617,3 +617,122 @@ def ssd_flops_bytes(*, batch, seqlen, nheads, headdim, dstate, ngroups=1, chunk_
     nstate = (nseq if nseq is not None else batch) * nheads * headdim * dstate * state_bytes
     nb += nstate * ((1 if has_init else 0) + (1 if return_final else 0))
     return int(flops), int(nb)
+
+
+# ----------------------------------------------------------------------------------------------------
+def selftest():
+    """``cake-rt selftest`` hook: a small bf16 varlen call through both families -> (ok, detail).
+
+    Checks the families are bitwise equal and within the bf16 bar of the float64 reference."""
+    import cupy
+
+    from ..reference.ssd import ssd_reference_chunked
+
+    rng = np.random.default_rng(7)
+    lens = [0, 37, 64, 130]
+    L, H, P, N = sum(lens), 4, 64, 64
+    host = {
+        "x": rng.standard_normal((1, L, H, P)).astype(np.float32).astype(BF16),
+        "B": rng.standard_normal((1, L, 1, N)).astype(np.float32).astype(BF16),
+        "C": rng.standard_normal((1, L, 1, N)).astype(np.float32).astype(BF16),
+        "dt": (rng.standard_normal((1, L, H)) * 0.5).astype(np.float32),
+        "A": (-rng.uniform(1.0, 16.0, H)).astype(np.float32),
+        "dt_bias": np.full(H, -3.0, np.float32),
+    }
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+
+    def dev(a):
+        return cupy.asarray(a.view(np.uint16)).view(a.dtype) if a.dtype == BF16 else cupy.asarray(a)
+
+    d = {k: dev(v) for k, v in host.items()}
+    outs = {}
+    for fam in ("exact", "chunkpar"):
+        outs[fam] = ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, dt_bias=d["dt_bias"], dt_softplus=True,
+                                 cu_seqlens=cu, return_varlen_states=True, family=fam)
+    cupy.cuda.Device().synchronize()
+    same = all(a.view(cupy.uint8).get().tobytes() == b.view(cupy.uint8).get().tobytes()
+               for a, b in zip(outs["exact"], outs["chunkpar"]))
+    ref = ssd_reference_chunked(*(host[k].astype(np.float64) for k in ("x", "dt", "A", "B", "C")), 64,
+                                dt_bias=host["dt_bias"].astype(np.float64), dt_softplus=True, cu_seqlens=cu,
+                                return_varlen_states=True)
+    y = outs["exact"][0].view(cupy.uint16).get().view(BF16).astype(np.float64)
+    err = float(np.linalg.norm(y - ref[0]) / np.linalg.norm(ref[0]))
+    ok = same and err < 1e-2
+    return ok, f"exact vs chunkpar bitwise {'equal' if same else 'DIFFERENT'}; y rel L2 vs float64 {err:.2e}"
+
+
+def calibrate(argv=None):
+    """``cake-rt calibrate``: time both families on the SSD suite rows and fit the cost-model constants
+    of this GPU (printed as a ``CostModel`` line for ``COST_MODELS``; nothing is written)."""
+    import argparse
+
+    import cupy
+
+    from ..bench.cases import _ssd_inputs
+    from ..bench.suites import load_suite
+    from ..launch.arch import device_info
+
+    ap = argparse.ArgumentParser(prog="cake-rt calibrate")
+    ap.add_argument("--reps", type=int, default=7)
+    args = ap.parse_args(argv or [])
+    info = device_info()
+    suite = load_suite("ssd")
+    flush = cupy.empty(2 * max(info.l2_bytes, 1 << 20), cupy.uint8)
+
+    def timeit(fn):
+        ts = []
+        for _ in range(args.reps + 2):
+            flush.fill(1)
+            a, b = cupy.cuda.Event(), cupy.cuda.Event()
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(cupy.cuda.get_elapsed_time(a, b) * 1000.0)
+        return float(np.median(ts[2:]))
+
+    alone, shared, cp_rows = [], [], []
+    for r in suite["rows"]:
+        p = dict(suite.get("defaults", {}))
+        p.update(r)
+        inp = _ssd_inputs(p, 1234)
+        kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=inp["cu_seqlens"], dt_softplus=True,
+                  return_final_states=True)
+        a = (inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], int(p["chunk"]))
+        c = _validate(*a, kw["D"], kw["z"], kw["dt_bias"], None, None, kw["cu_seqlens"], True, (0.0, math.inf),
+                      True, False, False, None, "auto", None)
+        steps = _steps_per_chunk(c.chunk, c.dstate)
+        items = c.nseg * c.nheads * (c.headdim // PBLK)
+        tiles = c.total_chunks * c.nheads * (c.headdim // PBLK)
+        y = cupy.empty_like(inp["x"])
+        te = timeit(lambda: ssd_combined(*a, **kw, family="exact", out=y))
+        if items <= info.sm_count:
+            alone.append((max(c.max_chunks, tiles / info.sm_count), steps, te))
+        else:
+            shared.append((max(c.max_chunks, tiles / (2 * info.sm_count)), steps, te))
+        line = f"{p.get('name')}: exact {te:.1f} us"
+        try:
+            plan = ssd_plan(*a, **kw, family="chunkpar")
+            tc = timeit(lambda: ssd_combined(*a, **kw, family="chunkpar", out=y))
+            cp_rows.append((steps * max(1.0, tiles / plan.grid), c.max_chunks, plan.workspace_bytes, tc))
+            line += f", chunkpar {tc:.1f} us"
+        except Exception as exc:
+            line += f", chunkpar not runnable ({exc.__class__.__name__})"
+        print(line, flush=True)
+    e0 = 10.0
+    if len(alone) >= 2:
+        A_ = np.array([[r * s, r] for r, s, _ in alone])
+        e_step, e_chunk = np.linalg.lstsq(A_, np.array([t - e0 for *_, t in alone]), rcond=None)[0]
+    else:
+        e_step, e_chunk = _DEFAULT_MODEL.e_step, _DEFAULT_MODEL.e_chunk
+    e_sh = float(np.median([(t - e0) / (r * s) for r, s, t in shared])) if shared else _DEFAULT_MODEL.e_step_shared
+    bw = _DEFAULT_MODEL.bw_bytes_per_us
+    if len(cp_rows) >= 3:
+        A_ = np.array([[1.0, u, ch] for u, ch, _, _ in cp_rows])
+        p0, p1, p2 = np.linalg.lstsq(A_, np.array([t - 2.5 * ws / bw for _, _, ws, t in cp_rows]), rcond=None)[0]
+    else:
+        p0, p1, p2 = _DEFAULT_MODEL.p0, _DEFAULT_MODEL.p1, _DEFAULT_MODEL.p2
+    print(f"COST_MODELS[{tuple(info.capability)}] = CostModel(e0={e0}, e_step={e_step:.3f}, e_chunk={e_chunk:.3f}, "
+          f"e_step_shared={e_sh:.3f}, p0={p0:.3f}, p1={p1:.3f}, p2={p2:.4f}, bw_bytes_per_us={bw:.3g}, "
+          f"source='{info.name}, cake-rt calibrate')")
+    return 0

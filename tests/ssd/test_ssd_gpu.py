@@ -307,3 +307,12 @@ def test_accuracy_vs_mamba_ssm_triton():
                 assert eo <= 1.1 * et + 1e-7, (xd, nm, eo, et)
             else:
                 assert eo < 1e-4
+
+
+def test_selftest_hook():
+    """The `cake-rt selftest` hook passes (not run on the device in the session that added it)."""
+    from cake_rt.ops.ssd import selftest
+
+    ok, detail = selftest()
+    print("SELFTEST", detail)
+    assert ok, detail
