@@ -12,6 +12,7 @@ options, the NVRTC version and the target, so any edit to any header recompiles.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import pathlib
@@ -79,6 +80,7 @@ def _nvrtc():
     return nvrtc
 
 
+@functools.lru_cache(maxsize=1)
 def nvrtc_version() -> tuple:
     return tuple(_nvrtc().getVersion())
 
