@@ -1,0 +1,194 @@
+"""Acceptance checks of the DSA indexer top-k written from the contract alone
+(../shared/spec/dsa_indexer.md), independently of the op's own reference and tests.
+
+Exactness trick: q and k hold small integers and the weights are powers of two, so every dot product and
+every weighted sum is exact in float32 whatever the summation order — ties are real ties and the chosen
+set is fully determined by the contract's tie rule (larger key id wins).
+"""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def _bf16():
+    from cake_rt.interop import BF16
+
+    return BF16
+
+
+def brute_force(q, k, w, topk, cu_q, cu_k, offsets, causal):
+    """float64 scores + the contract's selection: indices (global, ascending), scores, -1/-inf padding."""
+    q, k, w = (np.asarray(a, np.float64) for a in (q, k, w))
+    T = q.shape[0]
+    idx = np.full((T, topk), -1, np.int64)
+    sc = np.full((T, topk), -np.inf)
+    for s in range(len(cu_q) - 1):
+        q0, q1, k0, k1 = cu_q[s], cu_q[s + 1], cu_k[s], cu_k[s + 1]
+        lenq, lenk = q1 - q0, k1 - k0
+        off = (lenk - lenq) if offsets is None else offsets[s]
+        for i in range(lenq):
+            t = q0 + i
+            nvis = lenk if not causal else max(0, min(off + i, lenk - 1) + 1)
+            if nvis <= 0:
+                continue
+            keys = np.arange(k0, k0 + nvis)
+            dots = np.einsum("hd,jd->hj", q[t], k[keys])
+            s_t = (w[t][:, None] * np.maximum(dots, 0)).sum(0)
+            order = np.lexsort((-keys, -s_t))  # score desc, then larger id first
+            chosen = keys[order[:topk]]
+            chosen_scores = s_t[order[:topk]]
+            o = np.argsort(chosen)
+            n = len(chosen)
+            idx[t, :n] = chosen[o]
+            sc[t, :n] = chosen_scores[o]
+    return idx, sc
+
+
+def _exact_inputs(rng, T, Tkv, H, D):
+    q = rng.integers(-3, 4, (T, H, D)).astype(_bf16())
+    k = rng.integers(-3, 4, (Tkv, D)).astype(_bf16())
+    w = (2.0 ** rng.integers(-3, 3, (T, H)) * rng.choice([-1, 1], (T, H))).astype(np.float32)
+    return q, k, w
+
+
+def _run(q, k, w, topk, **kw):
+    import cupy
+
+    import cake_rt
+
+    T = q.shape[0]
+    idx = cupy.full((T, topk), 12345, np.int32)  # poisoned
+    sc = cupy.full((T, topk), np.nan, np.float32)
+    out = cake_rt.dsa_indexer_det_topk(cupy.asarray(q), cupy.asarray(k), cupy.asarray(w), topk, indices=idx,
+                                       scores=sc, **kw)
+    assert out[0] is idx and out[1] is sc
+    return idx.get(), sc.get()
+
+
+@pytest.mark.parametrize("H,D", [(32, 128), (64, 64)])
+def test_packed_segments_with_offsets_exact_ties(H, D):
+    rng = np.random.default_rng(H + D)
+    lq, lk = [5, 0, 37, 64], [300, 10, 100, 700]
+    cu_q = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
+    offsets = np.array([200, 0, -3, 500], np.int32)  # -3: the first queries of segment 2 see nothing
+    q, k, w = _exact_inputs(rng, int(cu_q[-1]), int(cu_k[-1]), H, D)
+    topk = 97
+    got_i, got_s = _run(q, k, w, topk, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, q_causal_offsets=offsets)
+    want_i, want_s = brute_force(q, k, w, topk, cu_q, cu_k, offsets, True)
+    assert np.array_equal(got_i, want_i)
+    assert np.array_equal(got_s, want_s.astype(np.float32))
+
+
+def test_zero_plateau_ties_go_to_larger_ids_and_default_alignment():
+    rng = np.random.default_rng(1)
+    T, Tkv, H, D = 33, 900, 32, 128
+    q, k, w = _exact_inputs(rng, T, Tkv, H, D)
+    w = np.abs(w)  # positive weights: keys with all dots <= 0 score exactly 0
+    k[::2] = -np.abs(k[::2].astype(np.float32)).astype(_bf16())
+    q = np.abs(q.astype(np.float32)).astype(_bf16())  # so every even key scores exactly 0.0
+    topk = 600  # the boundary falls inside the zero plateau
+    got_i, got_s = _run(q, k, w, topk)
+    want_i, want_s = brute_force(q, k, w, topk, [0, T], [0, Tkv], None, True)
+    assert np.array_equal(got_i, want_i)
+    assert np.array_equal(got_s, want_s.astype(np.float32))
+
+
+def test_non_causal_topk_over_visible_and_single_query():
+    rng = np.random.default_rng(2)
+    q, k, w = _exact_inputs(rng, 1, 50, 32, 128)
+    got_i, got_s = _run(q, k, w, 64, causal=False)
+    want_i, want_s = brute_force(q, k, w, 64, [0, 1], [0, 50], None, False)
+    assert np.array_equal(got_i, want_i)
+    assert np.all(got_i[0, 50:] == -1) and np.all(np.isneginf(got_s[0, 50:]))
+    assert np.array_equal(got_s, want_s.astype(np.float32))
+
+
+def test_random_scores_chosen_set_is_the_top_and_partition_independent():
+    import cupy
+
+    import cake_rt
+
+    rng = np.random.default_rng(3)
+    T, Tkv, H, D, topk = 16, 5000, 64, 128, 2048
+    q = rng.standard_normal((T, H, D)).astype(_bf16())
+    k = rng.standard_normal((Tkv, D)).astype(_bf16())
+    w = rng.standard_normal((T, H)).astype(np.float32)
+    i1, s1 = _run(q, k, w, topk)
+    # the same rows computed inside a bigger call (extra queries and keys in other segments) give equal bits
+    q2 = np.concatenate([rng.standard_normal((7, H, D)).astype(_bf16()), q])
+    k2 = np.concatenate([rng.standard_normal((300, D)).astype(_bf16()), k])
+    w2 = np.concatenate([rng.standard_normal((7, H)).astype(np.float32), w])
+    i2, s2 = _run(q2, k2, w2, topk, cu_seqlens_q=np.array([0, 7, 7 + T], np.int32),
+                  cu_seqlens_k=np.array([0, 300, 300 + Tkv], np.int32))
+    assert np.array_equal(i2[7:] - 300 * (i2[7:] >= 0), i1)
+    assert s2[7:].tobytes() == s1.tobytes()
+    # against float64: chosen scores match, every chosen key beats every visible unchosen one (up to rounding)
+    qf, kf, wf = (a.astype(np.float64) for a in (q, k, w))
+    off = Tkv - T
+    for t in range(T):
+        nvis = off + t + 1
+        full = (wf[t][:, None] * np.maximum(qf[t] @ kf[:nvis].T, 0)).sum(0)
+        sel = i1[t][i1[t] >= 0]
+        assert len(sel) == min(topk, nvis) and np.all(np.diff(sel) > 0)
+        np.testing.assert_allclose(s1[t][: len(sel)], full[sel], rtol=1e-4, atol=1e-3)
+        rest = np.setdiff1d(np.arange(nvis), sel)
+        if len(rest):
+            assert full[sel].min() >= full[rest].max() - 1e-3 * max(1.0, abs(full).max())
+
+
+def test_prepared_runner_matches_eager_and_reruns_with_new_values():
+    import cupy
+
+    import cake_rt
+
+    rng = np.random.default_rng(4)
+    T, Tkv, H, D, topk = 40, 3000, 32, 128, 256
+    q, k, w = _exact_inputs(rng, T, Tkv, H, D)
+    dq, dk, dw = cupy.asarray(q), cupy.asarray(k), cupy.asarray(w)
+    idx = cupy.full((T, topk), 7, np.int32)
+    sc = cupy.full((T, topk), np.nan, np.float32)
+    runner = cake_rt.prepare_dsa_indexer_det_topk(dq, dk, dw, topk, indices=idx, scores=sc)
+    s = cupy.cuda.Stream(non_blocking=True)
+    runner(stream=s)
+    s.synchronize()
+    ei, es = _run(q, k, w, topk)
+    assert np.array_equal(idx.get(), ei) and sc.get().tobytes() == es.tobytes()
+    q2, k2, w2 = _exact_inputs(rng, T, Tkv, H, D)
+    dq[...] = cupy.asarray(q2)
+    dk[...] = cupy.asarray(k2)
+    dw[...] = cupy.asarray(w2)
+    runner(stream=s.ptr)  # an int handle works too
+    s.synchronize()
+    wi, ws = brute_force(q2, k2, w2, topk, [0, T], [0, Tkv], None, True)
+    assert np.array_equal(idx.get(), wi) and np.array_equal(sc.get(), ws.astype(np.float32))
+
+
+def test_errors_name_the_argument_before_launch():
+    import cupy
+
+    import cake_rt
+
+    rng = np.random.default_rng(5)
+    q, k, w = (cupy.asarray(a) for a in _exact_inputs(rng, 8, 64, 32, 128))
+    idx = cupy.full((8, 16), 5, np.int32)
+    sc = cupy.full((8, 16), 1.5, np.float32)
+    cases = [
+        (dict(topk=0), "topk"),
+        (dict(q=q.astype(np.float32)), "q"),
+        (dict(weights=w[:, :16]), "weights"),
+        (dict(cu_seqlens_q=np.array([0, 8], np.int32)), "cu_seqlens"),  # without cu_seqlens_k
+        (dict(cu_seqlens_q=np.array([0, 9, 8], np.int32), cu_seqlens_k=np.array([0, 30, 64], np.int32)),
+         "cu_seqlens_q"),
+        (dict(causal=False, q_causal_offsets=np.array([0], np.int32)), "q_causal_offsets"),
+        (dict(k=k[:, ::2]), "k"),
+    ]
+    for kw, name in cases:
+        args = dict(q=q, k=k, weights=w, topk=16)
+        args.update(kw)
+        with pytest.raises((ValueError, TypeError), match=name):
+            cake_rt.dsa_indexer_det_topk(args.pop("q"), args.pop("k"), args.pop("weights"), args.pop("topk"),
+                                         indices=idx, scores=sc, **args)
+    cupy.cuda.runtime.deviceSynchronize()
+    assert np.all(idx.get() == 5) and np.all(sc.get() == 1.5)
