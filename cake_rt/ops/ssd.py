@@ -25,7 +25,7 @@ __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_fam
            "DEFAULT_WORKSPACE_CAP", "last_plan"]
 
 KERNEL_PATH = "ssd/ssd_combined.cu"
-THREADS = 128
+THREADS = 256                   # 8 warps (kernel: SSD_THREADS)
 PBLK = 64                       # headdim rows per tile (kernel: SSD_PB)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 HEADDIMS = (64, 128)
@@ -41,9 +41,9 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 # ----------------------------------------------------------------------------------------------------
 # Cost model. Times in microseconds. A "step" is one 64-token sub-block round of a chunk tile
 # (``_steps_per_chunk``): the unit both families are made of.
-#   exact    = e0 + rounds * (e_step * steps + e_chunk)          items <= SMs (one CTA per SM, double buffers)
-#            = e0 + rounds * e_step_shared * steps               items >  SMs (two CTAs per SM, single buffers)
-#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs)
+#   exact    = e0 + rounds * (e_step * steps + e_chunk)          items <= SMs (each CTA has an SM to itself)
+#            = e0 + rounds * e_step_shared * steps               items >  SMs (CTAs queue for the SMs)
+#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs), EXACT_CTAS_PER_SM resident per SM
 #   chunkpar = p0 + p1 * steps * max(1, chunk tiles / cooperative grid) + p2 * longest segment's chunks
 #              + 2.5 * workspace bytes / bw                       (phase 1 writes it, phase 2 reads and writes)
 # Constants per compute capability, fitted to H200 measurements (bench/notes/ssd.md: the runs, the rows,
@@ -69,6 +69,9 @@ COST_MODELS = {
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 
+EXACT_CTAS_PER_SM = 1   # the exact scan's 8-warp CTA holds ~200 registers per thread: one CTA per SM
+
+
 def _steps_per_chunk(Q: int, N: int) -> int:
     nsub = Q // SUB
     npass = N // (128 if N == 128 else 64)
@@ -87,7 +90,7 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
         rounds = max(max_chunks, tiles / sm_count)
         exact = model.e0 + rounds * (model.e_step * steps + model.e_chunk)
     else:
-        rounds = max(max_chunks, tiles / (2 * sm_count))
+        rounds = max(max_chunks, tiles / (EXACT_CTAS_PER_SM * sm_count))
         exact = model.e0 + rounds * model.e_step_shared * steps
     slots = coop_slots if coop_slots else 2 * sm_count
     chunkpar = (model.p0 + model.p1 * steps * max(1.0, tiles / slots) + model.p2 * max_chunks
@@ -440,10 +443,9 @@ def _nbuf(c: _Call) -> int:
 
 
 def _exact_nbuf(c: _Call, sm_count: int) -> int:
-    """Exact scan: double buffers when each CTA has an SM to itself; with more items than SMs a second
-    resident CTA hides the load latency better than a second buffer (which costs that residency)."""
-    items = c.nseg * c.nheads * (c.headdim // PBLK)
-    return _nbuf(c) if items <= sm_count else 1
+    """Exact scan: double buffers (as ``_nbuf``). Its 8-warp CTA is register-bound to one per SM, so a
+    single buffer (which once bought a second resident 4-warp CTA) no longer buys residency."""
+    return _nbuf(c)
 
 
 def _plan(c: _Call, family: str) -> SsdPlan:
@@ -709,7 +711,7 @@ def calibrate(argv=None):
         if items <= info.sm_count:
             alone.append((max(c.max_chunks, tiles / info.sm_count), steps, te))
         else:
-            shared.append((max(c.max_chunks, tiles / (2 * info.sm_count)), steps, te))
+            shared.append((max(c.max_chunks, tiles / (EXACT_CTAS_PER_SM * info.sm_count)), steps, te))
         line = f"{p.get('name')}: exact {te:.1f} us"
         try:
             plan = ssd_plan(*a, **kw, family="chunkpar")

@@ -42,7 +42,12 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json")
     ap.add_argument("--no-mamba", action="store_true")
+    ap.add_argument("--exact-nbuf", type=int, choices=(1, 2), help="force the exact scan's B/X buffer count")
+    ap.add_argument("--families", default="exact,chunkpar")
     args = ap.parse_args()
+    if args.exact_nbuf:
+        import cake_rt.ops.ssd as ops
+        ops._exact_nbuf = lambda c, sm_count, _n=args.exact_nbuf: _n
     want = set(args.rows.split(",")) if args.rows else None
     flush = cupy.empty(2 * 60 * 2**20, cupy.uint8)
     try:
@@ -66,7 +71,7 @@ def main():
         y = cupy.empty_like(inp["x"])
         plan = cake_rt.ssd_plan(*a, **kw)
         rec = {"row": name, "plan": plan.family, "reason": plan.reason, "pred": plan.predicted_us}
-        for fam in ("exact", "chunkpar"):
+        for fam in args.families.split(","):
             try:
                 rec[fam] = timeit(lambda: cake_rt.ssd_combined(*a, **kw, family=fam, out=y), args.reps, flush)
             except Exception as exc:

@@ -3,6 +3,20 @@
 #include "ssd_tile.cuh"
 #include "../common/grid_barrier.cuh"
 
+// Resident CTAs per SM the register allocation is sized for. Chunk-parallel: two (16 warps; 128 registers
+// fit without spills). Exact scan: one (it spills under a 128-register cap; its double-buffered shared
+// memory allows one CTA per SM anyway).
+#ifndef SSD_MINB_EXACT
+#define SSD_MINB_EXACT 1
+#endif
+#ifndef SSD_MINB_CHUNKPAR
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SSD_MINB_CHUNKPAR 2
+#else
+#define SSD_MINB_CHUNKPAR 1  // sm_80/sm_89: two of its CTAs do not fit an SM's shared memory anyway
+#endif
+#endif
+
 __device__ __forceinline__ float sd_to_float(SDT v) { return ESD::to_float(v); }
 __device__ __forceinline__ SDT sd_from_float(float v) { return ESD::from_float(v); }
 
@@ -14,14 +28,15 @@ struct ExactSink {
     float decay;
     // Only the fp32 recurrence here (small unrolled code); S_prev and checkpoints follow in one loop.
     __device__ __forceinline__ void operator()(int n0, float (*acc)[4]) {
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int lane = threadIdx.x & 31;
         const int g = lane >> 2, tg = lane & 3;
+        const int pw = 16 * ssd_wm(), nw = n0 + ssd_wn() * (SSD_NB / 2);
 #pragma unroll
-        for (int t = 0; t < SSD_NB / 8; ++t) {
+        for (int t = 0; t < SSD_NB / 16; ++t) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                const int p = 16 * warp + g + (q >= 2 ? 8 : 0);
-                const int n = n0 + 8 * t + 2 * tg + (q & 1);
+                const int p = pw + g + (q >= 2 ? 8 : 0);
+                const int n = nw + 8 * t + 2 * tg + (q & 1);
                 float* sf = s->Sf + p * SSD_LDF + n;
                 *sf = ssd_state_step(decay, *sf, acc[t][q]);
             }
@@ -29,7 +44,7 @@ struct ExactSink {
     }
 };
 
-extern "C" __global__ void __launch_bounds__(SSD_THREADS, 1) ssd_exact(
+extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB_EXACT) ssd_exact(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
@@ -109,14 +124,15 @@ struct ChunkparWs {
 struct LocalSink {
     const SsdArgs* a; const ChunkparWs* ws; long long c; int h, p0;
     __device__ __forceinline__ void operator()(int n0, float (*acc)[4]) {
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int lane = threadIdx.x & 31;
         const int g = lane >> 2, tg = lane & 3;
+        const int pw = 16 * ssd_wm(), nw = n0 + ssd_wn() * (SSD_NB / 2);
 #pragma unroll
-        for (int t = 0; t < SSD_NB / 8; ++t) {
+        for (int t = 0; t < SSD_NB / 16; ++t) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                const int p = 16 * warp + g + 8 * half;
-                const int n = n0 + 8 * t + 2 * tg;
+                const int p = pw + g + 8 * half;
+                const int n = nw + 8 * t + 2 * tg;
                 *(float2*)(ws->local + ssd_state_index(c, a->nheads, h, p0 + p) + n) =
                     make_float2(acc[t][2 * half], acc[t][2 * half + 1]);
             }
@@ -124,7 +140,7 @@ struct LocalSink {
     }
 };
 
-extern "C" __global__ void __launch_bounds__(SSD_THREADS, 1) ssd_chunkpar(
+extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB_CHUNKPAR) ssd_chunkpar(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,

@@ -11,7 +11,8 @@
 //
 // Compile-time parameters (defines): SSD_T (0 bf16, 1 fp16, 2 fp32: x, B, C, z, y), SSD_DT (dt dtype,
 // same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size).
-// A CTA is 128 threads (4 warps); warp w owns rows 16w..16w+15 of every 64-row tile.
+// A CTA is 256 threads (8 warps, two per scheduler: one warp per scheduler left the exact scan issue-latency
+// bound). Warp w owns rows 16*(w & 3).. +15 of every 64-row tile and column half (w >> 2) of its outputs.
 #pragma once
 #include "../common/types.cuh"
 #include "../common/mma.cuh"
@@ -47,7 +48,8 @@ typedef typename EDT::storage DTT;
 typedef typename ElemOf<SSD_SD>::type ESD;  // state element (returned / initial states)
 typedef typename ESD::storage SDT;
 
-#define SSD_THREADS 128
+#define SSD_THREADS 256
+#define SSD_WARPS (SSD_THREADS / 32)
 #define SSD_PB 64                        // headdim rows per tile
 #define SSD_SUB 64                       // tokens per sub-block of a chunk
 #define SSD_NSUB_MAX (SSD_Q / SSD_SUB)
@@ -60,6 +62,14 @@ typedef typename ESD::storage SDT;
 #define SSD_NB (SSD_N == 128 ? 128 : 64)  // dstate 256: four passes keep the exact scan spill-free
 #endif  // state columns per pass (register budget)
 #define SSD_NPASS (SSD_N / SSD_NB)
+
+// Warp roles: row block (16 rows) and column half of every warp tile.
+__device__ __forceinline__ int ssd_wm() { return (threadIdx.x >> 5) & 3; }
+__device__ __forceinline__ int ssd_wn() { return threadIdx.x >> 7; }
+// The two warps of one row block (w, w + 4) meet here (named barrier 1 + row block; 0 is __syncthreads).
+__device__ __forceinline__ void ssd_pair_sync() {
+    asm volatile("bar.sync %0, 64;" ::"r"(1 + ssd_wm()) : "memory");
+}
 
 // Flags (runtime, uniform per launch).
 #define SSD_F_D 1
@@ -290,7 +300,8 @@ __device__ __forceinline__ float ssd_chunk_prep(const SsdArgs& a, const SsdSmem&
 
 // ---------------------------------------------------------------------------------------------------
 // Chunk-local state of rows p0..p0+63: S_loc[p][n] = sum_s X[s][p] * round_T(w_s B[s][n]), tokens in
-// ascending order. Calls sink(pass_n0, acc) with the warp's accumulators (rows 16w.., columns n0 + 8t ..).
+// ascending order. Calls sink(pass_n0, acc) with the warp's accumulators (rows 16*wm.., columns
+// n0 + wn*NB/2 + 8t .., t < NB/16).
 // Issue (cp.async, one commit group) the B columns n0..n0+NCOLS and the X rows p0..p0+63 of the 64-token
 // sub-block starting at token `tok` into buffer `buf`.
 template <int NCOLS>
@@ -306,14 +317,14 @@ __device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int
 template <class Sink>
 __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int h,
                                                 int p0, Sink& sink) {
-    const int warp = threadIdx.x >> 5;
+    const int wm = ssd_wm(), wn = ssd_wn();
     const int grp = h / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int pass = 0; pass < SSD_NPASS; ++pass) {
         const int n0 = pass * SSD_NB;
-        float acc[SSD_NB / 8][4];
+        float acc[SSD_NB / 16][4];  // the warp's column half of the pass
 #pragma unroll
-        for (int t = 0; t < SSD_NB / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+        for (int t = 0; t < SSD_NB / 16; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
         __syncthreads();  // previous users of the B / X buffers are done
         if (SSD_NBUF == 2) issue_bx<SSD_NB>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, n0);
         for (int j = 0; j < nsub; ++j) {
@@ -342,7 +353,8 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
                 st_pair(Bs + r * SSD_LDN + c, __fmul_rn(b0, wv), __fmul_rn(b1, wv));
             }
             __syncthreads();
-            warp_gemm<A_KM, B_KN, SSD_NB / 8>(acc, sX(s, buf), SSD_LDX, 16 * warp, Bs + n0, SSD_LDN, 0, SSD_SUB);
+            warp_gemm<A_KM, B_KN, SSD_NB / 16>(acc, sX(s, buf), SSD_LDX, 16 * wm, Bs + n0, SSD_LDN, wn * (SSD_NB / 2),
+                                               SSD_SUB);
         }
         sink(n0, acc);
     }
@@ -358,18 +370,18 @@ __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc)
 // Row sub-block i (64 tokens) accumulates over key sub-blocks j = 0..i in order.
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int h,
                                                  int p0) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
     const int g = lane >> 2, tg = lane & 3;
     const int grp = h / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    const int m0 = 16 * warp;
+    const int m0 = 16 * ssd_wm(), c0w = 32 * ssd_wn();  // the warp's rows and its 32 output / key columns
     int k = 0;  // step counter over (i, j): the buffer parity
     __syncthreads();  // previous users of the C / B / X buffers are done
     if (SSD_NBUF == 2) issue_bx<SSD_N>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, 0);
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
-        float y[8][4];
+        float y[4][4];
         int buf = 0;
         for (int j = 0; j <= i; ++j, ++k) {
             buf = SSD_NBUF == 2 ? (k & 1) : 0;
@@ -394,27 +406,27 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             __syncthreads();
             if (j == 0) {
 #pragma unroll
-                for (int t = 0; t < 8; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
-                warp_gemm<A_RM, B_NK, 8>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, 0, SSD_N);
+                for (int t = 0; t < 4; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
+                warp_gemm<A_RM, B_NK, 4>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, c0w, SSD_N);
                 const float e0 = ex2(s.cs[i * SSD_SUB + m0 + g]);
                 const float e1 = ex2(s.cs[i * SSD_SUB + m0 + g + 8]);
 #pragma unroll
-                for (int t = 0; t < 8; ++t) {
+                for (int t = 0; t < 4; ++t) {
                     y[t][0] = __fmul_rn(y[t][0], e0); y[t][1] = __fmul_rn(y[t][1], e0);
                     y[t][2] = __fmul_rn(y[t][2], e1); y[t][3] = __fmul_rn(y[t][3], e1);
                 }
             }
-            float gacc[8][4];
+            float gacc[4][4];
 #pragma unroll
-            for (int t = 0; t < 8; ++t) gacc[t][0] = gacc[t][1] = gacc[t][2] = gacc[t][3] = 0.0f;
-            warp_gemm<A_RM, B_NK, 8>(gacc, s.Cs, SSD_LDN, m0, sB(s, buf), SSD_LDN, 0, SSD_N);
+            for (int t = 0; t < 4; ++t) gacc[t][0] = gacc[t][1] = gacc[t][2] = gacc[t][3] = 0.0f;
+            warp_gemm<A_RM, B_NK, 4>(gacc, s.Cs, SSD_LDN, m0, sB(s, buf), SSD_LDN, c0w, SSD_N);
             __syncthreads();  // every warp has read B: its buffer becomes M
             T* Ms = sB(s, buf);
             const int tr0 = i * SSD_SUB + m0 + g, tr1 = tr0 + 8;  // chunk positions of the two rows
             const float c0 = s.cs[tr0], c1 = s.cs[tr1];
 #pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                const int sc = j * SSD_SUB + 8 * t + 2 * tg;  // chunk position of the first column
+            for (int t = 0; t < 4; ++t) {
+                const int sc = j * SSD_SUB + c0w + 8 * t + 2 * tg;  // chunk position of the first column
                 float v[4];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
@@ -423,11 +435,11 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     const float ct = q < 2 ? c0 : c1;
                     v[q] = sp <= tr ? __fmul_rn(__fmul_rn(gacc[t][q], ex2(__fsub_rn(ct, s.cs[sp]))), s.dtv[sp]) : 0.0f;
                 }
-                st_pair(Ms + (m0 + g) * SSD_LDX + 8 * t + 2 * tg, v[0], v[1]);
-                st_pair(Ms + (m0 + g + 8) * SSD_LDX + 8 * t + 2 * tg, v[2], v[3]);
+                st_pair(Ms + (m0 + g) * SSD_LDX + c0w + 8 * t + 2 * tg, v[0], v[1]);
+                st_pair(Ms + (m0 + g + 8) * SSD_LDX + c0w + 8 * t + 2 * tg, v[2], v[3]);
             }
-            __syncwarp();  // a warp reads back only its own 16 rows of M
-            warp_gemm<A_RM, B_KN, 8>(y, Ms, SSD_LDX, m0, sX(s, buf), SSD_LDX, 0, SSD_SUB);
+            ssd_pair_sync();  // the warp reads back its 16 rows of M: its half and its partner's
+            warp_gemm<A_RM, B_KN, 4>(y, Ms, SSD_LDX, m0, sX(s, buf), SSD_LDX, c0w, SSD_SUB);
         }
         const T* Xi = sX(s, buf);  // X_i: the last step was j == i
         // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i.
@@ -438,8 +450,8 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             if (r >= valid_i) continue;
             const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
 #pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                const int pc = 8 * t + 2 * tg;
+            for (int t = 0; t < 4; ++t) {
+                const int pc = c0w + 8 * t + 2 * tg;
                 float o0 = y[t][2 * half], o1 = y[t][2 * half + 1];
                 if (hasD) {
                     float x0, x1;
