@@ -174,18 +174,32 @@ def _as_count(value, name, minimum):
     return v
 
 
+def _on_cuda_device(x) -> bool:
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        return int(dev()[0]) in (2, 13)  # DLPack kDLCUDA, kDLCUDAManaged
+    except Exception:
+        return False
+
+
 def _host_doc_lens(doc_lens) -> np.ndarray:
-    """doc_lens as a 1-D int64 NumPy array; accepts sequences, NumPy, CuPy and DLPack tensors."""
+    """doc_lens as a 1-D int64 NumPy array; accepts sequences, NumPy, host tensors and device arrays."""
     if isinstance(doc_lens, np.ndarray) or isinstance(doc_lens, (list, tuple, range)):
         arr = np.asarray(doc_lens)
         if arr.size == 0:
             arr = arr.astype(np.int64)
-    elif hasattr(doc_lens, "__cuda_array_interface__") or hasattr(doc_lens, "__dlpack__"):
+    elif _on_cuda_device(doc_lens):
         import cupy
 
         from cake_rt.interop import as_device_array
 
-        arr = cupy.asnumpy(as_device_array(doc_lens, "doc_lens"))
+        arr = cupy.asnumpy(as_device_array(doc_lens, "doc_lens"))  # a small device-to-host copy
+    elif hasattr(doc_lens, "__array__"):  # host tensors (PyTorch CPU, JAX on CPU, ...)
+        arr = np.asarray(doc_lens)
     else:
         raise TypeError(
             f"doc_lens: expected a sequence or array of document lengths, got {type(doc_lens).__name__}"

@@ -271,3 +271,33 @@ def test_large_zero_docs_and_cp1():
     np.testing.assert_array_equal(lay.q_index, np.arange(6))
     np.testing.assert_array_equal(lay.k_index, [0, 1, 2, 0, 1, 2, 3, 4, 5])
     np.testing.assert_array_equal(lay.q_causal_offsets, [0, 3])
+
+
+class _HostTensor:
+    """A CPU tensor stand-in: DLPack says CPU, NumPy conversion through __array__."""
+
+    def __init__(self, values):
+        self._a = np.asarray(values)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a if dtype is None else self._a.astype(dtype)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+    def __dlpack__(self, stream=None):
+        return self._a.__dlpack__()
+
+
+def test_host_tensor_doc_lens():
+    a = cp_zigzag_layout(_HostTensor(np.array([8, 16], dtype=np.int32)), 2, 0)
+    np.testing.assert_array_equal(a.q_index, cp_zigzag_layout([8, 16], 2, 0).q_index)
+    with pytest.raises(TypeError, match="doc_lens"):
+        cp_zigzag_layout(_HostTensor(np.array([8.0])), 2, 0)
+
+
+def test_to_global_keys_empty_and_unsigned():
+    lay = cp_zigzag_layout([8, 16], 2, 0)
+    out = lay.to_global_keys(np.zeros((0, 4), dtype=np.int32))
+    assert out.shape == (0, 4) and out.dtype == np.int64
+    np.testing.assert_array_equal(lay.to_global_keys(np.array([29, 2], dtype=np.uint32)), [23, 0])

@@ -2,6 +2,8 @@
 per-device state (calls on device 1 while device 0 is busy, two host threads on two devices at once).
 
 Every test here needs at least two CUDA devices (run on the `nvidia-h200-x2` kind); with fewer it skips.
+Run: ``PYTHONPATH=$PWD python3 -m pytest tests/test_multi_device.py -v -rA -s`` (``-s`` shows the
+state-handoff note).
 Inputs are made on the host with fixed seeds and copied to each device, so "the same call" on two
 devices sees the same bits. Caller-owned outputs are poisoned before every call.
 """
