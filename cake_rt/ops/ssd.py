@@ -62,9 +62,9 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=10.0, e_step=2.37, e_chunk=8.3, e_step_shared=4.3, p0=6.7, p1=3.72, p2=0.085,
+    (9, 0): CostModel(e0=10.0, e_step=1.836, e_chunk=5.94, e_step_shared=2.536, p0=9.35, p1=3.155, p2=0.1262,
                       bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-29: suite rows, both families (bench/notes/ssd.md, run 3)"),
+                      source="H200, 2026-11-29: suite rows, both families, 8-warp kernels (bench/notes/ssd.md, run 4)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
