@@ -62,6 +62,7 @@ class DsaConfig:
     smem_scan: int
     smem_merge: int
     wgmma: bool = False
+    fast: bool = False
 
     @property
     def defines(self) -> dict:
@@ -69,6 +70,8 @@ class DsaConfig:
              "DSA_CAP": self.CAP, "DSA_MCAP": self.MCAP}
         if self.wgmma:
             d["DSA_WGMMA"] = 1
+        if self.fast:
+            d["DSA_FAST"] = 1
         return d
 
 
@@ -76,10 +79,11 @@ def _round_up(x: int, m: int) -> int:
     return (int(x) + m - 1) // m * m
 
 
-def _scan_smem(H, D, BQ, TILE, CAP, wgmma=False) -> int:
+def _scan_smem(H, D, BQ, TILE, CAP, wgmma=False, fast=False) -> int:
     G = BQ * H // 32
     extra = (BQ * H * D * 2 + 1024) if wgmma else 0  # q resident in smem + 1024-byte alignment pad
-    return 2 * TILE * D * 2 + extra + BQ * CAP * 8 + G * TILE * 4 + HIST_BYTES + 256 + 12 * BQ
+    score_tiles = 2 if (fast and wgmma) else 1  # the fast wgmma loop double-buffers the score tile
+    return 2 * TILE * D * 2 + extra + BQ * CAP * 8 + score_tiles * G * TILE * 4 + HIST_BYTES + 256 + 12 * BQ
 
 
 def _merge_smem(MCAP) -> int:
@@ -96,7 +100,7 @@ def _layout_ok(H, BQ, TILE) -> bool:
     return kw % 16 == 0 and BQ * H <= 2 * TILE and BQ <= 8
 
 
-def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False):
+def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False, fast: bool = False):
     options = [(128 // H, 128, False), (64 // H, 64, False), (1, 128, False), (1, 64, False)]
     if wgmma:
         options.insert(0, (128 // H, 128, True))
@@ -106,14 +110,15 @@ def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False)
         # The buffer must take a whole tile above topk; twice topk halves the number of compactions.
         cap_min = _round_up(max(topk + TILE, 2 * TILE), SCAN_THREADS)
         cap = _round_up(max(2 * topk, topk + TILE, 1024), SCAN_THREADS)
-        while cap > cap_min and _scan_smem(H, D, BQ, TILE, cap, wg) > smem_optin:
+        while cap > cap_min and _scan_smem(H, D, BQ, TILE, cap, wg, fast) > smem_optin:
             cap -= SCAN_THREADS
-        if _scan_smem(H, D, BQ, TILE, cap, wg) > smem_optin:
+        if _scan_smem(H, D, BQ, TILE, cap, wg, fast) > smem_optin:
             continue
         mcap = min(32768, (smem_optin - _merge_smem(0)) // 8 // 1024 * 1024)
         if mcap < topk + MERGE_ROUND or mcap < 2 * MERGE_ROUND:  # keeps topk, appends a round of keys
             continue
-        return DsaConfig(H, D, BQ, TILE, cap, mcap, _scan_smem(H, D, BQ, TILE, cap, wg), _merge_smem(mcap), wg)
+        return DsaConfig(H, D, BQ, TILE, cap, mcap, _scan_smem(H, D, BQ, TILE, cap, wg, fast), _merge_smem(mcap), wg,
+                         bool(fast))
     return None
 
 
@@ -123,14 +128,25 @@ def wgmma_allowed(target) -> bool:
     return target == "sm_90a" and os.environ.get("CAKE_RT_DSA_MMA", "").lower() != "sync"
 
 
-def select_config(H: int, D: int, topk: int, smem_optin: int, target=None) -> DsaConfig:
+def fast_enabled() -> bool:
+    """``CAKE_RT_DSA_FAST=1`` (read per eager call, and at prepare for a runner) selects the performance
+    variant of the scan (compiled with ``-DDSA_FAST=1``): register-resident radix selections with one block
+    scan per ordered keep, and on sm_90a a software-pipelined tile loop (the wgmma of a tile runs while the
+    block compacts and appends the previous tile). Same contract and the same bits; off by default until it
+    is GPU-verified (the default program is byte-for-byte the verified one)."""
+    return os.environ.get("CAKE_RT_DSA_FAST", "").strip().lower() in ("1", "true", "on", "yes")
+
+
+def select_config(H: int, D: int, topk: int, smem_optin: int, target=None, fast=None) -> DsaConfig:
     """The program for (H, D, topk) on a device whose blocks may opt in to ``smem_optin`` bytes.
 
     Prefers 128 (query, head) pairs per CTA and 128-key tiles (on sm_90a with wgmma); falls back to
     smaller blocks and tiles when shared memory is short (sm_86/sm_89). Raises ValueError naming
-    ``topk`` when nothing fits.
+    ``topk`` when nothing fits. ``fast``: the performance variant (None: ``fast_enabled()``).
     """
-    cfg = _try_config(int(H), int(D), int(topk), int(smem_optin), wgmma_allowed(target))
+    if fast is None:
+        fast = fast_enabled()
+    cfg = _try_config(int(H), int(D), int(topk), int(smem_optin), wgmma_allowed(target), bool(fast))
     if cfg is None:
         raise ValueError(f"topk: {int(topk)} is larger than this device supports for H={H}, D={D} "
                          f"({smem_optin} bytes of shared memory per block); at most {max_topk(H, D, smem_optin)}")
@@ -517,7 +533,7 @@ def _plan_key(p: _Problem, key_split):
         return None if a is None else a.tobytes()
 
     wg = (wgmma_allowed(_device_facts(p.device).target), os.environ.get("CAKE_RT_DSA_PROFILE"),
-          os.environ.get("CAKE_RT_DSA_LINEINFO"))
+          os.environ.get("CAKE_RT_DSA_LINEINFO"), fast_enabled())
     return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split, wg)
 
 

@@ -15,8 +15,9 @@ def _programs(target):
         for D in (64, 128):
             for topk in (1, 64, 2048):
                 for tgt in {None, target}:  # sm_90a: the wgmma program and the mma.sync one
-                    cfg = dsa.select_config(H, D, topk, smem, tgt)
-                    seen[tuple(sorted(cfg.defines.items()))] = cfg
+                    for fast in (False, True):  # the default program and the CAKE_RT_DSA_FAST=1 variant
+                        cfg = dsa.select_config(H, D, topk, smem, tgt, fast=fast)
+                        seen[tuple(sorted(cfg.defines.items()))] = cfg
     return list(seen.values())
 
 
@@ -33,6 +34,7 @@ def test_dsa_programs_compile_without_spills(target):
         assert cfg.smem_scan <= DEVICES[target] and cfg.smem_merge <= DEVICES[target]
     if target == "sm_90a":
         assert any(c.wgmma for c in _programs(target))
+        assert any(c.wgmma and c.fast for c in _programs(target))
 
 
 @pytest.mark.parametrize("target", available_targets())

@@ -32,6 +32,14 @@
 #else
 #define DSA_USE_WGMMA 0
 #endif
+// CAKE_RT_DSA_FAST=1 compiles the performance variant (-DDSA_FAST=1): register-resident selections with one
+// scan per keep (select.cuh), and on sm_90a a software-pipelined tile loop (the wgmma of tile it runs while
+// the block compacts and appends tile it-1). Without it the program is exactly the GPU-verified default.
+#if defined(DSA_FAST) && DSA_FAST
+#define DSA_FAST_ON 1
+#else
+#define DSA_FAST_ON 0
+#endif
 
 #ifndef DSA_H
 #define DSA_H 32
@@ -83,7 +91,11 @@ constexpr int SMEM_ALIGN = WG ? 1024 : 0;
 constexpr int SMEM_KT = 2 * TILE * ROWB;
 constexpr int SMEM_Q = WG ? QROWS * ROWB : 0;
 constexpr int SMEM_CAND = BQ * CAP * 8;
+#if DSA_FAST_ON && DSA_USE_WGMMA
+constexpr int SMEM_SC = 2 * G * TILE * 4;  // two score tiles: the epilogue of tile it, the append of it-1
+#else
 constexpr int SMEM_SC = G * TILE * 4;
+#endif
 constexpr int SMEM_HIST = HIST_WORDS * 4;
 constexpr int SMEM_MISC = 256 + 8 * BQ + 4 * BQ;
 
@@ -176,6 +188,64 @@ CAKE_DEVICE void finish_query(uint64_t* cand, int n, int topk, int t, int out_ro
     }
     (void)t;
 }
+
+#if DSA_FAST_ON
+// Keys per thread of the register-resident selection: R rounds of 4 (CAP <= 4096 keeps R <= 4).
+constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);
+constexpr bool REG_SEL = REG_R <= 4;
+
+// finish_query for the scan's CTA (NT threads) on the register copy of the buffer.
+CAKE_DEVICE void finish_query_fast(uint64_t* cand, int n, int topk, int out_row, int* out_idx, float* out_sc,
+                                   uint64_t* part, int* part_count, uint32_t* hist, DsaSelState* st,
+                                   int* scratch) {
+    if constexpr (!REG_SEL) {
+        finish_query<NT>(cand, n, topk, out_row, out_row, out_idx, out_sc, part, part_count, hist, st, scratch);
+    } else {
+        uint64_t x[REG_R][4];
+        dsa_reg_load<NT, REG_R>(x, cand, n);
+        const uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, hist, st, scratch) : 0ull;
+        int kept;
+        if (part != nullptr) {
+            kept = reg_ordered_keep<NT, REG_R>(x, n, K, scratch, [&](int pos, uint64_t v) { part[pos] = v; });
+            if (threadIdx.x == 0) *part_count = kept;
+        } else {
+            int* oi = out_idx + (size_t)out_row * topk;
+            float* os = out_sc + (size_t)out_row * topk;
+            kept = reg_ordered_keep<NT, REG_R>(x, n, K, scratch, [&](int pos, uint64_t v) {
+                oi[pos] = (int)(uint32_t)v;
+                os[pos] = score_of(v);
+            });
+            for (int i = kept + (int)threadIdx.x; i < topk; i += NT) {
+                oi[i] = -1;
+                os[i] = __int_as_float(0xff800000);  // -inf
+            }
+        }
+    }
+}
+
+// Cut query qq's buffer to exactly topk keys (n > CAP - TILE >= topk) and raise its floor. Block-uniform.
+// Ends with a barrier: the new count and floor are visible to every thread.
+CAKE_DEVICE void compact_fast(uint64_t* cb, int n, int topk, int* cnt_q, uint64_t* lo_q, uint32_t* hist,
+                              DsaSelState* st, int* scratch) {
+    uint64_t K;
+    int kept;
+    if constexpr (!REG_SEL) {
+        K = block_kth_largest<NT>(cb, n, topk, hist, st, scratch);
+        kept = ordered_keep<NT>(cb, n, K, scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
+    } else {
+        uint64_t x[REG_R][4];
+        dsa_reg_load<NT, REG_R>(x, cb, n);
+        K = reg_kth_largest<NT, REG_R>(x, n, topk, hist, st, scratch);
+        kept = reg_ordered_keep<NT, REG_R>(x, n, K, scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        *cnt_q = kept;
+        *lo_q = K + 1ull;
+    }
+    __syncthreads();
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(256, 1)
 dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const float* __restrict__ w,
@@ -309,6 +379,99 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
         };
         if (ntiles > 0) load_tile(0);
 
+#if DSA_FAST_ON && DSA_USE_WGMMA
+        // Software-pipelined tile loop (fast variant, sm_90a). Iteration it: wait for tile it; issue its
+        // wgmma (asynchronous); while the tensor cores run, compact any nearly full buffer and append tile
+        // it-1's scores; then wait for the wgmma and write tile it's scores to the other score buffer. The
+        // last tile's append follows the loop. Every (t, j) score is the same float32 sequence as in the
+        // default loop (zeroed accumulators, k-steps in order, the same epilogue), and the appends and
+        // compactions see the tiles in the same order under the same rule, so the bits are the same.
+        {
+            const int wgi = warp >> 2;
+            const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);
+            constexpr int SCF = BQ * TILE;  // floats per score buffer
+            // Compact any buffer that could not take another full tile, then (warp qq) append the scores of
+            // tile `at` for query qq. The barrier between them: every thread has read the counts first.
+            auto compact_and_append = [&](int at) {
+#pragma unroll 1
+                for (int qq = 0; qq < BQ; ++qq) {
+                    const int n = cnt[qq];
+                    if (n > CAP - TILE) compact_fast(cand + qq * CAP, n, topk, cnt + qq, lo + qq, hist, st, scratch);
+                }
+                __syncthreads();
+                DSA_MARK(2);
+                if (at >= 0 && warp < BQ && warp < un.nq) {
+                    const int qq = warp;
+                    const int t = un.q0 + qq;
+                    int vend = visible_end(un, t, causal);
+                    if (vend > un.khi) vend = un.khi;
+                    const uint64_t floor_key = lo[qq];
+                    int c0 = cnt[qq];
+                    const int j0 = un.klo + at * TILE;
+                    const float* scp = sc + (at & 1) * SCF + qq * TILE;
+#pragma unroll
+                    for (int c = 0; c < TILE / 32; ++c) {
+                        const int r = c * 32 + lane;
+                        const int j = j0 + r;
+                        const uint64_t x = score_id_key(scp[r], (uint32_t)j);
+                        const bool take = j < vend && x >= floor_key;
+                        const unsigned b = __ballot_sync(0xffffffffu, take);
+                        if (take) cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
+                        c0 += __popc(b);
+                    }
+                    __syncwarp();  // every lane has read cnt[qq] before lane 0 rewrites it
+                    if (lane == 0) cnt[qq] = c0;
+                }
+                DSA_MARK(5);
+            };
+#pragma unroll 1
+            for (int it = 0; it < ntiles; ++it) {
+                cp_async_wait<0>();
+                fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
+                // Tile it landed for every thread; every warpgroup has waited for the wgmma of tile it-1
+                // (so its key buffer may be refilled) and written its scores; the append of it-2 is done.
+                __syncthreads();
+                DSA_MARK(1);
+                if (it + 1 < ntiles) load_tile(it + 1);
+                const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
+                float acc[64];
+#pragma unroll
+                for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) {
+                    const int kb = ks >> 2, koff = (ks & 3) * 32;
+                    const uint64_t da = wgmma_desc_sw128(tb + kb * TILE * 128 + wgi * 64 * 128 + koff);
+                    const uint64_t db = wgmma_desc_sw128(qs + kb * QROWS * 128 + koff);
+                    wgmma_m64n128k16_bf16(acc, da, db, 1);
+                }
+                wgmma_commit();
+                compact_and_append(it - 1);
+                wgmma_wait<0>();
+                wgmma_fence_operands(acc);
+                float* scw = sc + (it & 1) * SCF;
+#pragma unroll
+                for (int qq = 0; qq < BQ; ++qq) {
+#pragma unroll
+                    for (int hr = 0; hr < 2; ++hr) {
+                        float s = 0.0f;
+#pragma unroll
+                        for (int j = 0; j < H / 8; ++j)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e)
+                                s = fmaf(wq[qq][j][e], fmaxf(acc[(qq * (H / 8) + j) * 4 + 2 * hr + e], 0.0f), s);
+                        s += __shfl_xor_sync(0xffffffffu, s, 1);
+                        s += __shfl_xor_sync(0xffffffffu, s, 2);
+                        if ((lane & 3) == 0) scw[qq * TILE + erow + hr * 8] = s;
+                    }
+                }
+                DSA_MARK(3);
+            }
+            __syncthreads();  // the last tile's scores are written; the append of ntiles-2 is done
+            compact_and_append(ntiles - 1);
+        }
+        __syncthreads();  // the last append is done
+#else
 #pragma unroll 1
         for (int it = 0; it < ntiles; ++it) {
             if (it + 1 < ntiles) {
@@ -326,6 +489,9 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 #pragma unroll 1
             for (int qq = 0; qq < BQ; ++qq) {
                 const int n = cnt[qq];
+#if DSA_FAST_ON
+                if (n > CAP - TILE) compact_fast(cand + qq * CAP, n, topk, cnt + qq, lo + qq, hist, st, scratch);
+#else
                 if (n > CAP - TILE) {
                     uint64_t* cb = cand + qq * CAP;
                     const uint64_t K = block_kth_largest<NT>(cb, n, topk, hist, st, scratch);
@@ -337,6 +503,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     }
                     __syncthreads();
                 }
+#endif
             }
             DSA_MARK(2);  // compactions
             const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
@@ -447,6 +614,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             DSA_MARK(5);  // appends (thread 0 is in warp 0, which appends for query 0)
         }
         __syncthreads();  // the last append is done
+#endif
 
         // Final selection per query, in buffer (= ascending id) order.
 #pragma unroll 1
@@ -458,8 +626,12 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
                 pc = ws_cnt + (size_t)un.slot * BQ + qq;
             }
+#if DSA_FAST_ON
+            finish_query_fast(cand + qq * CAP, n, topk, un.q0 + qq, out_idx, out_sc, part, pc, hist, st, scratch);
+#else
             finish_query<NT>(cand + qq * CAP, n, topk, un.q0 + qq, un.q0 + qq, out_idx, out_sc, part, pc, hist,
                              st, scratch);
+#endif
             __syncthreads();
         }
 

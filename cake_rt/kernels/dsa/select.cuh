@@ -154,3 +154,157 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
     __syncthreads();
     return K;
 }
+
+#if defined(DSA_FAST) && DSA_FAST
+// ---------------------------------------------------------------------------------------------------
+// Fast path (CAKE_RT_DSA_FAST=1; compiled only with -DDSA_FAST=1, so the default program is unchanged).
+// The buffer is read from shared memory once, into registers: R rounds of 4 consecutive keys per thread,
+// entry i = (r * NT + tid) * 4 + e (the order of ordered_keep). The radix passes then count from
+// registers (no reload; a warp with no key in the current prefix skips its match/atomics), and the
+// ordered keep writes from the same registers with ONE block scan (the R rounds' counts packed in
+// 16-bit fields of a uint64) instead of one scan per round. Same selection rule as block_kth_largest:
+// exactly k keys are >= the returned K, so the kept set (hence every output) is the same.
+// ---------------------------------------------------------------------------------------------------
+
+// Exclusive prefix sum of one uint64 per thread, in thread order; `total` gets the block sum. Two barriers:
+// every thread sums the warp totals it needs. `scratch64` holds NT/32 uint64 (8-byte aligned). Starts
+// with a barrier, so it may follow any other use of the scratch words.
+template <int NT>
+CAKE_DEVICE uint64_t block_excl_scan_u64(uint64_t v, uint64_t* scratch64, uint64_t& total) {
+    constexpr int NW = NT / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint64_t y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    __syncthreads();
+    if (lane == 31) scratch64[warp] = x;
+    __syncthreads();
+    uint64_t before = 0ull, all = 0ull;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+        const uint64_t s = scratch64[w];
+        if (w < warp) before += s;
+        all += s;
+    }
+    total = all;
+    return before + x - v;
+}
+
+// Load buf[0..n) into the register layout above (0 past n).
+template <int NT, int R>
+CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int i0 = (r * NT + (int)threadIdx.x) * 4;
+        if (i0 + 4 <= n) {  // 16-byte aligned: buf is, and i0 is a multiple of 4
+            const ulonglong2 a = *reinterpret_cast<const ulonglong2*>(buf + i0);
+            const ulonglong2 b = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2);
+            x[r][0] = a.x; x[r][1] = a.y; x[r][2] = b.x; x[r][3] = b.y;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[r][e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
+        }
+    }
+}
+
+// block_kth_largest on the register copy (same digits, same rule, same result).
+template <int NT, int R>
+CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, uint32_t* hist, DsaSelState* st,
+                                     int* scratch) {
+    const int tid = threadIdx.x;
+    if (k >= n) return 0ull;  // block-uniform: everything is kept
+    if (tid == 0) {
+        st->prefix = 0ull;
+        st->mask = 0ull;
+        st->need = k;
+        st->done = 0;
+    }
+#pragma unroll 1
+    for (int p = 0; p < 6; ++p) {
+        const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
+        const int bits = (p == 2 || p == 5) ? 10 : 11;
+        const int nb = 1 << bits;
+        for (int i = tid; i < nb; i += NT) hist[i] = 0u;
+        __syncthreads();  // hist zeroed; st of the previous pass (or the init) visible
+        const uint64_t prefix = st->prefix, mask = st->mask;
+        const int need = st->need;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int i = (r * NT + tid) * 4 + e;
+                const bool in = i < n && (x[r][e] & mask) == prefix;
+                if (__any_sync(0xffffffffu, in)) {  // warp-uniform
+                    const unsigned bin = in ? ((unsigned)(x[r][e] >> shift) & (unsigned)(nb - 1)) : 0xffffffffu;
+                    const unsigned peers = __match_any_sync(0xffffffffu, bin);
+                    if (in && (__ffs(peers) - 1) == (tid & 31)) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+                }
+            }
+        }
+        __syncthreads();
+        const int per = nb >= NT ? nb / NT : 1;
+        const int owners = nb / per;
+        int s = 0;
+        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
+        if (tid < owners) {
+            for (int b = top - 1; b >= top - per; --b) s += (int)hist[b];
+        }
+        int total;
+        const int above = block_excl_scan<NT>(s, scratch, total);
+        if (tid < owners && above < need && above + s >= need) {
+            int cum = above;
+            for (int b = top - 1; b >= top - per; --b) {
+                const int c = (int)hist[b];
+                if (cum + c >= need) {
+                    const int nneed = need - cum;
+                    st->prefix = prefix | ((uint64_t)b << shift);
+                    st->mask = mask | ((uint64_t)(nb - 1) << shift);
+                    st->need = nneed;
+                    st->done = (c == nneed) ? 1 : 0;
+                    break;
+                }
+                cum += c;
+            }
+        }
+        __syncthreads();
+        if (st->done) break;
+    }
+    const uint64_t K = st->prefix;
+    __syncthreads();  // everyone has read st before a later call rewrites it
+    return K;
+}
+
+// Stable in-order write of the register keys >= K (sink(pos, x)); returns how many. One block scan.
+// Safe in place: every thread's keys were loaded before the scan's first barrier.
+template <int NT, int R, class Sink>
+CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, int* scratch, Sink sink) {
+    static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
+    static_assert(NT * 4 < 65536, "a round's count fits 16 bits");
+    unsigned keep = 0u;  // bit 4r + e
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = (r * NT + (int)threadIdx.x) * 4 + e;
+            if (i < n && x[r][e] >= K) keep |= 1u << (4 * r + e);
+        }
+    uint64_t v = 0ull;
+#pragma unroll
+    for (int r = 0; r < R; ++r) v |= (uint64_t)__popc((keep >> (4 * r)) & 15u) << (16 * r);
+    uint64_t tot;
+    const uint64_t ex = block_excl_scan_u64<NT>(v, reinterpret_cast<uint64_t*>(scratch), tot);
+    int base = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        int pos = base + (int)((ex >> (16 * r)) & 0xffffull);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            if (keep & (1u << (4 * r + e))) sink(pos++, x[r][e]);
+        base += (int)((tot >> (16 * r)) & 0xffffull);
+    }
+    return base;
+}
+#endif  // DSA_FAST
