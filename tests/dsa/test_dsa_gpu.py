@@ -271,6 +271,57 @@ def test_torch_tensors_through_dlpack():
     cupy.cuda.Device().synchronize()
 
 
+
+# ------------------------------------------------------------------------------------------------ fast variant
+
+FAST_CASES = {
+    # many compactions per query inside one unit (no key split), partial last tile, T not a multiple of BQ
+    "long_rows_unsplit": dict(seed=50, T=67, Tkv=9001, topk=2048, kw=dict(key_split=10 ** 6)),
+    # few blocks: the key range is split, parts written by finish, merged by dsa_merge
+    "long_rows_split": dict(seed=51, T=9, Tkv=12345, topk=2048, kw={}),
+    "h64": dict(seed=52, T=41, Tkv=7000, topk=2048, H=64, kw=dict(key_split=10 ** 6)),
+    # compaction boundary inside exact 0.0 plateaus: the radix passes run down to the id bits
+    "zero_plateau": dict(seed=53, T=40, Tkv=6000, topk=700, kw=dict(causal=False, key_split=10 ** 6),
+                         make=dict(positive_q=True, negative_frac=0.8, dup_pairs=40)),
+    # topk above the register selection's reach on some programs (the block-wide fallback), tight buffers
+    "topk_3000": dict(seed=54, T=12, Tkv=8000, topk=3000, kw=dict(key_split=10 ** 6)),
+    "small_topk": dict(seed=55, T=130, Tkv=2000, topk=37, kw={}),
+}
+
+
+@pytest.mark.parametrize("mma", ["", "sync"])
+@pytest.mark.parametrize("case", sorted(FAST_CASES))
+def test_fast_variant_matches_default_bitwise(monkeypatch, case, mma):
+    """CAKE_RT_DSA_FAST=1 (register selections, pipelined wgmma loop) gives the default program's bits."""
+    c = FAST_CASES[case]
+    H = c.get("H", 32)
+    host, dev = make_inputs(c["seed"], c["T"], c["Tkv"], H=H, **c.get("make", {}))
+    monkeypatch.setenv("CAKE_RT_DSA_MMA", mma)
+    out = {}
+    for fast in ("0", "1"):
+        monkeypatch.setenv("CAKE_RT_DSA_FAST", fast)
+        out[fast] = run_eager(dev, c["topk"], **c["kw"])
+    if not mma:
+        causal = c["kw"].get("causal", True)
+        check_against_reference(*out["1"], host, c["topk"], causal=causal)
+    assert same_bits(out["0"], out["1"]), case
+    # the fast runner: prepared once, twice run, ticket and static schedules, same bits
+    monkeypatch.setenv("CAKE_RT_DSA_FAST", "1")
+    cupy = _cp()
+    for sched in ("ticket", "static"):
+        idx, sc = poisoned(c["T"], c["topk"])
+        kw = {k: v for k, v in c["kw"].items()}
+        r = _op().prepare_dsa_indexer_det_topk(*dev, c["topk"], indices=idx, scores=sc, schedule=sched, **kw)
+        assert r.config.fast
+        for _ in range(2):
+            r()
+            cupy.cuda.get_current_stream().synchronize()
+            assert same_bits(out["0"], (idx.get(), sc.get())), (case, sched)
+            idx.fill(POISON_IDX)
+        if r.tickets is not None:
+            assert np.all(r.tickets.read() == 0)
+
+
 # ------------------------------------------------------------------------------------------------ determinism
 
 @pytest.fixture(scope="module")
