@@ -41,3 +41,16 @@ def test_single_buffer_exact_programs_compile(target):
     rep = compile_report(src, name="ssd_combined.cu", target=target,
                          defines=dict(SSD_T=0, SSD_DT=2, SSD_SD=2, SSD_P=64, SSD_N=128, SSD_Q=128, SSD_NBUF=1))
     assert rep["ssd_exact"]["spill_stores"] <= 64
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_four_warp_exact_programs_compile(target):
+    # SSD_WN=1: 4-warp CTAs (no column split); registers must allow two resident 128-thread CTAs per SM
+    src = load_source("ssd/ssd_combined.cu")
+    for Q in (128, 256):
+        rep = compile_report(src, name="ssd_combined.cu", target=target,
+                             defines=dict(SSD_T=0, SSD_DT=2, SSD_SD=2, SSD_P=64, SSD_N=128, SSD_Q=Q, SSD_NBUF=1,
+                                          SSD_WN=1))
+        r = rep["ssd_exact"]
+        assert r["spill_stores"] == 0 and r["spill_loads"] == 0, r
+        assert (r["registers"] + 7) // 8 * 8 * 128 * 2 <= 65536, r

@@ -30,9 +30,9 @@ struct ExactSink {
     __device__ __forceinline__ void operator()(int n0, float (*acc)[4]) {
         const int lane = threadIdx.x & 31;
         const int g = lane >> 2, tg = lane & 3;
-        const int pw = 16 * ssd_wm(), nw = n0 + ssd_wn() * (SSD_NB / 2);
+        const int pw = 16 * ssd_wm(), nw = n0 + ssd_wn() * (SSD_NB / SSD_WN);
 #pragma unroll
-        for (int t = 0; t < SSD_NB / 16; ++t) {
+        for (int t = 0; t < SSD_NB / (8 * SSD_WN); ++t) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 const int p = pw + g + (q >= 2 ? 8 : 0);
@@ -126,9 +126,9 @@ struct LocalSink {
     __device__ __forceinline__ void operator()(int n0, float (*acc)[4]) {
         const int lane = threadIdx.x & 31;
         const int g = lane >> 2, tg = lane & 3;
-        const int pw = 16 * ssd_wm(), nw = n0 + ssd_wn() * (SSD_NB / 2);
+        const int pw = 16 * ssd_wm(), nw = n0 + ssd_wn() * (SSD_NB / SSD_WN);
 #pragma unroll
-        for (int t = 0; t < SSD_NB / 16; ++t) {
+        for (int t = 0; t < SSD_NB / (8 * SSD_WN); ++t) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int p = pw + g + 8 * half;

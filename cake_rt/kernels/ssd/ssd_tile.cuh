@@ -11,8 +11,9 @@
 //
 // Compile-time parameters (defines): SSD_T (0 bf16, 1 fp16, 2 fp32: x, B, C, z, y), SSD_DT (dt dtype,
 // same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size).
-// A CTA is 256 threads (8 warps, two per scheduler: one warp per scheduler left the exact scan issue-latency
-// bound). Warp w owns rows 16*(w & 3).. +15 of every 64-row tile and column half (w >> 2) of its outputs.
+// A CTA is 128 * SSD_WN threads: 8 warps (two per scheduler) by default, 4 for the exact scan with more
+// items than SMs (two CTAs per SM). Warp w owns rows 16*(w & 3).. +15 of every 64-row tile and column share
+// (w >> 2) of its outputs.
 #pragma once
 #include "../common/types.cuh"
 #include "../common/mma.cuh"
@@ -48,7 +49,13 @@ typedef typename EDT::storage DTT;
 typedef typename ElemOf<SSD_SD>::type ESD;  // state element (returned / initial states)
 typedef typename ESD::storage SDT;
 
-#define SSD_THREADS 256
+// SSD_WN: warps per row block, splitting every warp tile's columns (2: 8-warp CTAs; 1: 4-warp CTAs, two
+// resident per SM where registers allow). Each output element is accumulated by one thread in the same k
+// order either way, so the split never changes a bit.
+#ifndef SSD_WN
+#define SSD_WN 2
+#endif
+#define SSD_THREADS (128 * SSD_WN)
 #define SSD_WARPS (SSD_THREADS / 32)
 #define SSD_PB 64                        // headdim rows per tile
 #define SSD_SUB 64                       // tokens per sub-block of a chunk
@@ -65,10 +72,14 @@ typedef typename ESD::storage SDT;
 
 // Warp roles: row block (16 rows) and column half of every warp tile.
 __device__ __forceinline__ int ssd_wm() { return (threadIdx.x >> 5) & 3; }
-__device__ __forceinline__ int ssd_wn() { return threadIdx.x >> 7; }
-// The two warps of one row block (w, w + 4) meet here (named barrier 1 + row block; 0 is __syncthreads).
+__device__ __forceinline__ int ssd_wn() { return SSD_WN == 2 ? (int)(threadIdx.x >> 7) : 0; }
+// The warps of one row block (w, w + 4) meet here (named barrier 1 + row block; 0 is __syncthreads).
 __device__ __forceinline__ void ssd_pair_sync() {
+#if SSD_WN == 2
     asm volatile("bar.sync %0, 64;" ::"r"(1 + ssd_wm()) : "memory");
+#else
+    __syncwarp();
+#endif
 }
 
 // Flags (runtime, uniform per launch).
@@ -301,7 +312,7 @@ __device__ __forceinline__ float ssd_chunk_prep(const SsdArgs& a, const SsdSmem&
 // ---------------------------------------------------------------------------------------------------
 // Chunk-local state of rows p0..p0+63: S_loc[p][n] = sum_s X[s][p] * round_T(w_s B[s][n]), tokens in
 // ascending order. Calls sink(pass_n0, acc) with the warp's accumulators (rows 16*wm.., columns
-// n0 + wn*NB/2 + 8t .., t < NB/16).
+// n0 + wn*NB/WN + 8t .., t < NB/(8 WN)).
 // Issue (cp.async, one commit group) the B columns n0..n0+NCOLS and the X rows p0..p0+63 of the 64-token
 // sub-block starting at token `tok` into buffer `buf`.
 template <int NCOLS>
@@ -322,9 +333,9 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int pass = 0; pass < SSD_NPASS; ++pass) {
         const int n0 = pass * SSD_NB;
-        float acc[SSD_NB / 16][4];  // the warp's column half of the pass
+        float acc[SSD_NB / (8 * SSD_WN)][4];  // the warp's column share of the pass
 #pragma unroll
-        for (int t = 0; t < SSD_NB / 16; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+        for (int t = 0; t < SSD_NB / (8 * SSD_WN); ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
         __syncthreads();  // previous users of the B / X buffers are done
         if (SSD_NBUF == 2) issue_bx<SSD_NB>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, n0);
         for (int j = 0; j < nsub; ++j) {
@@ -353,8 +364,8 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
                 st_pair(Bs + r * SSD_LDN + c, __fmul_rn(b0, wv), __fmul_rn(b1, wv));
             }
             __syncthreads();
-            warp_gemm<A_KM, B_KN, SSD_NB / 16>(acc, sX(s, buf), SSD_LDX, 16 * wm, Bs + n0, SSD_LDN, wn * (SSD_NB / 2),
-                                               SSD_SUB);
+            warp_gemm<A_KM, B_KN, SSD_NB / (8 * SSD_WN)>(acc, sX(s, buf), SSD_LDX, 16 * wm, Bs + n0, SSD_LDN,
+                                                         wn * (SSD_NB / SSD_WN), SSD_SUB);
         }
         sink(n0, acc);
     }
@@ -374,14 +385,15 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     const int g = lane >> 2, tg = lane & 3;
     const int grp = h / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    const int m0 = 16 * ssd_wm(), c0w = 32 * ssd_wn();  // the warp's rows and its 32 output / key columns
+    constexpr int NT = 8 / SSD_WN;                       // 8-column tiles per warp
+    const int m0 = 16 * ssd_wm(), c0w = 8 * NT * ssd_wn();  // the warp's rows and its output / key columns
     int k = 0;  // step counter over (i, j): the buffer parity
     __syncthreads();  // previous users of the C / B / X buffers are done
     if (SSD_NBUF == 2) issue_bx<SSD_N>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, 0);
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
-        float y[4][4];
+        float y[NT][4];
         int buf = 0;
         for (int j = 0; j <= i; ++j, ++k) {
             buf = SSD_NBUF == 2 ? (k & 1) : 0;
@@ -406,26 +418,26 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             __syncthreads();
             if (j == 0) {
 #pragma unroll
-                for (int t = 0; t < 4; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
-                warp_gemm<A_RM, B_NK, 4>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, c0w, SSD_N);
+                for (int t = 0; t < NT; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
+                warp_gemm<A_RM, B_NK, NT>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, c0w, SSD_N);
                 const float e0 = ex2(s.cs[i * SSD_SUB + m0 + g]);
                 const float e1 = ex2(s.cs[i * SSD_SUB + m0 + g + 8]);
 #pragma unroll
-                for (int t = 0; t < 4; ++t) {
+                for (int t = 0; t < NT; ++t) {
                     y[t][0] = __fmul_rn(y[t][0], e0); y[t][1] = __fmul_rn(y[t][1], e0);
                     y[t][2] = __fmul_rn(y[t][2], e1); y[t][3] = __fmul_rn(y[t][3], e1);
                 }
             }
-            float gacc[4][4];
+            float gacc[NT][4];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) gacc[t][0] = gacc[t][1] = gacc[t][2] = gacc[t][3] = 0.0f;
-            warp_gemm<A_RM, B_NK, 4>(gacc, s.Cs, SSD_LDN, m0, sB(s, buf), SSD_LDN, c0w, SSD_N);
+            for (int t = 0; t < NT; ++t) gacc[t][0] = gacc[t][1] = gacc[t][2] = gacc[t][3] = 0.0f;
+            warp_gemm<A_RM, B_NK, NT>(gacc, s.Cs, SSD_LDN, m0, sB(s, buf), SSD_LDN, c0w, SSD_N);
             __syncthreads();  // every warp has read B: its buffer becomes M
             T* Ms = sB(s, buf);
             const int tr0 = i * SSD_SUB + m0 + g, tr1 = tr0 + 8;  // chunk positions of the two rows
             const float c0 = s.cs[tr0], c1 = s.cs[tr1];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) {
+            for (int t = 0; t < NT; ++t) {
                 const int sc = j * SSD_SUB + c0w + 8 * t + 2 * tg;  // chunk position of the first column
                 float v[4];
 #pragma unroll
@@ -439,7 +451,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 st_pair(Ms + (m0 + g + 8) * SSD_LDX + c0w + 8 * t + 2 * tg, v[2], v[3]);
             }
             ssd_pair_sync();  // the warp reads back its 16 rows of M: its half and its partner's
-            warp_gemm<A_RM, B_KN, 4>(y, Ms, SSD_LDX, m0, sX(s, buf), SSD_LDX, c0w, SSD_SUB);
+            warp_gemm<A_RM, B_KN, NT>(y, Ms, SSD_LDX, m0, sX(s, buf), SSD_LDX, c0w, SSD_SUB);
         }
         const T* Xi = sX(s, buf);  // X_i: the last step was j == i
         // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i.
@@ -450,7 +462,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             if (r >= valid_i) continue;
             const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
 #pragma unroll
-            for (int t = 0; t < 4; ++t) {
+            for (int t = 0; t < NT; ++t) {
                 const int pc = c0w + 8 * t + 2 * tg;
                 float o0 = y[t][2 * half], o1 = y[t][2 * half + 1];
                 if (hasD) {
