@@ -1,10 +1,14 @@
 """Quick DSA timing script for the device machine (not a test; `cake-rt bench dsa` is the full benchmark).
 
     PYTHONPATH=$PWD python3 tests/dsa/bench_dsa.py --rows S1,C1,A1 --heads 32,64 --json out.json
+    # default program vs the CAKE_RT_DSA_FAST=1 variant, in one process, bits compared:
+    PYTHONPATH=$PWD python3 tests/dsa/bench_dsa.py --rows S1,C1,A1 --heads 32,64 --variants default,fast \
+        --schedules ticket --entries prepared --side "" --repeats 7 --json out.json
 
 Times one synchronized call with CUDA events (median, p20, p80 over repeats, warm L2), prepared and
 eager (caller-owned workspace) for each schedule, plus a side-stream table (a spinning kernel holds
-1 or 32 SMs during the call).
+1 or 32 SMs during the call). ``--variants`` sets ``CAKE_RT_DSA_FAST`` per measurement (0 for
+``default``, 1 for ``fast``) and prints whether each variant's bits equal the first variant's.
 """
 import argparse
 import json
@@ -34,7 +38,19 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     ap.add_argument("--profile", default="", help="rows to run once more with per-phase cycle counters")
     ap.add_argument("--mma", default="", help="comma list of programs to time: wgmma (default), sync")
+    ap.add_argument("--variants", default="default",
+                    help="comma list: default (CAKE_RT_DSA_FAST=0), fast (CAKE_RT_DSA_FAST=1)")
+    ap.add_argument("--schedules", default="ticket,static")
+    ap.add_argument("--entries", default="prepared,eager")
     a = ap.parse_args(argv)
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        if v not in ("default", "fast"):
+            ap.error(f"--variants: expected default and/or fast, got {v!r}")
+    schedules = [x for x in a.schedules.split(",") if x]
+    entries = [x for x in a.entries.split(",") if x]
+    if not schedules or not entries:
+        ap.error("--schedules and --entries need at least one value")
 
     import cupy
 
@@ -92,63 +108,88 @@ def main(argv=None):
             ws = cupy.empty(max(1, ws_bytes), dtype=cupy.uint8)
             s = cupy.cuda.Stream(non_blocking=True)
             outs = {}
-            for sched in ("ticket", "static"):
-                idx = cupy.empty((T, topk), cupy.int32)
-                sc = cupy.empty((T, topk), cupy.float32)
-                r = dsa.prepare_dsa_indexer_det_topk(q, k, w, topk, indices=idx, scores=sc, workspace=ws,
-                                                     schedule=sched)
-                med, p20, p80 = timeit(lambda: r(stream=s), s, a.repeats)
-                outs[sched] = (idx.get(), sc.get().view(np.uint32))
-                rec = dict(row=row, H=H, mma=mma or "default", wgmma=r.config.wgmma, entry="prepared", schedule=sched, ms=med, p20=p20, p80=p80,
-                           tflops=flops / med / 1e9, floor_ms=floor_ms, frac_floor=floor_ms / med,
-                           units=r.plan.nunits, merge=r.plan.nmerge, grid=r._dp.grid)
-                results.append(rec)
-                print(json.dumps(rec), flush=True)
-                idx2 = cupy.empty((T, topk), cupy.int32)
-                sc2 = cupy.empty((T, topk), cupy.float32)
-                med, p20, p80 = timeit(lambda: dsa.dsa_indexer_det_topk(q, k, w, topk, indices=idx2, scores=sc2,
-                                                                        workspace=ws, stream=s, schedule=sched),
-                                       s, a.repeats)
-                rec = dict(row=row, H=H, mma=mma or "default", entry="eager", schedule=sched, ms=med, p20=p20, p80=p80,
-                           tflops=flops / med / 1e9, floor_ms=floor_ms, frac_floor=floor_ms / med)
-                results.append(rec)
-                print(json.dumps(rec), flush=True)
-                same = np.array_equal(idx2.get(), outs[sched][0]) and np.array_equal(
-                    sc2.get().view(np.uint32), outs[sched][1])
-                print(f"  eager == prepared bitwise ({sched}): {same}")
+            vouts = {}
+            for variant in variants:
+                os.environ["CAKE_RT_DSA_FAST"] = "1" if variant == "fast" else "0"
+                for sched in schedules:
+                    out = None
+                    if "prepared" in entries:
+                        idx = cupy.empty((T, topk), cupy.int32)
+                        sc = cupy.empty((T, topk), cupy.float32)
+                        r = dsa.prepare_dsa_indexer_det_topk(q, k, w, topk, indices=idx, scores=sc, workspace=ws,
+                                                             schedule=sched)
+                        med, p20, p80 = timeit(lambda: r(stream=s), s, a.repeats)
+                        out = (idx.get(), sc.get().view(np.uint32))
+                        rec = dict(row=row, H=H, mma=mma or "default", variant=variant, fast=r.config.fast,
+                                   wgmma=r.config.wgmma, entry="prepared", schedule=sched, ms=med, p20=p20, p80=p80,
+                                   tflops=flops / med / 1e9, floor_ms=floor_ms, frac_floor=floor_ms / med,
+                                   units=r.plan.nunits, merge=r.plan.nmerge, grid=r._dp.grid)
+                        results.append(rec)
+                        print(json.dumps(rec), flush=True)
+                    if "eager" in entries:
+                        idx2 = cupy.empty((T, topk), cupy.int32)
+                        sc2 = cupy.empty((T, topk), cupy.float32)
+                        med, p20, p80 = timeit(lambda: dsa.dsa_indexer_det_topk(q, k, w, topk, indices=idx2, scores=sc2,
+                                                                                workspace=ws, stream=s, schedule=sched),
+                                               s, a.repeats)
+                        rec = dict(row=row, H=H, mma=mma or "default", variant=variant, entry="eager", schedule=sched,
+                                   ms=med, p20=p20, p80=p80, tflops=flops / med / 1e9, floor_ms=floor_ms,
+                                   frac_floor=floor_ms / med)
+                        results.append(rec)
+                        print(json.dumps(rec), flush=True)
+                        e_out = (idx2.get(), sc2.get().view(np.uint32))
+                        if out is not None:
+                            same = all(np.array_equal(x, y) for x, y in zip(out, e_out))
+                            print(f"  eager == prepared bitwise ({variant}, {sched}): {same}")
+                            results.append(dict(row=row, H=H, variant=variant, schedule=sched, eager_eq_prepared=same))
+                        else:
+                            out = e_out
+                    if variant == variants[0]:
+                        outs[sched] = out
+                    vouts.setdefault(variant, out)
+                    same = all(np.array_equal(x, y) for x, y in zip(out, vouts[variants[0]]))
+                    if variant != variants[0] or sched != schedules[0]:
+                        print(f"  {variant}/{sched} == {variants[0]}/{schedules[0]} bitwise: {same}", flush=True)
+                        results.append(dict(row=row, H=H, variant=variant, schedule=sched,
+                                            bitwise_eq=f"{variants[0]}/{schedules[0]}", same=bool(same)))
+            os.environ["CAKE_RT_DSA_FAST"] = "1" if variants[0] == "fast" else "0"
             if row in a.profile.split(",") and mma == mmas[0]:
-                os.environ["CAKE_RT_DSA_PROFILE"] = "1"
-                try:
-                    idx = cupy.empty((T, topk), cupy.int32)
-                    sc = cupy.empty((T, topk), cupy.float32)
-                    r = dsa.prepare_dsa_indexer_det_topk(q, k, w, topk, indices=idx, scores=sc, workspace=ws,
-                                                         schedule="ticket")
-                    r(stream=s)
-                    s.synchronize()
-                    ctr = dsa.profile_counters()
-                    ctr.fill(0)
-                    cupy.cuda.Device().synchronize()
-                    r(stream=s)
-                    s.synchronize()
-                    c = ctr.get().astype(np.float64)
-                    names = ["setup", "copy_wait", "compact", "mma_epi", "bar_epi", "append", "finish", "ticket"]
-                    tot = c.sum()
-                    prof = {n_: round(float(v / tot), 4) for n_, v in zip(names, c)}
-                    same = np.array_equal(idx.get(), outs["ticket"][0])
-                    rec = dict(row=row, H=H, table="profile", fractions=prof, total_cycles=float(tot),
-                               bitwise_same=bool(same))
-                    results.append(rec)
-                    print(json.dumps(rec), flush=True)
-                finally:
-                    del os.environ["CAKE_RT_DSA_PROFILE"]
-            same = all(np.array_equal(x, y) for x, y in zip(outs["ticket"], outs["static"]))
-            print(f"  ticket == static bitwise: {same}")
-            results.append(dict(row=row, H=H, ticket_eq_static=bool(same)))
+                for variant in variants:
+                    os.environ["CAKE_RT_DSA_FAST"] = "1" if variant == "fast" else "0"
+                    os.environ["CAKE_RT_DSA_PROFILE"] = "1"
+                    try:
+                        idx = cupy.empty((T, topk), cupy.int32)
+                        sc = cupy.empty((T, topk), cupy.float32)
+                        r = dsa.prepare_dsa_indexer_det_topk(q, k, w, topk, indices=idx, scores=sc, workspace=ws,
+                                                             schedule="ticket")
+                        r(stream=s)
+                        s.synchronize()
+                        ctr = dsa.profile_counters()
+                        ctr.fill(0)
+                        cupy.cuda.Device().synchronize()
+                        r(stream=s)
+                        s.synchronize()
+                        c = ctr.get().astype(np.float64)
+                        names = ["setup", "copy_wait", "compact", "mma_epi", "bar_epi", "append", "finish", "ticket"]
+                        tot = c.sum()
+                        prof = {n_: round(float(v / tot), 4) for n_, v in zip(names, c)}
+                        same = np.array_equal(idx.get(), outs[schedules[0]][0])
+                        rec = dict(row=row, H=H, table="profile", variant=variant, fractions=prof,
+                                   total_cycles=float(tot), bitwise_same=bool(same))
+                        results.append(rec)
+                        print(json.dumps(rec), flush=True)
+                    finally:
+                        del os.environ["CAKE_RT_DSA_PROFILE"]
+                os.environ["CAKE_RT_DSA_FAST"] = "1" if variants[0] == "fast" else "0"
+            if "ticket" in outs and "static" in outs:
+                same = all(np.array_equal(x, y) for x, y in zip(outs["ticket"], outs["static"]))
+                print(f"  ticket == static bitwise: {same}")
+                results.append(dict(row=row, H=H, ticket_eq_static=bool(same)))
 
             if row in a.side.split(",") and str(H) in a.side_heads.split(",") and mma == mmas[0]:
                 side = cupy.cuda.Stream(non_blocking=True)
                 for held in (0, 1, 32):
-                    for sched in ("ticket", "static"):
+                    for sched in schedules:
                         idx = cupy.empty((T, topk), cupy.int32)
                         sc = cupy.empty((T, topk), cupy.float32)
                         r = dsa.prepare_dsa_indexer_det_topk(q, k, w, topk, indices=idx, scores=sc, workspace=ws,
