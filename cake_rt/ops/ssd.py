@@ -415,11 +415,15 @@ _kernels: dict = {}
 _capacity: dict = {}
 
 
-def _kernel(c: _Call, name: str, nbuf: int):
+def _kernel(c: _Call, name: str, nbuf: int, wn: int = 2):
     """The loaded program, memoized here: get_kernel re-reads and re-hashes the source on every call
-    (milliseconds of host time, which a short call would otherwise pay each time)."""
+    (milliseconds of host time, which a short call would otherwise pay each time). ``wn`` 1 selects the
+    4-warp (128-thread) variant of the same arithmetic; the default 2 adds no define, so the default
+    programs keep their verified source text."""
     defs = _defines(c)
     defs["SSD_NBUF"] = nbuf
+    if wn != 2:
+        defs["SSD_WN"] = wn
     key = (c.device, name, tuple(sorted(defs.items())))
     k = _kernels.get(key)
     if k is None:
@@ -440,6 +444,19 @@ def _coop_capacity(k, smem: int) -> int:
 def _nbuf(c: _Call) -> int:
     """Double-buffered B/X tiles (loads overlap compute) unless fp32 inputs with dstate 256 (shared memory)."""
     return 1 if (np.dtype(c.x.dtype).itemsize == 4 and c.dstate == 256) else 2
+
+
+ENV_NARROW = "CAKE_RT_SSD_EXACT_NARROW"
+
+
+def _exact_shape(c: _Call, work_items: int, sm_count: int):
+    """(warps per row block, buffers) of the exact scan. With ``CAKE_RT_SSD_EXACT_NARROW=1`` and more work
+    items than SMs (``force``: always, for tests), the 4-warp single-buffered CTA (two resident per SM) replaces the 8-warp one, which
+    registers hold to one CTA per SM; the arithmetic, and so every bit, is the same."""
+    narrow = os.environ.get(ENV_NARROW, "0").strip().lower()
+    if (narrow == "1" and work_items > sm_count) or narrow == "force":  # "force": tests, any size
+        return 1, 1
+    return 2, _exact_nbuf(c, sm_count)
 
 
 def _exact_nbuf(c: _Call, sm_count: int) -> int:
@@ -569,9 +586,9 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                     np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
                     np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
             if plan.family == "exact":
-                nb = _exact_nbuf(c, plan.sm_count)
-                k = _kernel(c, "ssd_exact", nb)
-                launch(k, plan.work_items, THREADS, args,
+                wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
+                k = _kernel(c, "ssd_exact", nb, wn)
+                launch(k, plan.work_items, 128 * wn, args,
                        shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=s, tag="ssd_exact")
             else:
                 nb = _nbuf(c)
