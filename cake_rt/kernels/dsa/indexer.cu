@@ -245,6 +245,86 @@ CAKE_DEVICE void compact_fast(uint64_t* cb, int n, int topk, int* cnt_q, uint64_
     }
     __syncthreads();
 }
+
+// All queries of a block select together (select.cuh multi_*): one histogram per query in a free key-tile
+// area, the passes' barriers and scans shared. States and scan scratch live in the (then unused) `hist`.
+constexpr bool MULTI = REG_SEL && BQ <= 4;
+constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
+constexpr bool MULTI_COMPACT = WG && MULTI && MULTI_HIST_BYTES <= TILE * ROWB;  // one key tile buffer is free
+static_assert(!MULTI || MULTI_HIST_BYTES <= SMEM_KT, "the final selection's histograms fit in the key tiles");
+
+// Compact the buffers of the queries in `mask` (block-uniform; each has cnt > topk) to exactly topk keys
+// and raise their floors. hists: MULTI_HIST_BYTES of free shared memory. Ends with a barrier.
+CAKE_DEVICE void compact_multi(unsigned mask, uint64_t* cand, int* cnt, uint64_t* lo, int topk, uint32_t* hists,
+                               uint32_t* hist) {
+    if constexpr (MULTI) {
+        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(hist);
+        uint64_t* scratch64 = reinterpret_cast<uint64_t*>(hist) + 32;
+        int n[BQ];
+#pragma unroll
+        for (int q = 0; q < BQ; ++q) n[q] = ((mask >> q) & 1u) ? cnt[q] : 0;
+        uint64_t K[BQ];
+        multi_kth_largest<NT, REG_R, BQ>(cand, CAP, n, topk, mask, hists, ms, scratch64, K);
+        int kept[BQ];
+        multi_ordered_keep<NT, REG_R, BQ, true>(cand, CAP, n, mask, K, scratch64, kept,
+                                                [&](int q, int pos, uint64_t x) { cand[q * CAP + pos] = x; });
+        __syncthreads();
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int q = 0; q < BQ; ++q)
+                if ((mask >> q) & 1u) {
+                    cnt[q] = kept[q];
+                    lo[q] = K[q] + 1ull;
+                }
+        }
+        __syncthreads();
+    }
+}
+
+// Final selection of all queries of a unit at once (output rows, or parts in the workspace when split).
+// hists: MULTI_HIST_BYTES of free shared memory (the key tiles: no copy is in flight after the loop).
+CAKE_DEVICE void finish_unit_multi(const Unit& un, const uint64_t* cand, const int* cnt, int topk, int* out_idx,
+                                   float* out_sc, uint64_t* ws_ent, int* ws_cnt, uint32_t* hists, uint32_t* hist) {
+    if constexpr (MULTI) {
+        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(hist);
+        uint64_t* scratch64 = reinterpret_cast<uint64_t*>(hist) + 32;
+        int n[BQ];
+        unsigned todo = 0u, active = 0u;
+#pragma unroll
+        for (int q = 0; q < BQ; ++q) {
+            n[q] = q < un.nq ? cnt[q] : 0;
+            if (q < un.nq) todo |= 1u << q;
+            if (q < un.nq && n[q] > topk) active |= 1u << q;
+        }
+        uint64_t K[BQ];
+        multi_kth_largest<NT, REG_R, BQ>(cand, CAP, n, topk, active, hists, ms, scratch64, K);
+        int kept[BQ];
+        const bool split = un.slot >= 0;
+        multi_ordered_keep<NT, REG_R, BQ, false>(cand, CAP, n, todo, K, scratch64, kept,
+                                                 [&](int q, int pos, uint64_t x) {
+            if (split) {
+                ws_ent[((size_t)un.slot * BQ + q) * topk + pos] = x;
+            } else {
+                out_idx[(size_t)(un.q0 + q) * topk + pos] = (int)(uint32_t)x;
+                out_sc[(size_t)(un.q0 + q) * topk + pos] = score_of(x);
+            }
+        });
+#pragma unroll
+        for (int q = 0; q < BQ; ++q) {
+            if (q >= un.nq) continue;
+            if (split) {
+                if (threadIdx.x == 0) ws_cnt[(size_t)un.slot * BQ + q] = kept[q];
+            } else {
+                int* oi = out_idx + (size_t)(un.q0 + q) * topk;
+                float* os = out_sc + (size_t)(un.q0 + q) * topk;
+                for (int i = kept[q] + (int)threadIdx.x; i < topk; i += NT) {
+                    oi[i] = -1;
+                    os[i] = __int_as_float(0xff800000);  // -inf
+                }
+            }
+        }
+    }
+}
 #endif
 
 extern "C" __global__ void __launch_bounds__(256, 1)
@@ -381,25 +461,44 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 
 #if DSA_FAST_ON && DSA_USE_WGMMA
         // Software-pipelined tile loop (fast variant, sm_90a). Iteration it: wait for tile it; issue its
-        // wgmma (asynchronous); while the tensor cores run, compact any nearly full buffer and append tile
-        // it-1's scores; then wait for the wgmma and write tile it's scores to the other score buffer. The
-        // last tile's append follows the loop. Every (t, j) score is the same float32 sequence as in the
-        // default loop (zeroed accumulators, k-steps in order, the same epilogue), and the appends and
-        // compactions see the tiles in the same order under the same rule, so the bits are the same.
+        // wgmma (asynchronous); while the tensor cores run, compact nearly full buffers, start the copy of
+        // tile it+1 and append tile it-1's scores; then wait for the wgmma and write tile it's scores to the
+        // other score buffer. The last tile's append follows the loop. Every (t, j) score is the same float32
+        // sequence as in the default loop (zeroed accumulators, k-steps in order, the same epilogue), and the
+        // appends see the tiles in the same order; compactions keep exactly the top-k of their buffer (only
+        // the floor and the moment differ), so the final top-k set, hence every output bit, is the same.
         {
             const int wgi = warp >> 2;
             const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);
             constexpr int SCF = BQ * TILE;  // floats per score buffer
-            // Compact any buffer that could not take another full tile, then (warp qq) append the scores of
-            // tile `at` for query qq. The barrier between them: every thread has read the counts first.
-            auto compact_and_append = [&](int at) {
+            // Compact every buffer that could not take another full tile (with MULTI_COMPACT, all nearly full
+            // buffers together; `freebuf` is the key-tile buffer no copy or wgmma uses now). Ends with a barrier:
+            // every thread has read the counts before the appends rewrite them.
+            auto compact_all = [&](int freebuf) {
+                unsigned m = 0u;
+#pragma unroll
+                for (int qq = 0; qq < BQ; ++qq)
+                    if (cnt[qq] > CAP - TILE) m |= 1u << qq;
+                if (m) {  // block-uniform
+                    if constexpr (MULTI_COMPACT) {
+#pragma unroll
+                        for (int qq = 0; qq < BQ; ++qq) {
+                            const int n = cnt[qq];
+                            if (n > CAP - 2 * TILE && n > topk) m |= 1u << qq;  // nearly full: join the batch
+                        }
+                        compact_multi(m, cand, cnt, lo, topk, (uint32_t*)(kt + freebuf * (TILE * ROWB)), hist);
+                    } else {
 #pragma unroll 1
-                for (int qq = 0; qq < BQ; ++qq) {
-                    const int n = cnt[qq];
-                    if (n > CAP - TILE) compact_fast(cand + qq * CAP, n, topk, cnt + qq, lo + qq, hist, st, scratch);
+                        for (int qq = 0; qq < BQ; ++qq)
+                            if ((m >> qq) & 1u)
+                                compact_fast(cand + qq * CAP, cnt[qq], topk, cnt + qq, lo + qq, hist, st, scratch);
+                    }
                 }
                 __syncthreads();
                 DSA_MARK(2);
+            };
+            // Warp qq appends the scores of tile `at` for query qq, in ascending id.
+            auto append = [&](int at) {
                 if (at >= 0 && warp < BQ && warp < un.nq) {
                     const int qq = warp;
                     const int t = un.q0 + qq;
@@ -432,7 +531,6 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 // (so its key buffer may be refilled) and written its scores; the append of it-2 is done.
                 __syncthreads();
                 DSA_MARK(1);
-                if (it + 1 < ntiles) load_tile(it + 1);
                 const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
                 float acc[64];
 #pragma unroll
@@ -446,7 +544,12 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                     wgmma_m64n128k16_bf16(acc, da, db, 1);
                 }
                 wgmma_commit();
-                compact_and_append(it - 1);
+                // While the tensor cores run: compactions (in the key buffer of tile it+1, not loaded yet), then
+                // the copy of tile it+1 (its buffer's last reader, the wgmma of tile it-1, is done) and the
+                // append of tile it-1.
+                compact_all((it + 1) & 1);
+                if (it + 1 < ntiles) load_tile(it + 1);
+                append(it - 1);
                 wgmma_wait<0>();
                 wgmma_fence_operands(acc);
                 float* scw = sc + (it & 1) * SCF;
@@ -468,7 +571,8 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 DSA_MARK(3);
             }
             __syncthreads();  // the last tile's scores are written; the append of ntiles-2 is done
-            compact_and_append(ntiles - 1);
+            compact_all(0);   // no copy or wgmma in flight: every key buffer is free
+            append(ntiles - 1);
         }
         __syncthreads();  // the last append is done
 #else
@@ -617,6 +721,12 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 #endif
 
         // Final selection per query, in buffer (= ascending id) order.
+#if DSA_FAST_ON
+        if constexpr (MULTI) {
+            finish_unit_multi(un, cand, cnt, topk, out_idx, out_sc, ws_ent, ws_cnt, (uint32_t*)kt, hist);
+            __syncthreads();
+        } else
+#endif
 #pragma unroll 1
         for (int qq = 0; qq < un.nq; ++qq) {
             const int n = cnt[qq];

@@ -307,4 +307,208 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
     }
     return base;
 }
+
+// ---- Several queries at once (fast path): the passes of NQ buffers share their barriers and scans. ----
+
+struct DsaMultiState {
+    uint64_t prefix, mask;
+    int need, done;
+};
+
+// Exclusive prefix sums of NQ uint64 per thread at once (one barrier pair for all). scratch64: NQ * NT/32.
+template <int NT, int NQ>
+CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, uint64_t (&ex)[NQ],
+                                uint64_t (&tot)[NQ]) {
+    constexpr int NW = NT / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t x[NQ];
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+        x[q] = v[q];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint64_t y = __shfl_up_sync(0xffffffffu, x[q], o);
+            if (lane >= o) x[q] += y;
+        }
+    }
+    __syncthreads();
+    if (lane == 31) {
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) scratch64[q * NW + warp] = x[q];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+        uint64_t before = 0ull, all = 0ull;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) {
+            const uint64_t s = scratch64[q * NW + w];
+            if (w < warp) before += s;
+            all += s;
+        }
+        ex[q] = before + x[q] - v[q];
+        tot[q] = all;
+    }
+}
+
+// Four keys of round r of a buffer (the register layout above), 0 past n.
+template <int NT>
+CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const uint64_t* buf, int n, int r) {
+    const int i0 = (r * NT + (int)threadIdx.x) * 4;
+    if (i0 + 4 <= n) {
+        const ulonglong2 a = *reinterpret_cast<const ulonglong2*>(buf + i0);
+        const ulonglong2 b = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2);
+        x[0] = a.x; x[1] = a.y; x[2] = b.x; x[3] = b.y;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
+    }
+}
+
+// block_kth_largest for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4) whose bit is set in
+// `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one
+// block_kth_largest returns. K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
+// scratch64: NT/32 uint64. All passes of all queries share their barriers and scans.
+template <int NT, int R, int NQ>
+CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (&n)[NQ], int k, unsigned active,
+                                   uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ]) {
+    static_assert(NQ >= 1 && NQ <= 4, "four 16-bit bin sums per uint64");
+    const int tid = threadIdx.x;
+    if (tid < NQ) {
+        ms[tid].prefix = 0ull;
+        ms[tid].mask = 0ull;
+        ms[tid].need = k;
+        ms[tid].done = ((active >> tid) & 1u) ? 0 : 1;
+    }
+    unsigned todo = active;
+#pragma unroll 1
+    for (int p = 0; p < 6 && todo; ++p) {
+        const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
+        const int bits = (p == 2 || p == 5) ? 10 : 11;
+        const int nb = 1 << bits;
+#pragma unroll
+        for (int q = 0; q < NQ; ++q)
+            if ((todo >> q) & 1u)
+                for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
+        __syncthreads();  // hists zeroed; the states of the previous pass (or the init) visible
+        uint64_t prefix[NQ], mask[NQ];
+        int need[NQ];
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+            prefix[q] = ms[q].prefix;
+            mask[q] = ms[q].mask;
+            need[q] = ms[q].need;
+        }
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+            if (!((todo >> q) & 1u)) continue;  // block-uniform
+            const uint64_t* buf = bufs + (size_t)q * stride;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                uint64_t x[4];
+                dsa_load4<NT>(x, buf, n[q], r);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = (r * NT + tid) * 4 + e;
+                    const bool in = i < n[q] && (x[e] & mask[q]) == prefix[q];
+                    if (__any_sync(0xffffffffu, in)) {  // warp-uniform
+                        const unsigned bin = in ? ((unsigned)(x[e] >> shift) & (unsigned)(nb - 1)) : 0xffffffffu;
+                        const unsigned peers = __match_any_sync(0xffffffffu, bin);
+                        if (in && (__ffs(peers) - 1) == (tid & 31))
+                            atomicAdd(&hists[q * 2048 + bin], (unsigned)__popc(peers));
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        const int per = nb >= NT ? nb / NT : 1;
+        const int owners = nb / per;
+        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
+        int s[NQ];
+        uint64_t v = 0ull;
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+            s[q] = 0;
+            if (((todo >> q) & 1u) && tid < owners)
+                for (int b = top - 1; b >= top - per; --b) s[q] += (int)hists[q * 2048 + b];
+            v |= (uint64_t)s[q] << (16 * q);  // a bin sum is at most n[q] < 65536
+        }
+        uint64_t total;
+        const uint64_t ex = block_excl_scan_u64<NT>(v, scratch64, total);
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+            const int above = (int)((ex >> (16 * q)) & 0xffffull);
+            if (((todo >> q) & 1u) && tid < owners && above < need[q] && above + s[q] >= need[q]) {
+                int cum = above;
+                for (int b = top - 1; b >= top - per; --b) {
+                    const int c = (int)hists[q * 2048 + b];
+                    if (cum + c >= need[q]) {
+                        const int nneed = need[q] - cum;
+                        ms[q].prefix = prefix[q] | ((uint64_t)b << shift);
+                        ms[q].mask = mask[q] | ((uint64_t)(nb - 1) << shift);
+                        ms[q].need = nneed;
+                        ms[q].done = (c == nneed) ? 1 : 0;
+                        break;
+                    }
+                    cum += c;
+                }
+            }
+        }
+        __syncthreads();
+        todo = 0u;
+#pragma unroll
+        for (int q = 0; q < NQ; ++q)
+            if (!ms[q].done) todo |= 1u << q;
+    }
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) K[q] = ((active >> q) & 1u) ? ms[q].prefix : 0ull;
+    __syncthreads();  // every thread has read the states before a later call rewrites them
+}
+
+// Stable in-order keep of the keys >= K[q] of the buffers with bit q of `todo` (block-uniform), one scan for
+// all of them: sink(q, pos, x); kept[q] gets the count (0 for the others). IN_PLACE (the sink writes into
+// buffer q): each buffer is reloaded and a barrier separates the reload from the writes.
+template <int NT, int R, int NQ, bool IN_PLACE, class Sink>
+CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int (&n)[NQ], unsigned todo,
+                                    const uint64_t (&K)[NQ], uint64_t* scratch64, int (&kept)[NQ], Sink sink) {
+    static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
+    uint64_t v[NQ];
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+        v[q] = 0ull;
+        if (!((todo >> q) & 1u)) continue;
+        const uint64_t* buf = bufs + (size_t)q * stride;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            uint64_t x[4];
+            dsa_load4<NT>(x, buf, n[q], r);
+            int c = 0;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c += ((r * NT + (int)threadIdx.x) * 4 + e < n[q] && x[e] >= K[q]) ? 1 : 0;
+            v[q] |= (uint64_t)c << (16 * r);
+        }
+    }
+    uint64_t ex[NQ], tot[NQ];
+    multi_scan_u64<NT, NQ>(v, scratch64, ex, tot);
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+        kept[q] = 0;
+        if (!((todo >> q) & 1u)) continue;  // block-uniform
+        const uint64_t* buf = bufs + (size_t)q * stride;
+        uint64_t x[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n[q], r);
+        if (IN_PLACE) __syncthreads();
+        int base = 0;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            int pos = base + (int)((ex[q] >> (16 * r)) & 0xffffull);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if ((r * NT + (int)threadIdx.x) * 4 + e < n[q] && x[r][e] >= K[q]) sink(q, pos++, x[r][e]);
+            base += (int)((tot[q] >> (16 * r)) & 0xffffull);
+        }
+        kept[q] = base;
+    }
+}
 #endif  // DSA_FAST
