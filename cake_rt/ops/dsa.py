@@ -10,6 +10,8 @@ same for any schedule, key split, stream, number of free SMs and entry point. Co
 Two kernels (``cake_rt/kernels/dsa/indexer.cu``): ``dsa_scan`` (fused scores + exact streaming top-k over
 work units = query block x key range) and, only when some query block's keys are split over several
 units, ``dsa_merge`` (exact top-k of the parts). Nothing else is launched per call.
+
+``CAKE_RT_DSA_FAST=1`` selects the performance variant of the scan (see ``fast_enabled``); off by default.
 """
 from __future__ import annotations
 
