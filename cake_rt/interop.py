@@ -155,13 +155,17 @@ def as_host_int32(x, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
-def resolve_stream(stream):
-    """A CuPy stream object for ``stream``: None -> the current stream; a CuPy stream as is; an object
-    with ``.cuda_stream`` (PyTorch) or ``.ptr``, or an int handle -> ``cupy.cuda.ExternalStream``."""
+def resolve_stream(stream, device=None):
+    """A CuPy stream object for ``stream``: None -> the current stream of ``device`` (the inputs' device;
+    default: the current device); a CuPy stream as is; an object with ``.cuda_stream`` (PyTorch) or
+    ``.ptr``, or an int handle -> ``cupy.cuda.ExternalStream``."""
     import cupy
 
     if stream is None:
-        return cupy.cuda.get_current_stream()
+        if device is None:
+            return cupy.cuda.get_current_stream()
+        with cupy.cuda.Device(device):
+            return cupy.cuda.get_current_stream()
     if isinstance(stream, (cupy.cuda.Stream, cupy.cuda.ExternalStream)):
         return stream
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):

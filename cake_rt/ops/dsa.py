@@ -683,7 +683,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     _check_topk(topk)
     schedule, key_split = _check_schedule(schedule, key_split)
     p = _check_arrays(q, k, weights, topk)
-    st = resolve_stream(stream)
+    st = resolve_stream(stream, device=p.device)  # None: the current stream of the inputs' device
     capturing = _stream_capturing(st)
     if capturing:
         for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
@@ -746,7 +746,7 @@ class DSAIndexerRunner:
     def __call__(self, stream=None):
         import cupy
 
-        st = resolve_stream(stream)
+        st = resolve_stream(stream, device=self._p.device)
         with cupy.cuda.Device(self._p.device):
             _launch(self._dp, self._p, self.indices, self.scores, self.workspace, self.tickets, self.schedule,
                     st.ptr)
