@@ -5,8 +5,8 @@ from cake_rt.launch.compile import load_source
 from cake_rt.ops import dsa
 
 
-@pytest.mark.parametrize("value,expect", [("1", True), ("true", True), ("ON", True), ("0", False), ("", False),
-                                          ("no", False), (None, False)])
+@pytest.mark.parametrize("value,expect", [("1", True), ("true", True), ("ON", True), ("0", False), ("", True),
+                                          ("no", False), ("off", False), (None, True)])
 def test_switch_parsing(monkeypatch, value, expect):
     if value is None:
         monkeypatch.delenv("CAKE_RT_DSA_FAST", raising=False)
