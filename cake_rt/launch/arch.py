@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
+
+import numpy as np
 
 # Capabilities whose architecture-specific ("a") features the kernels use: wgmma/setmaxnreg on sm_90a,
 # tcgen05 on sm_100a/sm_103a. For these the compile target carries the "a" suffix.
 _ARCH_SPECIFIC = {(9, 0): "sm_90a", (10, 0): "sm_100a", (10, 3): "sm_103a"}
 MIN_CAPABILITY = (8, 0)
 
-_lock = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +61,8 @@ def _device_index(device) -> int:
 
     if device is None:
         return cupy.cuda.runtime.getDevice()
-    if isinstance(device, int):
-        return device
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+        return int(device)
     idx = getattr(device, "id", None)
     if idx is None:
         raise TypeError(f"device: expected None, an int or a cupy.cuda.Device, got {type(device).__name__}")

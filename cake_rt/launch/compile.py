@@ -224,6 +224,9 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
     return report
 
 
+_attr_lock = threading.Lock()
+
+
 @dataclasses.dataclass
 class Kernel:
     """A loaded kernel: the CuPy function plus the resource facts the launch layer needs."""
@@ -239,16 +242,20 @@ class Kernel:
     max_dynamic_shared: int = 0
 
     def set_max_dynamic_shared(self, nbytes: int) -> None:
-        """Raise the kernel's dynamic shared-memory limit (needed above 48 KiB); grow-only."""
+        """Raise the kernel's dynamic shared-memory limit (needed above 48 KiB); grow-only and thread-safe
+        (two threads asking for different sizes end with the larger one set)."""
         nbytes = int(nbytes)
         if nbytes <= self.max_dynamic_shared:
             return
         from cupy_backends.cuda.api import driver
 
-        driver.funcSetAttribute(
-            self.function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes
-        )
-        self.max_dynamic_shared = nbytes
+        with _attr_lock:
+            if nbytes <= self.max_dynamic_shared:
+                return
+            driver.funcSetAttribute(
+                self.function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes
+            )
+            self.max_dynamic_shared = nbytes
 
 
 _kernel_cache: dict = {}

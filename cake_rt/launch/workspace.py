@@ -34,8 +34,11 @@ def get_workspace(key: str, nbytes: int, *, cap=None, device=None, stream=None):
         )
     dev = device_index(device)
     with cupy.cuda.Device(dev):
-        sptr = (cupy.cuda.get_current_stream().ptr if stream is None
-                else (stream if isinstance(stream, int) else int(stream.ptr)))
+        if stream is None:
+            stream = cupy.cuda.get_current_stream()
+        elif isinstance(stream, int):
+            stream = cupy.cuda.ExternalStream(stream)
+        sptr = int(stream.ptr)
         k = (dev, sptr, key)
         buf = _spaces.get(k)
         if buf is not None and buf.nbytes >= nbytes:
@@ -45,7 +48,8 @@ def get_workspace(key: str, nbytes: int, *, cap=None, device=None, stream=None):
             if buf is None or buf.nbytes < nbytes:
                 # Grow by at least 1/4 so a slowly rising size does not reallocate every call.
                 size = max(nbytes, (buf.nbytes * 5) // 4 if buf is not None else 0, 256)
-                buf = cupy.empty(size, dtype=cupy.uint8)
+                with stream:  # allocate in the order of the stream that will use it
+                    buf = cupy.empty(size, dtype=cupy.uint8)
                 _spaces[k] = buf
         return buf
 
