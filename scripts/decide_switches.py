@@ -1,7 +1,9 @@
-"""Decide the off-by-default speed switches from one device run's evidence (used by device-final.sh).
+"""Decide the speed switches from one device run's evidence (used by scripts/device-verify.sh).
 
-A switch is turned on only when its GPU tests passed with it on, its outputs were bitwise equal to the
-default path, and it was faster on the rows it targets. Prints the reasoning and writes `export` lines.
+A variant is chosen only when the GPU tests passed on both paths, its outputs were bitwise equal to the
+other path, and it was faster on the rows it targets. Prints the reasoning and writes `export` lines.
+CAKE_RT_DSA_FAST: the main suite runs the default (1), the switch run the first program (0).
+CAKE_RT_SSD_EXACT_NARROW: the main suite runs the default (0), the switch run `force`.
     python3 scripts/decide_switches.py WORKDIR > exports.sh
 """
 import json
