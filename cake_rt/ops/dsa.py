@@ -797,3 +797,26 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         if schedule is None:
             schedule = _default_schedule(p.device)
         return DSAIndexerRunner(p, dp, indices, scores, ws, schedule)
+
+
+def selftest():
+    """``cake-rt selftest`` hook: a small call against the float64 reference -> (ok, detail).
+
+    Small-integer q/k and power-of-two weights make every score exact in float32 whatever the summation
+    order, so the chosen ids and scores must equal the reference exactly, ties included."""
+    import cupy
+
+    from ..reference.dsa import dsa_indexer_reference
+
+    rng = np.random.default_rng(5)
+    T, Tkv, H, D, topk = 24, 700, 32, 128, 64
+    q = rng.integers(-3, 4, (T, H, D)).astype(BF16)
+    k = rng.integers(-3, 4, (Tkv, D)).astype(BF16)
+    w = (2.0 ** rng.integers(-3, 3, (T, H)) * rng.choice([-1, 1], (T, H))).astype(np.float32)
+    idx, sc = dsa_indexer_det_topk(cupy.asarray(q), cupy.asarray(k), cupy.asarray(w), topk)
+    want_i, want_s = dsa_indexer_reference(q, k, w, topk)
+    same_i = bool(np.array_equal(idx.get(), np.asarray(want_i)))
+    same_s = bool(np.array_equal(sc.get(), np.asarray(want_s, np.float32)))
+    return same_i and same_s, (f"T={T} Tkv={Tkv} H={H} topk={topk} causal: ids "
+                               f"{'equal' if same_i else 'DIFFERENT'}, scores {'equal' if same_s else 'DIFFERENT'}"
+                               f" to the float64 reference")
