@@ -100,6 +100,16 @@ def _finish(y, z, finals, varlens, ckpts, return_final_states, return_varlen_sta
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+def _begin(x, dt, A, B, C, D, z, dt_bias, dt_softplus, dt_limit, initial_states, seq_idx, cu_seqlens):
+    """What both formulations start from: float64 inputs, segments and zeroed result buffers."""
+    x, Bh, Ch, dtp, A, Dm, z = _prepare(x, dt, A, B, C, D, z, dt_bias, dt_softplus, dt_limit)
+    b_, L, H, P = x.shape
+    N = Bh.shape[-1]
+    segs = reference_segments(b_, L, seq_idx, cu_seqlens)
+    return (x, Bh, Ch, dtp, A, Dm, z, _f64(initial_states), segs, np.zeros_like(x), np.zeros((b_, H, P, N)),
+            np.zeros((len(segs), H, P, N)), [], H, P, N)
+
+
 def ssd_reference(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
                   seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, math.inf),
                   return_final_states=False, return_varlen_states=False, return_chunk_states=False):
@@ -111,15 +121,8 @@ def ssd_reference(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, i
     seq_idx: [batch, seqlen]; cu_seqlens: [nseq + 1] (batch == 1).
     Returns y or (y, final_states?, varlen_states?, chunk_states?) in float64.
     """
-    x, Bh, Ch, dtp, A, Dm, z = _prepare(x, dt, A, B, C, D, z, dt_bias, dt_softplus, dt_limit)
-    b_, L, H, P = x.shape
-    N = Bh.shape[-1]
-    init = _f64(initial_states)
-    segs = reference_segments(b_, L, seq_idx, cu_seqlens)
-    y = np.zeros_like(x)
-    finals = np.zeros((b_, H, P, N))
-    varlens = np.zeros((len(segs), H, P, N))
-    ckpts = []
+    (x, Bh, Ch, dtp, A, Dm, z, init, segs, y, finals, varlens, ckpts, H, P, N) = _begin(
+        x, dt, A, B, C, D, z, dt_bias, dt_softplus, dt_limit, initial_states, seq_idx, cu_seqlens)
     for si, (b, s0, s1, ii, last) in enumerate(segs):
         h = init[ii].copy() if (init is not None and ii >= 0) else np.zeros((H, P, N))
         for t in range(s0, s1):
@@ -145,15 +148,8 @@ def ssd_reference_chunked(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias
         S_loc  = X^T (exp(cs_last - cs) dt' * B)
         S      = exp(cs_last) * S_prev + S_loc
     """
-    x, Bh, Ch, dtp, A, Dm, z = _prepare(x, dt, A, B, C, D, z, dt_bias, dt_softplus, dt_limit)
-    b_, L, H, P = x.shape
-    N = Bh.shape[-1]
-    init = _f64(initial_states)
-    segs = reference_segments(b_, L, seq_idx, cu_seqlens)
-    y = np.zeros_like(x)
-    finals = np.zeros((b_, H, P, N))
-    varlens = np.zeros((len(segs), H, P, N))
-    ckpts = []
+    (x, Bh, Ch, dtp, A, Dm, z, init, segs, y, finals, varlens, ckpts, H, P, N) = _begin(
+        x, dt, A, B, C, D, z, dt_bias, dt_softplus, dt_limit, initial_states, seq_idx, cu_seqlens)
     for si, (b, s0, s1, ii, last) in enumerate(segs):
         S = init[ii].copy() if (init is not None and ii >= 0) else np.zeros((H, P, N))
         for c0 in range(s0, s1, chunk_size):
