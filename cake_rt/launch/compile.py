@@ -142,13 +142,9 @@ def cache_key(source: str, *, name: str, target: str, defines=None, options=()) 
 
 
 def _cache_dir():
-    env = os.environ.get("CAKE_RT_CACHE_DIR")
-    if env is not None and env.lower() in ("off", "0", "none", ""):
-        return None
-    if env:
-        return pathlib.Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "cake-rt"
+    from .. import env
+
+    return env.cache_dir()
 
 
 _cubin_cache: dict = {}

@@ -128,7 +128,8 @@ def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False,
 def wgmma_allowed(target) -> bool:
     """The Hopper wgmma scan is used on sm_90a unless ``CAKE_RT_DSA_MMA=sync`` asks for the mma.sync
     program (a debugging / A-B knob: the two programs may differ in the last bits of a score)."""
-    return target == "sm_90a" and os.environ.get("CAKE_RT_DSA_MMA", "").lower() != "sync"
+    from .. import env
+    return target == "sm_90a" and env.choice("CAKE_RT_DSA_MMA", ("", "wgmma", "sync"), "") != "sync"
 
 
 def fast_enabled() -> bool:
@@ -504,9 +505,10 @@ def _debug_build(defines):
     CAKE_RT_DSA_PROFILE=1 compiles per-phase cycle counters that runs add into ``profile_counters()``."""
     defines = dict(defines)
     options = ()
-    if os.environ.get("CAKE_RT_DSA_LINEINFO"):
+    from .. import env
+    if env.flag("CAKE_RT_DSA_LINEINFO"):
         options = ("-lineinfo",)
-    if os.environ.get("CAKE_RT_DSA_PROFILE"):
+    if env.flag("CAKE_RT_DSA_PROFILE"):
         defines["DSA_PROFILE"] = 1
     return defines, options
 
@@ -539,8 +541,9 @@ def _plan_key(p: _Problem, key_split):
     def b(a):
         return None if a is None else a.tobytes()
 
-    wg = (wgmma_allowed(_device_facts(p.device).target), os.environ.get("CAKE_RT_DSA_PROFILE"),
-          os.environ.get("CAKE_RT_DSA_LINEINFO"), fast_enabled())
+    from .. import env
+    wg = (wgmma_allowed(_device_facts(p.device).target), env.flag("CAKE_RT_DSA_PROFILE"),
+          env.flag("CAKE_RT_DSA_LINEINFO"), fast_enabled())
     return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split, wg)
 
 
@@ -582,7 +585,8 @@ def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, s
     cnt = np.uint64(ws_ptr + plan.counts_offset if ws_ptr else 0)
 
     prof = np.uint64(0)
-    if os.environ.get("CAKE_RT_DSA_PROFILE"):
+    from .. import env
+    if env.flag("CAKE_RT_DSA_PROFILE"):
         prof = np.uint64(profile_counters(dp.device).data.ptr)
 
     def go():
