@@ -80,3 +80,61 @@ def write_plot(doc: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _speedup_panels(doc: dict):
+    """[(title, labels, {peer: [speedup or None]})]: peer GPU time / cake-rt GPU time, per row."""
+    recs = [r for r in doc.get("records", []) if not r.get("error") and "ms" in r]
+    panels = []
+    groups = [("SSD combined: cake-rt speedup over each peer (GPU time)", [r for r in recs if r["table"] == "ssd"])]
+    for h in sorted({r["heads"] for r in recs if r["table"] == "dsa"}):
+        groups.append((f"DSA indexer top-k, H = {h}: prepared runner speedup over each peer (GPU time)",
+                       [r for r in recs if r["table"] == "dsa" and r["heads"] == h and r["arm"] == "prepared"]))
+    for title, rows in groups:
+        peers = list(dict.fromkeys(n for r in rows for n, p in r.get("peers", {}).items() if "ms" in p))
+        if not rows or not peers:
+            continue
+        series = {}
+        for n in peers:
+            vals = []
+            for r in rows:
+                p = r.get("peers", {}).get(n, {})
+                ok = p.get("check", {}).get("ok", True)
+                vals.append(p["ms"]["median"] / r["ms"]["median"] if "ms" in p and ok and r["ms"]["median"] > 0
+                            else None)
+            series[n] = vals
+        panels.append((title, [r["row"] for r in rows], series))
+    return panels
+
+
+def write_speedup_plot(doc: dict, path: str) -> None:
+    """Bars (log scale) of cake-rt's speedup over each peer per row, with the 1x line; one panel per table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = _speedup_panels(doc)
+    if not panels:
+        raise ValueError("speedup plot: no row has a measured peer")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.4 * len(panels)), squeeze=False)
+    gpu = doc.get("machine", {}).get("gpu", {}).get("name", "?")
+    for ax, (title, labels, series) in zip(axes[:, 0], panels):
+        width = 0.8 / max(1, len(series))
+        for i, (name, vals) in enumerate(series.items()):
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
+            pts = [(x, v) for x, v in zip(xs, vals) if v is not None]
+            bars = ax.bar([x for x, _ in pts], [v for _, v in pts], width, label=f"vs {name}")
+            for b, (_, v) in zip(bars, pts):
+                ax.annotate(f"{v:.2g}x", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=7)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_ylabel("speedup (peer ms / cake-rt ms)")
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_title(f"{title} -- {gpu}", fontsize=9)
+        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -824,3 +824,28 @@ def selftest():
     return same_i and same_s, (f"T={T} Tkv={Tkv} H={H} topk={topk} causal: ids "
                                f"{'equal' if same_i else 'DIFFERENT'}, scores {'equal' if same_s else 'DIFFERENT'}"
                                f" to the float64 reference")
+
+
+# Opt-in shared memory per block of each target's GPUs (bytes), for planning programs without a GPU.
+SMEM_OPTIN = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90a": 232448, "sm_100a": 232448}
+# topk values with programs of their own in ``programs`` (a program depends on topk only through its candidate
+# capacities, so nearby values share programs): the serving value 2048 and the test suite's.
+PROGRAM_TOPKS = (1, 8, 16, 32, 37, 40, 50, 64, 100, 128, 256, 300, 512, 700, 1500, 2048, 3000)
+
+
+def programs(target: str) -> list:
+    """Every program of this op for ``target``: [(source path relative to cake_rt/kernels, defines)], the
+    list ``cake-rt warmup`` and ``scripts/prewarm`` compile ahead of time."""
+    smem = SMEM_OPTIN.get(target, 101376)
+    seen = {}
+    for H in (32, 64):
+        for D in (64, 128):
+            for topk in PROGRAM_TOPKS:
+                for fast in (True, False):
+                    try:
+                        cfg = _try_config(H, D, topk, smem, wgmma_allowed(target), fast)
+                    except ValueError:
+                        cfg = None
+                    if cfg is not None:
+                        seen[tuple(sorted(cfg.defines.items()))] = cfg.defines
+    return [(KERNEL_PATH, d) for d in seen.values()]

@@ -725,3 +725,19 @@ def selftest():
     err = float(np.linalg.norm(y - ref[0]) / np.linalg.norm(ref[0]))
     ok = same and err < 1e-2
     return ok, f"exact vs chunkpar bitwise {'equal' if same else 'DIFFERENT'}; y rel L2 vs float64 {err:.2e}"
+
+
+def programs(target: str) -> list:
+    """Every program of this op for ``target``: [(source path relative to cake_rt/kernels, defines)], the
+    list ``cake-rt warmup`` and ``scripts/prewarm`` compile ahead of time (each holds both families)."""
+    out = []
+    for t, it in ((BF16, 2), (FP16, 2), (FP32, 4)):
+        for dt in sorted({_CODES[t], _CODES[FP32]}):
+            for sd in (_CODES[FP32], _CODES[BF16], _CODES[FP16]):
+                for P in HEADDIMS:
+                    for N in DSTATES:
+                        for Q in CHUNKS:
+                            nbuf = 1 if (it == 4 and N == 256) else 2
+                            out.append((KERNEL_PATH, {"SSD_T": _CODES[t], "SSD_DT": dt, "SSD_SD": sd, "SSD_P": P,
+                                                      "SSD_N": N, "SSD_Q": Q, "SSD_NBUF": nbuf}))
+    return out
