@@ -31,7 +31,7 @@ MERGE_THREADS = 1024
 MERGE_ROUND = MERGE_THREADS * 4  # keys the merge appends per round (dsa_merge's MERGE_E = 4)
 HIST_BYTES = 2048 * 4
 SCHEDULES = ("ticket", "static")
-# Default schedule per compile target, chosen by measurement (bench/notes/dsa.md): on the H200 ticket was
+# Default schedule per compile target, chosen by measurement (docs/dsa.md, "History of measurements"): on the H200 ticket was
 # 8% faster on S1 (dynamic draws balance the causal triangle), equal on C1, and 1.0-1.06x under a held SM
 # where static took 1.76x.
 DEFAULT_SCHEDULE = {"sm_90a": "ticket"}
