@@ -43,9 +43,10 @@ def combine_processes(per_process: list) -> dict:
     out["p20"], out["p80"] = min(out["p20"], out["median"]), max(out["p80"], out["median"])
     out["process_medians"] = [float(m) for m in meds]
     out["processes"] = len(meds)
-    hosts = [s["host"] for s in per_process if isinstance(s.get("host"), dict)]
-    if len(hosts) == len(per_process):
-        out["host"] = summarize([h["median"] for h in hosts])
+    for view in ("host", "wall"):
+        got = [s[view] for s in per_process if isinstance(s.get(view), dict)]
+        if len(got) == len(per_process):
+            out[view] = summarize([v["median"] for v in got])
     return out
 
 

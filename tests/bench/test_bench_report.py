@@ -434,3 +434,15 @@ def test_docs_page_has_the_markers():
     doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
     text = doc.read_text()
     assert text.count(MD_BEGIN) == 1 and text.count(MD_END) == 1 and text.index(MD_BEGIN) < text.index(MD_END)
+
+
+def test_vllm_chunk_metadata_restarts_chunks_at_every_sequence():
+    from cake_rt.bench.peers import vllm_chunk_metadata
+
+    cu, cu_chunks, last, seq_idx = vllm_chunk_metadata([100, 300, 5], 128)
+    assert cu.tolist() == [0, 100, 400, 405]
+    assert cu_chunks.tolist() == [0, 100, 228, 356, 400, 405]
+    assert seq_idx.tolist() == [0, 1, 1, 1, 2] and last.tolist() == [0, 3, 4]
+    assert all(a.dtype == np.int32 for a in (cu, cu_chunks, last, seq_idx))
+    cu, cu_chunks, last, seq_idx = vllm_chunk_metadata([2048] * 8, 256)  # the b8 row as 8 sequences
+    assert cu_chunks.tolist() == list(range(0, 8 * 2048 + 1, 256)) and last.tolist() == [8 * i + 7 for i in range(8)]
