@@ -14,6 +14,8 @@ and is cross-checked against cake-rt's output before it is timed.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 SSD_PEER = "mamba_ssm-triton"
@@ -39,30 +41,16 @@ def peer_status() -> dict:
         out["torch_version"] = torch.__version__
     except Exception as exc:
         out[DSA_PEER] = f"PyTorch with CUDA not importable ({exc.__class__.__name__}: {exc})"
-    try:
-        mamba_fn()
-        out[SSD_PEER] = None
+    for peer, find, package, what in ((SSD_PEER, mamba_fn, "mamba_ssm", "mamba_ssm Triton"),
+                                      (VLLM_PEER, vllm_fn, "vllm_ssd", "vLLM Triton SSD (vllm_ssd)")):
         try:
-            import mamba_ssm
-
-            out["mamba_ssm_version"] = getattr(mamba_ssm, "__version__", "unknown")
-        except Exception:
-            pass
-    except Exception as exc:
-        out[SSD_PEER] = (f"mamba_ssm Triton not importable ({exc.__class__.__name__}: {exc}); "
+            find()
+        except Exception as exc:
+            out[peer] = (f"{what} not importable ({exc.__class__.__name__}: {exc}); "
                          "see bench/peers/README.md (scripts/prepare-peers)")
-    try:
-        vllm_fn()
-        out[VLLM_PEER] = None
-        try:
-            import vllm_ssd
-
-            out["vllm_ssd_version"] = getattr(vllm_ssd, "__version__", "unknown")
-        except Exception:
-            pass
-    except Exception as exc:
-        out[VLLM_PEER] = (f"vLLM Triton SSD (vllm_ssd) not importable ({exc.__class__.__name__}: {exc}); "
-                          "see bench/peers/README.md (scripts/prepare-peers)")
+            continue
+        out[peer] = None
+        out[f"{package}_version"] = getattr(importlib.import_module(package), "__version__", "unknown")
     return out
 
 
