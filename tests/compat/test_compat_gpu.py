@@ -94,13 +94,15 @@ def test_runs_on_torchs_current_stream_and_refuses_autograd():
     from cake_rt.compat.mamba_ssm import mamba_chunk_scan_combined as ours
 
     t = _inputs(b=1, L=300)
-    with torch.no_grad():  # compile and plan first, so that the timed call below only launches
-        ours(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, D=t["D"], dt_bias=t["dt_bias"], dt_softplus=True)
-    torch.cuda.synchronize()
     s = torch.cuda.Stream()
+    args = (t["x"], t["dt"], t["A"], t["B"], t["C"], 128)
+    kw = dict(D=t["D"], dt_bias=t["dt_bias"], dt_softplus=True)
+    with torch.no_grad(), torch.cuda.stream(s):
+        ours(*args, **kw)  # compile, plan and set up this stream's state first: the call below only launches
+    s.synchronize()
     with torch.no_grad(), torch.cuda.stream(s):
         torch.cuda._sleep(50_000_000)  # keeps the side stream busy: a call on another stream would finish first
-        y = ours(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, D=t["D"], dt_bias=t["dt_bias"], dt_softplus=True)
+        y = ours(*args, **kw)
         ev = torch.cuda.Event()
         ev.record(s)
     assert not ev.query()  # the call was queued behind the sleep on the current (side) stream
