@@ -7,6 +7,9 @@ Public API (re-exported lazily so that ``import cake_rt`` never compiles or touc
     dsa_indexer_workspace_bytes                               -- cake_rt.ops.dsa
     cp_zigzag_layout                                          -- cake_rt.cp
     device_info                                               -- cake_rt.launch.arch
+
+Submodules load on first use as attributes too (``cake_rt.interop.BF16`` after ``import cake_rt``):
+interop, cp, env, ops, launch, reference, compat, bench, warmup.
 """
 import importlib
 
@@ -22,10 +25,14 @@ _EXPORTS = {
     "device_info": "cake_rt.launch.arch",
 }
 
+_SUBMODULES = ("interop", "cp", "env", "ops", "launch", "reference", "compat", "bench", "warmup")
+
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"cake_rt.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'cake_rt' has no attribute {name!r}")

@@ -1,14 +1,15 @@
-"""The ``cake-rt`` command.
+"""The ``cake-rt`` command: one argparse parser for every subcommand.
 
-    cake-rt                 info, then a self-test when a GPU is present
-    cake-rt info            versions, GPUs and the exact compile target of each
-    cake-rt selftest        compile and run the building-block kernels and a small call of each op,
-                            checked against the float64 references
-    cake-rt bench ...       the benchmark suites (``cake-rt bench --help``)
-    cake-rt calibrate       measure the SSD family-selection cost model on this GPU
+    cake-rt                      info, then the self-test when a GPU is present
+    cake-rt info                 versions, GPUs and the exact compile target of each
+    cake-rt selftest [-v]        compile and run the building blocks and a small call of each op
+    cake-rt bench ...            the benchmark suites (``cake-rt bench --help``)
+    cake-rt calibrate ...        fit the SSD family-selection cost model to this GPU and save it
+    cake-rt warmup [ssd|dsa|all] compile the programs a workload needs into the cache ahead of time
+    cake-rt cache [--clear]      where the cache is, how big, and clearing it
 
-Without a GPU, ``cake-rt`` and ``cake-rt info`` say so plainly and exit 0 after printing what they can;
-``selftest``, ``bench`` and ``calibrate`` need a GPU and exit 1 with one line.
+Exit status, every subcommand: 0 ok; 1 a check, a row or a compile failed, or an asked-for output could
+not be written; 2 bad arguments; 3 no usable GPU for a subcommand that needs one.
 """
 from __future__ import annotations
 
@@ -17,6 +18,45 @@ import platform
 import sys
 
 from . import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
+EXIT_TEXT = ("exit status: 0 ok; 1 a check, row or compile failed, or an asked-for output could not be written; "
+             "2 bad arguments; 3 no usable GPU.")
+
+
+def gpu_problem():
+    """None when CuPy sees a CUDA GPU here, else a one-line reason (no driver, an old driver, no device)."""
+    try:
+        import cupy
+    except Exception as exc:
+        return f"CuPy is not importable ({exc.__class__.__name__}: {exc}); install cake-rt[cuda12] or [cuda13]"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        if not _driver_loadable():
+            return "no CUDA GPU found: no NVIDIA driver here (libcuda could not be loaded)"
+        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        if "InsufficientDriver" in msg or "insufficient" in msg.lower():
+            try:
+                rt = cupy.cuda.runtime.runtimeGetVersion()
+                return (f"no usable CUDA GPU: the NVIDIA driver is older than CuPy's CUDA runtime "
+                        f"{rt // 1000}.{(rt % 1000) // 10} (update the driver, or use cake-rt[cuda12] on a CUDA 12 driver)")
+            except Exception:
+                return f"no usable CUDA GPU: the NVIDIA driver is too old for this CuPy ({msg})"
+        return f"no CUDA GPU found ({msg})"
+    return None if n > 0 else "no CUDA GPU found (the driver sees no device)"
+
+
+def _driver_loadable() -> bool:
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def _versions() -> list:
@@ -35,7 +75,7 @@ def _versions() -> list:
 
         rows.append(("cupy", cupy.__version__))
     except Exception as exc:
-        rows.append(("cupy", f"not importable ({exc})"))
+        rows.append(("cupy", f"not importable ({exc}); install cake-rt[cuda12] or cake-rt[cuda13]"))
         return rows
     try:
         from .launch.compile import nvrtc_version
@@ -51,19 +91,6 @@ def _versions() -> list:
     return rows
 
 
-def _gpu_problem():
-    """None when a usable GPU is present, else a one-line reason."""
-    try:
-        import cupy
-
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        return f"no CUDA GPU found ({exc.__class__.__name__}: {exc})"
-    if n == 0:
-        return "no CUDA GPU found"
-    return None
-
-
 def cmd_info(_args) -> int:
     for k, v in _versions():
         print(f"{k:12s} {v}")
@@ -73,80 +100,200 @@ def cmd_info(_args) -> int:
         print(f"{'targets':12s} {', '.join(available_targets())} (what this NVRTC compiles for)")
     except Exception as exc:
         print(f"{'targets':12s} unknown ({exc})")
-    problem = _gpu_problem()
+    from .warmup import cache_summary
+
+    c = cache_summary()
+    print(f"{'cache':12s} " + (f"{c['path']} ({c['files']} files, {c['bytes'] / 2**20:.1f} MiB)" if c["path"]
+                               else "off (CAKE_RT_CACHE_DIR=off)"))
+    problem = gpu_problem()
     if problem is not None:
         print(f"gpu          {problem}: cake-rt can compile its kernels here but not run them.")
-        return 0
+        return EXIT_OK
     import cupy
 
     from .launch.arch import device_info
+    from .launch.compile import available_targets
 
     for i in range(cupy.cuda.runtime.getDeviceCount()):
         d = device_info(i)
+        note = ""
+        if not d.supported:
+            note = "  (unsupported: cake-rt needs sm_80+)"
+        elif d.target not in available_targets():
+            note = f"  (this NVRTC cannot compile for {d.target}: install a newer NVRTC)"
         print(f"gpu {i}        {d.name}, sm_{d.capability[0]}{d.capability[1]} -> target {d.target}, "
               f"{d.sm_count} SMs, {d.smem_per_block_optin // 1024} KiB smem/block, "
-              f"cooperative={'yes' if d.cooperative_launch else 'no'}, L2 {d.l2_bytes >> 20} MiB"
-              + ("" if d.supported else "  (unsupported: cake-rt needs sm_80+)"))
-    return 0
+              f"cooperative={'yes' if d.cooperative_launch else 'no'}, L2 {d.l2_bytes >> 20} MiB" + note)
+    return EXIT_OK
+
+
+def _need_gpu(what: str, why: str):
+    problem = gpu_problem()
+    if problem is None:
+        return None
+    print(f"cake-rt {what}: {problem}; {why} needs a GPU.", file=sys.stderr)
+    return EXIT_NO_GPU
 
 
 def cmd_selftest(args) -> int:
-    problem = _gpu_problem()
-    if problem is not None:
-        print(f"cake-rt selftest: {problem}; the self-test runs kernels and needs a GPU.")
-        return 1
+    rc = _need_gpu("selftest", "the self-test runs kernels and")
+    if rc is not None:
+        return rc
     from .selftest import run_selftest
 
-    return run_selftest(verbose=args.verbose)
+    return EXIT_OK if run_selftest(verbose=args.verbose) == 0 else EXIT_FAILED
 
 
 def cmd_calibrate(args) -> int:
-    problem = _gpu_problem()
-    if problem is not None:
-        print(f"cake-rt calibrate: {problem}; calibration measures kernels and needs a GPU.")
-        return 1
+    rc = _need_gpu("calibrate", "calibration measures kernels and")
+    if rc is not None:
+        return rc
+    from .bench.calibrate import calibrate
+
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+    return calibrate(rows=rows, repeats=args.repeats, save=not args.no_save, output=args.output)
+
+
+def cmd_warmup(args) -> int:
+    from .bench.runner import Progress
+    from .warmup import OPS, parse_shapes, warmup
+
+    ops = OPS if args.op == "all" else (args.op,)
+    target = args.target
+    if target is None:
+        problem = gpu_problem()
+        if problem is not None:
+            print(f"cake-rt warmup: {problem}; name the target to compile for with --target (e.g. sm_90a)",
+                  file=sys.stderr)
+            return EXIT_NO_GPU
+        from .launch.arch import device_info
+
+        target = device_info().target
     try:
-        from .ops.ssd import calibrate
-    except ImportError as exc:
-        print(f"cake-rt calibrate: the SSD calibration is not available in this build ({exc})")
-        return 1
-    return int(calibrate(argv=args.rest) or 0)
+        shapes = parse_shapes(args.shapes)
+        progress = Progress(1)
+        res = warmup(ops, target, shapes=shapes, jobs=args.jobs, progress=progress)
+    except ValueError as exc:
+        print(f"cake-rt warmup: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except RuntimeError as exc:
+        print(f"cake-rt warmup: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{res['programs']} programs for {target}: {res['cached']} already cached, {res['compiled']} compiled "
+          f"in {res['seconds']:.1f} s" + (f", {len(res['failed'])} FAILED" if res["failed"] else ""))
+    for label, err in res["failed"]:
+        print(f"  {label}: {err.splitlines()[0]}", file=sys.stderr)
+    return EXIT_FAILED if res["failed"] else EXIT_OK
+
+
+def cmd_cache(args) -> int:
+    from .warmup import cache_summary, clear_cache
+
+    c = cache_summary()
+    if c["path"] is None:
+        print("cache: off (CAKE_RT_CACHE_DIR=off)")
+        return EXIT_OK
+    if args.clear:
+        n = clear_cache()
+        print(f"cache: removed {n} files from {c['path']}")
+        return EXIT_OK
+    print(f"cache: {c['path']}: {c['files']} files, {c['bytes'] / 2**20:.1f} MiB "
+          "(compiled cubins and calibrated cost models; `cake-rt cache --clear` empties it)")
+    return EXIT_OK
+
+
+def cmd_bench(args) -> int:
+    from .bench.cli import run
+
+    return run(args, args.bench_argv)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .bench.cli import add_arguments as add_bench_arguments
+
+    p = argparse.ArgumentParser(
+        prog="cake-rt",
+        description="cake-rt: runtime-compiled CUDA kernels (Mamba2 SSD combined prefill, deterministic DSA "
+                    "indexer top-k). Without a subcommand: info, then the self-test when a GPU is present.",
+        epilog=EXIT_TEXT)
+    p.add_argument("--version", action="version", version=f"cake-rt {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    s = sub.add_parser("info", help="versions, GPUs, compile targets and the cache",
+                       description="Versions (cake-rt, Python, NumPy, CuPy, NVRTC, driver), the targets this NVRTC "
+                                   "compiles for, the cache, and each GPU with its exact target. Needs no GPU.",
+                       epilog=EXIT_TEXT)
+    s.set_defaults(func=cmd_info)
+    s = sub.add_parser("selftest", help="compile and run every building block and a small call of each op",
+                       description="Compile and run the building-block kernels and a small call of each op, "
+                                   "checked against the float64 references.", epilog=EXIT_TEXT)
+    s.add_argument("-v", "--verbose", action="store_true", help="one line per check with its details")
+    s.set_defaults(func=cmd_selftest)
+    s = sub.add_parser("bench", help="the benchmark suites (cake-rt bench --help)",
+                       description="Benchmark cake-rt's kernels on this GPU: the SSD combined and DSA indexer "
+                                   "suites against the measured copy and bf16 matrix floors and the optional peers "
+                                   "(mamba_ssm and vLLM Triton SSD, a PyTorch eager indexer).",
+                       epilog="Timing: GPU time of one synchronized call (CUDA events; the host enqueues the call "
+                              "behind a delay kernel), eager wall time from an idle stream, and host time; median "
+                              "and p20/p80 over repeats; cold L2 unless --warm-l2. " + EXIT_TEXT)
+    add_bench_arguments(s)
+    s.set_defaults(func=cmd_bench)
+    s = sub.add_parser("calibrate", help="fit the SSD family-selection cost model to this GPU and save it",
+                       description="Time both SSD families on the SSD suite rows, fit the cost model's constants "
+                                   "and save them under the cache directory for this GPU model; ssd_combined "
+                                   "uses them from then on (other GPU models keep theirs).", epilog=EXIT_TEXT)
+    s.add_argument("--rows", metavar="seed,short,...", help="SSD suite rows to measure (default: all)")
+    s.add_argument("--repeats", type=_positive_int, default=7, metavar="N", help="timed calls per family (default 7)")
+    s.add_argument("--output", metavar="PATH", help="write the fit here instead of the cache directory")
+    s.add_argument("--no-save", action="store_true", dest="no_save", help="print the fit, save nothing")
+    s.set_defaults(func=cmd_calibrate)
+    s = sub.add_parser("warmup", help="compile the programs a workload needs into the cache ahead of time",
+                       description="Compile each op's programs for this GPU's target (or --target, no GPU needed) "
+                                   "into the disk cache, in parallel processes, so that first calls compile "
+                                   "nothing. --shapes narrows the list: KEY=VALUE[,KEY=VALUE...] (all must match; "
+                                   "repeat --shapes for more): SSD dtype, headdim, dstate, chunk; DSA heads, "
+                                   "head_dim; or any define of the programs (SSD_P, DSA_H, ...).",
+                       epilog="example: cake-rt warmup ssd --shapes dtype=bfloat16,headdim=64,dstate=128,chunk=256. "
+                              + EXIT_TEXT)
+    s.add_argument("op", nargs="?", default="all", choices=("ssd", "dsa", "all"), help="which op (default all)")
+    s.add_argument("--shapes", action="append", metavar="KEY=VALUE,...", help="only programs matching these")
+    s.add_argument("--target", metavar="sm_90a", help="compile for this target (default: this GPU's)")
+    s.add_argument("--jobs", type=_positive_int, metavar="N", help="parallel compile processes (default: CPUs)")
+    s.set_defaults(func=cmd_warmup)
+    s = sub.add_parser("cache", help="where the compile cache is and how big; --clear empties it",
+                       description="The disk cache holds compiled cubins (keyed by source, defines, options, NVRTC "
+                                   "version and target) and calibrated cost models. Location: $CAKE_RT_CACHE_DIR, "
+                                   "else $XDG_CACHE_HOME/cake-rt, else ~/.cache/cake-rt.", epilog=EXIT_TEXT)
+    s.add_argument("--clear", action="store_true", help="delete every cached cubin and cost model")
+    s.set_defaults(func=cmd_cache)
+    return p
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "bench":
-        # The bench package owns every bench flag.
-        problem_free_help = any(a in ("-h", "--help", "--dry-run") or a.startswith("--from-json") for a in argv[1:])
-        if not problem_free_help:
-            problem = _gpu_problem()
-            if problem is not None:
-                print(f"cake-rt bench: {problem}; benchmarks need a GPU (use --dry-run to list the rows).")
-                return 1
-        from .bench import main as bench_main
-
-        return int(bench_main(argv[1:]) or 0)
-    parser = argparse.ArgumentParser(prog="cake-rt", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command")
-    sub.add_parser("info", help="versions, GPUs and compile targets")
-    p = sub.add_parser("selftest", help="compile and run every building block and a small call of each op")
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub.add_parser("bench", help="benchmark suites (cake-rt bench --help)")
-    p = sub.add_parser("calibrate", help="measure the SSD selection cost model on this GPU")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    if args.command in (None, "info"):
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help / --version (0) or a usage error (2), already printed by argparse
+        return int(exc.code or 0)
+    if args.command is None:
         rc = cmd_info(args)
-        if args.command is None and _gpu_problem() is None:
+        if gpu_problem() is None:
             args.verbose = False
             rc = cmd_selftest(args) or rc
         return rc
-    if args.command == "selftest":
-        return cmd_selftest(args)
-    if args.command == "calibrate":
-        return cmd_calibrate(args)
-    parser.print_help()
-    return 2
+    if args.command == "bench":
+        args.bench_argv = argv[argv.index("bench") + 1:]
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -206,5 +206,5 @@ def test_cli_gpu_commands_without_gpu_fail_with_one_line():
         pytest.skip("a GPU is present")
     for cmd in ("selftest", "calibrate"):
         r = _run_cli(cmd)
-        assert r.returncode == 1
-        assert len(r.stdout.strip().splitlines()) == 1 and "needs a GPU" in r.stdout
+        assert r.returncode == 3  # the documented "no usable GPU" status
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "needs a GPU" in r.stderr

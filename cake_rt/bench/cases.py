@@ -12,8 +12,8 @@ import traceback
 
 import numpy as np
 
-from .layouts import dsa_floor_counts, dsa_layout, ssd_counts, ssd_floor_counts, ssd_segments
-from .peers import DSA_PEER, SSD_PEER
+from .layouts import dsa_floor_counts, dsa_layout, ssd_floor_counts, ssd_segments
+from .peers import DSA_PEER, SSD_PEERS
 
 POISON_I32 = 0x7F7F7F7F
 
@@ -81,7 +81,8 @@ def _peer_note(status: dict, name: str):
 # ---------------------------------------------------------------------------------------------- SSD
 
 
-def _ssd_inputs(p: dict, seed: int):
+def ssd_inputs(p: dict, seed: int) -> dict:
+    """The inputs of an SSD row as CuPy arrays (mamba_ssm's initialisation ranges; cu_seqlens on the device)."""
     import cupy
 
     from .arrays import random_normal
@@ -117,13 +118,12 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
 
     p = dict(item.defaults)
     p.update(item.params)
-    inputs = _ssd_inputs(p, opts.get("seed", 1234))
+    inputs = ssd_inputs(p, opts.get("seed", 1234))
     varlen = bool(p.get("return_varlen_states"))
     flops, nbytes, source = ssd_floor_counts(p)
     rec = _base_record(item, "ours", flops=flops, bytes=nbytes, flops_source=source,
                        dims={k: p[k] for k in ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk")})
     rec["dims"]["segments"] = len(ssd_segments(p))
-    rec["dense_counts"] = list(ssd_counts(p))  # full l x l tiles: what a dense chunked kernel executes
     y = cupy.empty_like(inputs["x"])
     # cake-rt takes host metadata (no device-to-host copy per call); the peer gets the device copy.
     cu_host = None if inputs["cu_seqlens"] is None else cupy.asnumpy(inputs["cu_seqlens"])
@@ -145,12 +145,6 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
     res, launches = _launched(ours)
     stream.synchronize()
     rec.setdefault("extra", {})["launches"] = launches
-    try:
-        from cake_rt.ops.ssd import last_plan
-
-        rec["extra"]["ran_family"] = getattr(last_plan(), "family", None)
-    except Exception:
-        pass
     res = res if isinstance(res, tuple) else (res,)
     if res[0].data.ptr != y.data.ptr:
         rec["notes"].append("ssd_combined did not write into out=")
@@ -160,27 +154,26 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
                 "varlen_states": res[2] if varlen and len(res) > 2 else None}
 
     arms = [("ours", ours)]
-    if opts.get("peers", True):
-        note = _peer_note(peers_status, SSD_PEER)
+    for peer in (SSD_PEERS if opts.get("peers", True) else ()):
+        note = _peer_note(peers_status, peer)
         if note:
             rec["notes"].append(note)
-        else:
-            from .peers import from_torch, ssd_peer_call
+            continue
+        from .peers import from_torch, ssd_peer_call
 
-            try:
-                pcall = ssd_peer_call(inputs, p, stream)
-                py, pfs, pvs = pcall()  # also the first (autotuning) call
-                stream.synchronize()
-                check = {k: _rel_l2_dev(from_torch(v), ours_out[k]) for k, v in
-                         (("y", py), ("final_states", pfs), ("varlen_states", pvs))
-                         if v is not None and ours_out.get(k) is not None}
-                tol = 2e-2
-                rec["peers"][SSD_PEER] = {"check": {**{f"rel_l2_{k}": v for k, v in check.items()},
-                                                    "tolerance": tol,
-                                                    "ok": bool(check) and all(v <= tol for v in check.values())}}
-                arms.append((SSD_PEER, pcall))
-            except Exception as exc:
-                rec["notes"].append(f"peer {SSD_PEER} failed: {exc.__class__.__name__}: {exc}")
+        try:
+            pcall = ssd_peer_call(peer, inputs, p, stream)
+            py, pfs, pvs = pcall()  # also the first (autotuning) call
+            stream.synchronize()
+            check = {k: _rel_l2_dev(from_torch(v), ours_out[k]) for k, v in
+                     (("y", py), ("final_states", pfs), ("varlen_states", pvs))
+                     if v is not None and ours_out.get(k) is not None}
+            tol = 2e-2
+            rec["peers"][peer] = {"check": {**{f"rel_l2_{k}": v for k, v in check.items()}, "tolerance": tol,
+                                            "ok": bool(check) and all(v <= tol for v in check.values())}}
+            arms.append((peer, pcall))
+        except Exception as exc:
+            rec["notes"].append(f"peer {peer} failed: {exc.__class__.__name__}: {exc}")
     for name, fn in _ordered(arms, order):
         t = timer.time(fn)
         if name == "ours":

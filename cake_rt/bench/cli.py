@@ -13,19 +13,15 @@ import json
 import os
 import sys
 
+from ..cli import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_TEXT, EXIT_USAGE, gpu_problem
+from .peers import SSD_PEERS
 from .suites import TARGETS, build_plan, load_suite, parse_int_list
 
-EXIT_OK, EXIT_FAILED_ROWS, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
+EXIT_FAILED_ROWS = EXIT_FAILED
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="cake-rt bench",
-        description="Benchmark cake-rt's kernels on this GPU: the SSD combined and DSA indexer suites "
-                    "(shipped as data in cake_rt/bench/suites/), against the measured copy and bf16 "
-                    "matrix floors and the optional peers (mamba_ssm Triton, PyTorch eager).",
-        epilog="Timing: CUDA events around one synchronized call; median and p20/p80 over repeats; cold L2 "
-               "unless --warm-l2. Exit status: 0 ok, 1 some rows failed, 2 bad arguments, 3 no GPU.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``cake-rt bench`` (the top-level parser's ``bench`` subcommand and ``python -m cake_rt.bench``)."""
     p.add_argument("target", nargs="?", default="all", choices=TARGETS,
                    help="what to run (default: all = ssd + dsa; selfcheck = the runner's own copy-kernel row)")
     sel = p.add_mutually_exclusive_group()
@@ -44,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-peers", action="store_true", dest="no_peers", help="do not run the peers")
     p.add_argument("--seed", type=int, default=1234, help="random inputs seed (default 1234)")
     p.add_argument("--json", metavar="PATH", help="write every figure and the machine header as JSON")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG (needs matplotlib: pip install cake-rt[plot])")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG of every row against its floor and peers (needs matplotlib)")
+    p.add_argument("--speedup-plot", dest="speedup_plot", metavar="PATH",
+                   help="write a PNG of cake-rt's speedup over each peer per row (needs matplotlib)")
     p.add_argument("--compare", metavar="OLD.json", help="add a speedup column against an earlier --json run")
     p.add_argument("--markdown", metavar="PATH", help="also write the tables as Markdown")
     p.add_argument("--from-json", dest="from_json", metavar="RUN.json",
@@ -52,6 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, dest="time_limit", metavar="S",
                    help="skip the rows not started after S seconds (they are listed as skipped)")
     p.add_argument("--dry-run", action="store_true", dest="dry_run", help="list the rows that would run and exit")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cake-rt bench",
+        description="Benchmark cake-rt's kernels on this GPU: the SSD combined and DSA indexer suites "
+                    "(shipped as data in cake_rt/bench/suites/), against the measured copy and bf16 "
+                    "matrix floors and the optional peers (mamba_ssm and vLLM Triton SSD, PyTorch eager).",
+        epilog="Timing: GPU time of one synchronized call (CUDA events; the call enqueued behind a delay kernel), "
+               "eager wall time from an idle stream and host time; median and p20/p80 over repeats; cold L2 "
+               "unless --warm-l2. " + EXIT_TEXT)
+    add_arguments(p)
     return p
 
 
@@ -70,20 +80,13 @@ def plan_from_args(args) -> list:
     for name, v, lo in (("--processes", args.processes, 1), ("--repeats", args.repeats, 1), ("--warmup", args.warmup, 0)):
         if v < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {v}")
-    if args.budget_s <= 0:
+    if not args.budget_s > 0:
         raise ValueError(f"--budget-s: expected a positive number, got {args.budget_s}")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise ValueError(f"--time-limit: expected a positive number of seconds, got {args.time_limit}")
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
     return build_plan(args.target, suite=args.suite, rows=rows, heads=heads, side_stream=side)
-
-
-def gpu_problem():
-    """None when a CUDA GPU is usable here, else a short reason."""
-    try:
-        import cupy
-
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        return f"no CUDA GPU found ({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-    return None if n > 0 else "no CUDA GPU found"
 
 
 def describe_plan(plan: list) -> str:
@@ -99,7 +102,7 @@ def describe_plan(plan: list) -> str:
             segs = len(p.get("cu_seqlens_lengths") or []) or p["batch"]
             lines.append(f"ssd         {it.row:<11} batch {p['batch']} x seqlen {p['seqlen']}, H {p['nheads']}, "
                          f"P {p['headdim']}, N {p['dstate']}, G {p['ngroups']}, chunk {p['chunk']}, {segs} segments; "
-                         f"{fl / 1e9:.1f} GFLOP, {nb / 1e6:.1f} MB; arms: ours, mamba_ssm-triton")
+                         f"{fl / 1e9:.1f} GFLOP, {nb / 1e6:.1f} MB; arms: ours, {', '.join(SSD_PEERS)}")
         elif it.table in ("dsa", "side_stream"):
             lay = dsa_layout(it.params)
             fl, nb, _ = dsa_floor_counts(lay, it.heads, it.defaults.get("head_dim", 128), it.defaults.get("topk", 2048))
@@ -114,12 +117,21 @@ def describe_plan(plan: list) -> str:
 
 
 def main(argv=None) -> int:
+    """``python -m cake_rt.bench``: parse ``argv`` (the arguments after ``bench``) and run."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed by argparse
         return int(exc.code or 0)
+    return run(args, argv)
+
+
+def _want_plots(args) -> list:
+    return [(flag, path) for flag, path in (("--plot", args.plot), ("--speedup-plot", args.speedup_plot)) if path]
+
+
+def run(args, argv) -> int:
+    """The bench for parsed arguments; returns the exit status."""
     try:
         plan = plan_from_args(args)
         old = None
@@ -128,7 +140,8 @@ def main(argv=None) -> int:
                 old = json.load(f)
             if not isinstance(old, dict) or "records" not in old:
                 raise ValueError(f"--compare: {args.compare} is not a cake-rt bench JSON file (no 'records')")
-        for flag, path in (("--json", args.json), ("--plot", args.plot), ("--markdown", args.markdown)):
+        for flag, path in (("--json", args.json), ("--plot", args.plot), ("--speedup-plot", args.speedup_plot),
+                           ("--markdown", args.markdown)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise ValueError(f"{flag}: the folder of {path} does not exist")
     except (ValueError, OSError) as exc:
@@ -137,6 +150,12 @@ def main(argv=None) -> int:
     if args.dry_run:
         print(describe_plan(plan))
         return EXIT_OK
+    from .plot import matplotlib_available
+
+    if _want_plots(args) and not matplotlib_available():
+        flags = " and ".join(f for f, _ in _want_plots(args))
+        print(f"cake-rt bench: {flags} needs matplotlib (pip install matplotlib); nothing was run", file=sys.stderr)
+        return EXIT_FAILED
     if args.from_json:
         return _render_saved(args, old)
     problem = gpu_problem()
@@ -144,15 +163,9 @@ def main(argv=None) -> int:
         print(f"cake-rt bench: {problem}; benchmarks need a CUDA GPU (--dry-run lists the rows).", file=sys.stderr)
         return EXIT_NO_GPU
 
-    from .plot import matplotlib_available
     from .report import compare, finalize, method_text, validate_doc
     from .runner import Progress, run_plan
 
-    want_plot = bool(args.plot)
-    if want_plot and not matplotlib_available():
-        print("cake-rt bench: --plot needs matplotlib (pip install cake-rt[plot]); no plot will be written",
-              file=sys.stderr)
-        want_plot = False
     total = len(plan) * max(1, args.processes)
     progress = Progress(total)
     config = {"argv": argv, "target": args.target, "suite": args.suite, "rows": args.rows, "heads": args.heads,
@@ -165,7 +178,10 @@ def main(argv=None) -> int:
         from .report import write_json
 
         if args.json:
-            write_json(dict(partial, config=config), args.json)
+            try:
+                write_json(dict(partial, config=config), args.json)
+            except OSError:
+                pass  # reported by the final write
 
     doc = run_plan(plan, _options(args), processes=args.processes, progress=progress, time_limit_s=args.time_limit,
                    checkpoint=checkpoint)
@@ -178,9 +194,9 @@ def main(argv=None) -> int:
     except ValueError as exc:  # report it, but never lose a run's figures over it
         doc.setdefault("notes", []).append(f"schema check failed: {exc}")
         print(f"cake-rt bench: the result does not follow the schema: {exc}", file=sys.stderr)
-    _emit(doc, args, want_plot)
+    written = _emit(doc, args)
     failed = [r["key"] for r in doc["records"] if r.get("error")]
-    return EXIT_FAILED_ROWS if failed else EXIT_OK
+    return EXIT_FAILED if failed or not written else EXIT_OK
 
 
 MD_BEGIN, MD_END = "<!-- cake-rt bench: begin -->", "<!-- cake-rt bench: end -->"
@@ -201,29 +217,31 @@ def write_markdown(text: str, path: str) -> None:
         f.write(text)
 
 
-def _emit(doc: dict, args, want_plot: bool) -> None:
-    """Print the tables; write --json, --markdown and --plot."""
-    from .plot import write_plot
+def _emit(doc: dict, args) -> bool:
+    """Print the tables; write --json, --markdown, --plot and --speedup-plot. False when one could not be written."""
+    from .plot import write_plot, write_speedup_plot
     from .report import format_markdown, format_tables, write_json
 
     print(format_tables(doc))
-    if args.json:
-        write_json(doc, args.json)
-        print(f"\nwrote {args.json}")
-    if args.markdown:
-        write_markdown(format_markdown(doc), args.markdown)
-        print(f"wrote {args.markdown}")
-    if want_plot:
+    ok = True
+    writers = [("--json", args.json, lambda p: write_json(doc, p)),
+               ("--markdown", args.markdown, lambda p: write_markdown(format_markdown(doc), p)),
+               ("--plot", args.plot, lambda p: write_plot(doc, p)),
+               ("--speedup-plot", args.speedup_plot, lambda p: write_speedup_plot(doc, p))]
+    for flag, path, write in writers:
+        if not path:
+            continue
         try:
-            write_plot(doc, args.plot)
-            print(f"wrote {args.plot}")
+            write(path)
+            print(f"wrote {path}")
         except Exception as exc:
-            print(f"cake-rt bench: plot not written: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+            ok = False
+            print(f"cake-rt bench: {flag} {path} not written: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+    return ok
 
 
 def _render_saved(args, old) -> int:
     """--from-json: the tables and files of a saved run, re-derived from its raw times (no GPU)."""
-    from .plot import matplotlib_available
     from .report import compare, finalize, validate_doc
 
     try:
@@ -239,13 +257,7 @@ def _render_saved(args, old) -> int:
     finalize(doc)
     if old is not None:
         compare(doc, old, args.compare)
-    want_plot = bool(args.plot)
-    if want_plot and not matplotlib_available():
-        print("cake-rt bench: --plot needs matplotlib (pip install cake-rt[plot]); no plot will be written",
-              file=sys.stderr)
-        want_plot = False
-    _emit(doc, args, want_plot)
-    return EXIT_OK
+    return EXIT_OK if _emit(doc, args) else EXIT_FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

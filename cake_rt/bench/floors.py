@@ -16,20 +16,12 @@ CUBLAS_GEMM_DEFAULT = -1
 
 
 def _time_events(fn, stream, *, warmup: int, repeats: int):
-    import cupy
+    """(median ms, samples) of ``fn`` on ``stream``: the bench's one timer, warm L2, GPU time."""
+    from .timing import Timer
 
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    out = []
-    for _ in range(repeats):
-        start.record(stream)
-        fn()
-        end.record(stream)
-        end.synchronize()
-        out.append(cupy.cuda.get_elapsed_time(start, end))
-    return float(np.median(out)), out
+    t = Timer(stream, repeats=repeats, warmup=warmup, warm_l2=True, budget_s=60.0, min_repeats=repeats)
+    out = t.time(fn, wall=False)
+    return out["median"], out["samples"]
 
 
 def measure_copy(stream, *, nbytes: int | None = None, repeats: int = 10) -> dict:

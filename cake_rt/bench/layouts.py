@@ -1,6 +1,5 @@
-"""Row geometry for the bench suites: DSA segment layouts and the FLOP / byte counts behind the floors.
-
-Pure NumPy: importable and testable without a GPU.
+"""Row geometry for the bench suites: DSA segment layouts and the FLOP / byte counts behind the floors,
+all through the library's own definitions (``cake_rt.cp``, the ops' counts). Needs no GPU.
 
 DSA layouts (``layout`` field of a row in ``suites/dsa.json``):
 
@@ -38,23 +37,9 @@ class DsaLayout:
 
     @property
     def visible_pairs(self) -> int:
+        from cake_rt.ops.dsa import visible_pairs
+
         return visible_pairs(self.cu_seqlens_q, self.cu_seqlens_k, self.q_causal_offsets)
-
-
-def visible_pairs(cu_seqlens_q, cu_seqlens_k, q_causal_offsets) -> int:
-    """Number of (query, key) pairs a causal call scores: query i of segment s sees keys
-    0 .. min(offset_s + i, len_k - 1); none when offset_s + i < 0."""
-    cq = np.asarray(cu_seqlens_q, dtype=np.int64)
-    ck = np.asarray(cu_seqlens_k, dtype=np.int64)
-    off = np.asarray(q_causal_offsets, dtype=np.int64)
-    total = 0
-    for s in range(cq.size - 1):
-        lq, lk = int(cq[s + 1] - cq[s]), int(ck[s + 1] - ck[s])
-        if lq == 0 or lk == 0:
-            continue
-        pos = off[s] + np.arange(lq, dtype=np.int64)
-        total += int(np.clip(pos + 1, 0, lk).sum())
-    return total
 
 
 def tail_layout(T: int, Tkv: int) -> DsaLayout:
@@ -67,33 +52,13 @@ def tail_layout(T: int, Tkv: int) -> DsaLayout:
 
 
 def zigzag_layout(documents, cp: int, rank: int) -> DsaLayout:
-    """CP zigzag rank ``rank`` of ``cp`` ranks over ``documents`` (lengths, each divisible by 2*cp):
-    two segments per document, chunk ``rank`` first, then chunk ``2*cp - 1 - rank``.
-    Through the library's ``cake_rt.cp_zigzag_layout`` when it is there, else ``zigzag_layout_own``."""
-    try:
-        from cake_rt.cp import cp_zigzag_layout
-    except ImportError:
-        return zigzag_layout_own(documents, cp, rank)
+    """CP zigzag rank ``rank`` of ``cp`` ranks over ``documents`` (lengths, each divisible by 2*cp), through the
+    library's ``cake_rt.cp_zigzag_layout``: two segments per document, chunk ``rank`` then ``2*cp - 1 - rank``."""
+    from cake_rt.cp import cp_zigzag_layout
+
     lay = cp_zigzag_layout(np.asarray(documents, dtype=np.int64), int(cp), int(rank))
     return DsaLayout(np.asarray(lay.cu_seqlens_q, np.int32), np.asarray(lay.cu_seqlens_k, np.int32),
                      np.asarray(lay.q_causal_offsets, np.int32))
-
-
-def zigzag_layout_own(documents, cp: int, rank: int) -> DsaLayout:
-    """The bench's own zigzag layout from the definition in the spec (kept to cross-check the library's)."""
-    if cp < 1 or not 0 <= rank < cp:
-        raise ValueError(f"zigzag layout: expected cp >= 1 and 0 <= rank < cp, got cp={cp}, rank={rank}")
-    cu_q, cu_k, offs = [0], [0], []
-    for L in documents:
-        L = int(L)
-        if L < 2 * cp or L % (2 * cp):
-            raise ValueError(f"zigzag layout: document length {L} is not a positive multiple of 2*cp = {2 * cp}")
-        c = L // (2 * cp)
-        for j in (rank, 2 * cp - 1 - rank):
-            cu_q.append(cu_q[-1] + c)
-            cu_k.append(cu_k[-1] + (j + 1) * c)
-            offs.append(j * c)
-    return DsaLayout(np.array(cu_q, np.int32), np.array(cu_k, np.int32), np.array(offs, np.int32))
 
 
 def dsa_layout(row: dict) -> DsaLayout:
@@ -104,18 +69,6 @@ def dsa_layout(row: dict) -> DsaLayout:
     if kind == "zigzag":
         return zigzag_layout(row["documents"], int(row["cp"]), int(row["rank"]))
     raise ValueError(f"DSA row {row.get('name')!r}: unknown layout {kind!r} (expected 'tail' or 'zigzag')")
-
-
-def dsa_counts(layout: DsaLayout, heads: int, head_dim: int, topk: int):
-    """(flops, bytes) of one causal DSA indexer call.
-
-    flops: 2 * H * D per visible (query, key) pair -- the head dot products, the part a tensor core runs
-    (the weighted head sum and the selection are not counted).
-    bytes: q, k and weights read once, indices and scores written once."""
-    T, Tkv = layout.T, layout.Tkv
-    flops = 2 * heads * head_dim * layout.visible_pairs
-    nbytes = T * heads * head_dim * 2 + Tkv * head_dim * 2 + T * heads * 4 + T * topk * 8
-    return int(flops), int(nbytes)
 
 
 _ELEM = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -131,50 +84,14 @@ def ssd_segments(row: dict):
     return [int(row["seqlen"])] * int(row["batch"])
 
 
-def ssd_counts(row: dict, defaults: dict | None = None):
-    """(flops, bytes) of one SSD combined call, counted here (used when ``cake_rt.ops.ssd.ssd_flops_bytes``
-    is not available).
-
-    flops, per chunk of l tokens: C B^T once per group (2 l^2 N), and per head the masked product with X
-    (2 l^2 P), the chunk state X^T (decay B) (2 l P N) and the carried-state output C S_prev (2 l P N):
-    the dense matrix work of the chunked algorithm (the causal half of the l x l tiles counted in full).
-    bytes: x, z, B, C, dt read once; y, final (and varlen) states written once."""
-    d = dict(defaults or {})
-    d.update(row)
-    H, P, N, G, Q = (int(d[k]) for k in ("nheads", "headdim", "dstate", "ngroups", "chunk"))
-    flops = 0
-    segs = ssd_segments(d)
-    for L in segs:
-        full, rem = divmod(L, Q)
-        for l, n in ((Q, full), (rem, 1 if rem else 0)):
-            flops += n * (G * 2 * l * l * N + H * (2 * l * l * P + 4 * l * P * N))
-    e = _ELEM[d.get("dtype", "bfloat16")]
-    s = _ELEM[d.get("state_dtype", "float32")]
-    tokens = int(d["batch"]) * int(d["seqlen"])
-    nbytes = tokens * H * P * e * (3 if d.get("z") else 2)  # x, y (and z)
-    nbytes += tokens * G * N * e * 2  # B, C
-    nbytes += tokens * H * 4  # dt
-    nstates = 0
-    if d.get("return_final_states"):
-        nstates += int(d["batch"])
-    if d.get("return_varlen_states"):
-        nstates += len(segs)
-    nbytes += nstates * H * P * N * s
-    return int(flops), int(nbytes)
-
-
 def ssd_floor_counts(row: dict, defaults: dict | None = None):
-    """(flops, bytes, source) for an SSD row's floor: the op's own ``cake_rt.ops.ssd.ssd_flops_bytes`` (minimal
-    work: causal halves of the l x l tiles) when the library has it, else ``ssd_counts``."""
+    """(flops, bytes, source) of an SSD row's floor: the op's own ``cake_rt.ops.ssd.ssd_flops_bytes``."""
+    from cake_rt.ops.ssd import ssd_flops_bytes
+
     d = dict(defaults or {})
     d.update(row)
     segs = ssd_segments(d)
     nstates = (int(d["batch"]) if d.get("return_final_states") else 0) + (len(segs) if d.get("return_varlen_states") else 0)
-    try:
-        from cake_rt.ops.ssd import ssd_flops_bytes
-    except ImportError:
-        f, b = ssd_counts(d)
-        return f, b, "cake_rt.bench.layouts.ssd_counts"
     f, b = ssd_flops_bytes(batch=int(d["batch"]), seqlen=int(d["seqlen"]), nheads=int(d["nheads"]),
                            headdim=int(d["headdim"]), dstate=int(d["dstate"]), ngroups=int(d["ngroups"]),
                            chunk_size=int(d["chunk"]), dtype_bytes=_ELEM[d.get("dtype", "bfloat16")],
@@ -184,12 +101,8 @@ def ssd_floor_counts(row: dict, defaults: dict | None = None):
 
 
 def dsa_floor_counts(layout: DsaLayout, heads: int, head_dim: int, topk: int):
-    """(flops, bytes, source) for a DSA row's floor: ``cake_rt.ops.dsa.dsa_flops_bytes`` when the library has
-    it (it adds 3 H per pair for ReLU, weight and head sum), else ``dsa_counts`` (the spec's 2 H D)."""
-    try:
-        from cake_rt.ops.dsa import dsa_flops_bytes
-    except ImportError:
-        f, b = dsa_counts(layout, heads, head_dim, topk)
-        return f, b, "cake_rt.bench.layouts.dsa_counts"
+    """(flops, bytes, source) of a DSA row's floor: the op's own ``cake_rt.ops.dsa.dsa_flops_bytes``."""
+    from cake_rt.ops.dsa import dsa_flops_bytes
+
     f, b = dsa_flops_bytes(layout.T, layout.Tkv, heads, head_dim, topk, layout.visible_pairs)
     return int(f), int(b), "cake_rt.ops.dsa.dsa_flops_bytes"

@@ -6,6 +6,8 @@ import os
 import platform
 import subprocess
 
+from .. import env
+
 
 def _cuda_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
@@ -34,9 +36,10 @@ def software_header() -> dict:
     h = {"cake_rt": cake_rt.__version__, "python": platform.python_version(), "numpy": numpy.__version__,
          "host": platform.node(), "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     h["git_hash"], h["git_dirty"] = git_hash()
-    if h["git_hash"] is None and os.environ.get("CAKE_RT_GIT_HASH"):
-        # A copy of the tree without .git (a device machine): the caller names the commit it was made from.
-        h["git_hash"], h["git_dirty"] = os.environ["CAKE_RT_GIT_HASH"].strip(), None
+    named = env.text("CAKE_RT_GIT_HASH")
+    if h["git_hash"] is None and named:
+        # A copy of the tree without .git: the caller names the commit it was made from.
+        h["git_hash"], h["git_dirty"] = named, None
         h["git_hash_from"] = "CAKE_RT_GIT_HASH"
     try:
         import cupy

@@ -1,7 +1,9 @@
 """Optional peers, used only when importable (a missing peer is a note, never an error).
 
-    mamba_ssm-triton   mamba_ssm's Triton ``mamba_chunk_scan_combined`` (SSD). Not a dependency: on a machine
-                       without a registry, ``scripts/prepare-peers`` builds a ``.peers/`` folder to put on
+    mamba_ssm-triton   mamba_ssm's Triton ``mamba_chunk_scan_combined`` (SSD).
+    vllm-triton        vLLM's Triton SSD prefill ``mamba_chunk_scan_combined_varlen`` (the path vLLM's Mamba2
+                       layers run): batch rows packed as varlen sequences with vLLM's chunk metadata.
+                       Neither is a dependency: ``scripts/prepare-peers`` builds a ``.peers/`` folder to put on
                        PYTHONPATH (see bench/peers/README.md).
     torch-eager        a PyTorch eager DSA indexer: bf16 einsum of the head dot products, ReLU, weighted head
                        sum in float32, causal mask, ``torch.topk``; queries in blocks so the [tq, H, Tkv]
@@ -12,9 +14,13 @@ and is cross-checked against cake-rt's output before it is timed.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 SSD_PEER = "mamba_ssm-triton"
+VLLM_PEER = "vllm-triton"
+SSD_PEERS = (SSD_PEER, VLLM_PEER)
 DSA_PEER = "torch-eager"
 
 
@@ -35,19 +41,42 @@ def peer_status() -> dict:
         out["torch_version"] = torch.__version__
     except Exception as exc:
         out[DSA_PEER] = f"PyTorch with CUDA not importable ({exc.__class__.__name__}: {exc})"
-    try:
-        mamba_fn()
-        out[SSD_PEER] = None
+    for peer, find, package, what in ((SSD_PEER, mamba_fn, "mamba_ssm", "mamba_ssm Triton"),
+                                      (VLLM_PEER, vllm_fn, "vllm_ssd", "vLLM Triton SSD (vllm_ssd)")):
         try:
-            import mamba_ssm
-
-            out["mamba_ssm_version"] = getattr(mamba_ssm, "__version__", "unknown")
-        except Exception:
-            pass
-    except Exception as exc:
-        out[SSD_PEER] = (f"mamba_ssm Triton not importable ({exc.__class__.__name__}: {exc}); "
+            find()
+        except Exception as exc:
+            out[peer] = (f"{what} not importable ({exc.__class__.__name__}: {exc}); "
                          "see bench/peers/README.md (scripts/prepare-peers)")
+            continue
+        out[peer] = None
+        out[f"{package}_version"] = getattr(importlib.import_module(package), "__version__", "unknown")
     return out
+
+
+def vllm_fn():
+    _torch()
+    from vllm_ssd.ssd_combined import mamba_chunk_scan_combined_varlen
+
+    return mamba_chunk_scan_combined_varlen
+
+
+def vllm_chunk_metadata(lengths, chunk: int):
+    """vLLM's chunk metadata for sequences of ``lengths`` tokens packed back to back: chunks of ``chunk``
+    tokens restarting at every sequence start. Returns host int32 arrays (cu_seqlens [nseq + 1],
+    cu_chunk_seqlens [nchunks + 1], last_chunk_indices [nseq], seq_idx [nchunks])."""
+    cu, cu_chunks, last, seq_idx = [0], [0], [], []
+    for s, n in enumerate(int(v) for v in lengths):
+        start = cu[-1]
+        for c0 in range(0, max(n, 1), chunk):
+            if n == 0:
+                break
+            cu_chunks.append(start + min(n, c0 + chunk))
+            seq_idx.append(s)
+        cu.append(start + n)
+        last.append(len(seq_idx) - 1)
+    as32 = lambda v: np.asarray(v, dtype=np.int32)  # noqa: E731
+    return as32(cu), as32(cu_chunks), as32(last), as32(seq_idx)
 
 
 def mamba_fn():
@@ -85,15 +114,24 @@ def from_torch(t):
 
 
 def torch_stream(stream):
+    """The torch view of a CuPy stream (same handle, same device)."""
     return _torch().cuda.ExternalStream(stream.ptr)
 
 
 # ---------------------------------------------------------------------------------------------- SSD
 
 
-def ssd_peer_call(inputs: dict, row: dict, stream):
-    """A callable running mamba_chunk_scan_combined on ``inputs`` (CuPy arrays) on ``stream``; it returns
-    (y, final_states, varlen_states-or-None) as torch tensors."""
+def ssd_peer_call(peer: str, inputs: dict, row: dict, stream):
+    """A callable running SSD peer ``peer`` on ``inputs`` (CuPy arrays, DLPack views) on ``stream``; it returns
+    (y [batch, seqlen, H, P], final_states [batch or 1, ...], varlen_states-or-None) as torch tensors."""
+    if peer == SSD_PEER:
+        return _mamba_call(inputs, row, stream)
+    if peer == VLLM_PEER:
+        return _vllm_call(inputs, row, stream)
+    raise ValueError(f"peer: expected one of {', '.join(SSD_PEERS)}, got {peer!r}")
+
+
+def _mamba_call(inputs: dict, row: dict, stream):
     torch = _torch()
     fn = mamba_fn()
     t = {k: (to_torch(v) if v is not None and not isinstance(v, (int, float)) else v) for k, v in inputs.items()}
@@ -113,6 +151,37 @@ def ssd_peer_call(inputs: dict, row: dict, stream):
                      return_final_states=True, return_varlen_states=varlen)
         y, fs = out[0], out[1]
         return y, fs, (out[2] if varlen else None)
+
+    return call
+
+
+def _vllm_call(inputs: dict, row: dict, stream):
+    """vLLM's varlen entry on the same buffers: [batch, seqlen, ...] viewed as batch * seqlen packed tokens,
+    each batch row (or each cu_seqlens sequence) one sequence; fp32 states; its output buffer preallocated."""
+    torch = _torch()
+    fn = vllm_fn()
+    from .layouts import ssd_segments
+
+    b, L = int(row["batch"]), int(row["seqlen"])
+    t = {k: (to_torch(v) if v is not None and not isinstance(v, (int, float)) else v) for k, v in inputs.items()}
+    flat = lambda v: None if v is None else v.reshape((b * L,) + tuple(v.shape[2:]))  # noqa: E731
+    x, dt, B, C, z = (flat(t[k]) for k in ("x", "dt", "B", "C", "z"))
+    lengths = ssd_segments(row)
+    cu, cu_chunks, last, seq_idx = (torch.from_numpy(a).to(x.device) for a in
+                                    vllm_chunk_metadata(lengths, int(row["chunk"])))
+    out = torch.empty_like(x)
+    varlen = bool(row.get("return_varlen_states"))
+    ts = torch_stream(stream)
+
+    def call():
+        with torch.cuda.stream(ts):
+            states = fn(x, dt, t["A"], B, C, int(row["chunk"]), cu_seqlens=cu, cu_chunk_seqlens=cu_chunks,
+                        last_chunk_indices=last, seq_idx=seq_idx, out=out, D=t["D"], z=z, dt_bias=t["dt_bias"],
+                        dt_softplus=True, state_dtype=torch.float32)
+        y = out.reshape(b, L, *out.shape[1:])
+        if row.get("cu_seqlens_lengths"):
+            return y, states[-1:], (states if varlen else None)
+        return y, states, None
 
     return call
 

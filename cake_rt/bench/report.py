@@ -114,6 +114,15 @@ def _host(r):
     return f"{h['median']:.4f}" if isinstance(h, dict) else "-"
 
 
+def _wall(ms):
+    w = (ms or {}).get("wall")
+    return f"{w['median']:.4f}" if isinstance(w, dict) else "-"
+
+
+def _peer_names(recs) -> list:
+    return list(dict.fromkeys(n for r in recs for n in r.get("peers", {})))
+
+
 def _peer_cells(r, name):
     p = r.get("peers", {}).get(name)
     if not p or "ms" not in p:
@@ -177,18 +186,25 @@ def _sections(doc: dict) -> list:
     sec = []
     ssd = [r for r in recs if r["table"] == "ssd"]
     if ssd:
+        peers = _peer_names(ssd)
         rows = []
         for r in ssd:
-            pm, sp = _peer_cells(r, "mamba_ssm-triton")
             fam = (r.get("extra") or {}).get("family") or "-"
-            rows.append([r["row"], r["dims"]["batch"], r["dims"]["seqlen"], r["dims"]["nheads"], r["dims"]["ngroups"],
-                         r["dims"]["chunk"], fam, _ms(r), _host(r), _f(r.get("tflops"), "{:.1f}"),
-                         _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}"),
-                         pm, sp, _target_cell(r)])
+            row = [r["row"], r["dims"]["batch"], r["dims"]["seqlen"], r["dims"]["nheads"], r["dims"]["ngroups"],
+                   r["dims"]["chunk"], fam, _ms(r), _wall(r.get("ms")), _host(r), _f(r.get("tflops"), "{:.1f}"),
+                   _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"), _f(r.get("floor_fraction"), "{:.0%}")]
+            for n in peers:
+                pm, sp = _peer_cells(r, n)
+                row += [pm, _wall((r.get("peers", {}).get(n) or {}).get("ms")), sp]
+            rows.append(row + [_target_cell(r)])
+        heads = ["row", "batch", "seqlen", "H", "G", "chunk", "family", "ms", "wall ms", "host ms", "TFLOP/s", "TB/s",
+                 "floor ms", "of floor"]
+        for n in peers:
+            heads += [f"{n} ms", f"{n} wall", "speedup"]
         sec.append(("SSD combined (bf16 x/B/C/z, fp32 dt, D, dt_bias, softplus, final states fp32; "
-                    "ms: GPU time, median (p20-p80); host ms: host time of the call)",
-                    ["row", "batch", "seqlen", "H", "G", "chunk", "family", "ms", "host ms", "TFLOP/s", "TB/s",
-                     "floor ms", "of floor", "mamba ms", "speedup", "H200 target"], rows))
+                    "ms: GPU time, median (p20-p80); wall ms: eager wall time from an idle stream, host work "
+                    "included; host ms: host time of the call; speedup: peer GPU time / ours)",
+                    heads + ["H200 target"], rows))
     dsa = [r for r in recs if r["table"] == "dsa"]
     if dsa:
         rows = []

@@ -8,6 +8,10 @@ to its last, gaps between its kernels included only where the GPU really waited)
 time spent before its first launch. The host time of the call (Python, validation, launches) is measured
 separately on the host clock around the call: ``host`` in every figure.
 
+A second view, **eager wall time** (``wall``): the stream is idle (synchronized) when the start event is
+recorded, so the span holds the host work of the call as well (validation, planning, launches): what an
+eager caller waits for one call.
+
 Warm-up calls first (module load, compile, autotune stay out of the numbers), without the delay; D is
 then 1.5x the last warm-up's host time plus 50 us (at most 20 ms), so the host always finishes enqueuing
 before the GPU reaches the start event. The number of timed calls adapts down for slow arms (at most
@@ -39,9 +43,10 @@ def combine_processes(per_process: list) -> dict:
     out["p20"], out["p80"] = min(out["p20"], out["median"]), max(out["p80"], out["median"])
     out["process_medians"] = [float(m) for m in meds]
     out["processes"] = len(meds)
-    hosts = [s["host"] for s in per_process if isinstance(s.get("host"), dict)]
-    if len(hosts) == len(per_process):
-        out["host"] = summarize([h["median"] for h in hosts])
+    for view in ("host", "wall"):
+        got = [s[view] for s in per_process if isinstance(s.get(view), dict)]
+        if len(got) == len(per_process):
+            out[view] = summarize([v["median"] for v in got])
     return out
 
 
@@ -119,13 +124,15 @@ class Timer:
         self._end = self.gpu.event()
         self._clock = time.perf_counter
 
-    def sample(self, fn, *, delay_ms: float = 0.0):
-        """(GPU ms, host ms) of one synchronized call."""
+    def sample(self, fn, *, delay_ms: float = 0.0, idle: bool = False):
+        """(GPU ms, host ms) of one synchronized call; ``idle``: start from an idle stream (eager wall time)."""
         if self.flush is not None:
             self.flush(self.stream)
-        if delay_ms > 0:
+        if delay_ms > 0 and not idle:
             self.gpu.delay(self.stream, delay_ms)
         self._start.record(self.stream)
+        if idle:  # the flush is done and the stream empty before the host starts the call
+            self._start.synchronize()
         t0 = self._clock()
         fn()
         t1 = self._clock()
@@ -133,9 +140,9 @@ class Timer:
         self._end.synchronize()
         return self.gpu.elapsed_ms(self._start, self._end), (t1 - t0) * 1e3
 
-    def time(self, fn, *, repeats: int | None = None) -> dict:
+    def time(self, fn, *, repeats: int | None = None, wall: bool = True) -> dict:
         """Warm up, then time; returns summarize(GPU ms) plus the raw 'samples', 'host' (summarize of the
-        host ms) and 'delay_ms'."""
+        host ms), 'wall' (summarize of the eager wall ms, ``wall`` True) and 'delay_ms'."""
         gpu_ms = host_ms = 0.0
         for _ in range(max(1, self.warmup)):
             gpu_ms, host_ms = self.sample(fn)
@@ -147,4 +154,6 @@ class Timer:
         out["samples"] = [g for g, _ in pairs]
         out["host"] = summarize([h for _, h in pairs])
         out["delay_ms"] = delay
+        if wall:
+            out["wall"] = summarize([self.sample(fn, idle=True)[0] for _ in range(n)])
         return out

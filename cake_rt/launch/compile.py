@@ -142,13 +142,9 @@ def cache_key(source: str, *, name: str, target: str, defines=None, options=()) 
 
 
 def _cache_dir():
-    env = os.environ.get("CAKE_RT_CACHE_DIR")
-    if env is not None and env.lower() in ("off", "0", "none", ""):
-        return None
-    if env:
-        return pathlib.Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "cake-rt"
+    from .. import env
+
+    return env.cache_dir()
 
 
 _cubin_cache: dict = {}
@@ -171,7 +167,9 @@ def compile_cubin(source: str, *, name: str, target: str, defines=None, options=
     if path is not None and path.is_file():
         data = path.read_bytes()
     else:
-        data, _ = _run_nvrtc(_full_text(source, defines), name, target, options, verbose=False)
+        _check_target(target)
+        with _progress_line(name, target, defines, cdir):
+            data, _ = _run_nvrtc(_full_text(source, defines), name, target, options, verbose=False)
         if path is not None:
             try:
                 cdir.mkdir(parents=True, exist_ok=True)
@@ -184,6 +182,47 @@ def compile_cubin(source: str, *, name: str, target: str, defines=None, options=
     with _cubin_lock:
         _cubin_cache[key] = data
     return data
+
+
+def _check_target(target: str) -> None:
+    """A clear error when this NVRTC cannot compile for ``target`` (an NVRTC older than the GPU)."""
+    if target in SUPPORTED_TARGETS and target not in available_targets():
+        raise CompileError(
+            f"NVRTC {'.'.join(map(str, nvrtc_version()))} cannot compile for {target} (this GPU's exact target); "
+            f"install a newer NVRTC: the nvidia-cuda-nvrtc wheel of a newer CUDA (cake-rt[cuda12] takes 12.x, "
+            f"cake-rt[cuda13] takes 13.x)")
+
+
+class _progress_line:
+    """One line on stderr when a compile runs longer than a second (first calls otherwise look hung):
+    which program, which target, and where the result is kept. ``CAKE_RT_QUIET=1`` silences it."""
+
+    def __init__(self, name, target, defines, cdir):
+        self.text = (f"cake-rt: compiling {name} "
+                     + (f"({', '.join(f'{k}={v}' for k, v in sorted((defines or {}).items()))}) " if defines else "")
+                     + f"for {target}; done once, then cached"
+                     + (f" in {cdir}" if cdir is not None else " in memory (disk cache off)")
+                     + " (`cake-rt warmup` compiles ahead of time)")
+        self.timer = None
+
+    def __enter__(self):
+        from .. import env
+
+        if not env.flag("CAKE_RT_QUIET"):
+            import sys
+
+            def say(text=self.text):
+                print(text, file=sys.stderr, flush=True)
+
+            self.timer = threading.Timer(1.0, say)
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.timer is not None:
+            self.timer.cancel()
+        return False
 
 
 _FUNC_RE = re.compile(r"Compiling entry function '([^']+)'")

@@ -31,7 +31,7 @@ MERGE_THREADS = 1024
 MERGE_ROUND = MERGE_THREADS * 4  # keys the merge appends per round (dsa_merge's MERGE_E = 4)
 HIST_BYTES = 2048 * 4
 SCHEDULES = ("ticket", "static")
-# Default schedule per compile target, chosen by measurement (bench/notes/dsa.md): on the H200 ticket was
+# Default schedule per compile target, chosen by measurement (docs/dsa.md, "History of measurements"): on the H200 ticket was
 # 8% faster on S1 (dynamic draws balance the causal triangle), equal on C1, and 1.0-1.06x under a held SM
 # where static took 1.76x.
 DEFAULT_SCHEDULE = {"sm_90a": "ticket"}
@@ -128,7 +128,8 @@ def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False,
 def wgmma_allowed(target) -> bool:
     """The Hopper wgmma scan is used on sm_90a unless ``CAKE_RT_DSA_MMA=sync`` asks for the mma.sync
     program (a debugging / A-B knob: the two programs may differ in the last bits of a score)."""
-    return target == "sm_90a" and os.environ.get("CAKE_RT_DSA_MMA", "").lower() != "sync"
+    from .. import env
+    return target == "sm_90a" and env.choice("CAKE_RT_DSA_MMA", ("", "wgmma", "sync"), "") != "sync"
 
 
 def fast_enabled() -> bool:
@@ -504,9 +505,10 @@ def _debug_build(defines):
     CAKE_RT_DSA_PROFILE=1 compiles per-phase cycle counters that runs add into ``profile_counters()``."""
     defines = dict(defines)
     options = ()
-    if os.environ.get("CAKE_RT_DSA_LINEINFO"):
+    from .. import env
+    if env.flag("CAKE_RT_DSA_LINEINFO"):
         options = ("-lineinfo",)
-    if os.environ.get("CAKE_RT_DSA_PROFILE"):
+    if env.flag("CAKE_RT_DSA_PROFILE"):
         defines["DSA_PROFILE"] = 1
     return defines, options
 
@@ -539,8 +541,9 @@ def _plan_key(p: _Problem, key_split):
     def b(a):
         return None if a is None else a.tobytes()
 
-    wg = (wgmma_allowed(_device_facts(p.device).target), os.environ.get("CAKE_RT_DSA_PROFILE"),
-          os.environ.get("CAKE_RT_DSA_LINEINFO"), fast_enabled())
+    from .. import env
+    wg = (wgmma_allowed(_device_facts(p.device).target), env.flag("CAKE_RT_DSA_PROFILE"),
+          env.flag("CAKE_RT_DSA_LINEINFO"), fast_enabled())
     return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split, wg)
 
 
@@ -582,7 +585,8 @@ def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, s
     cnt = np.uint64(ws_ptr + plan.counts_offset if ws_ptr else 0)
 
     prof = np.uint64(0)
-    if os.environ.get("CAKE_RT_DSA_PROFILE"):
+    from .. import env
+    if env.flag("CAKE_RT_DSA_PROFILE"):
         prof = np.uint64(profile_counters(dp.device).data.ptr)
 
     def go():
@@ -820,3 +824,28 @@ def selftest():
     return same_i and same_s, (f"T={T} Tkv={Tkv} H={H} topk={topk} causal: ids "
                                f"{'equal' if same_i else 'DIFFERENT'}, scores {'equal' if same_s else 'DIFFERENT'}"
                                f" to the float64 reference")
+
+
+# Opt-in shared memory per block of each target's GPUs (bytes), for planning programs without a GPU.
+SMEM_OPTIN = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90a": 232448, "sm_100a": 232448}
+# topk values with programs of their own in ``programs`` (a program depends on topk only through its candidate
+# capacities, so nearby values share programs): the serving value 2048 and the test suite's.
+PROGRAM_TOPKS = (1, 8, 16, 32, 37, 40, 50, 64, 100, 128, 256, 300, 512, 700, 1500, 2048, 3000)
+
+
+def programs(target: str) -> list:
+    """Every program of this op for ``target``: [(source path relative to cake_rt/kernels, defines)], the
+    list ``cake-rt warmup`` and ``scripts/prewarm`` compile ahead of time."""
+    smem = SMEM_OPTIN.get(target, 101376)
+    seen = {}
+    for H in (32, 64):
+        for D in (64, 128):
+            for topk in PROGRAM_TOPKS:
+                for fast in (True, False):
+                    try:
+                        cfg = _try_config(H, D, topk, smem, wgmma_allowed(target), fast)
+                    except ValueError:
+                        cfg = None
+                    if cfg is not None:
+                        seen[tuple(sorted(cfg.defines.items()))] = cfg.defines
+    return [(KERNEL_PATH, d) for d in seen.values()]

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..interop import BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_array, dtype_name, parse_dtype
 
-__all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "COST_MODELS",
+__all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "COST_MODELS", "CostModel",
+           "predict_us", "cost_model_for", "cost_model_path",
            "DEFAULT_WORKSPACE_CAP", "last_plan"]
 
 KERNEL_PATH = "ssd/ssd_combined.cu"
@@ -46,8 +47,8 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 #     rounds = max(longest segment's chunks, chunk tiles / resident CTAs), EXACT_CTAS_PER_SM resident per SM
 #   chunkpar = p0 + p1 * steps * max(1, chunk tiles / cooperative grid) + p2 * longest segment's chunks
 #              + 2.5 * workspace bytes / bw                       (phase 1 writes it, phase 2 reads and writes)
-# Constants per compute capability, fitted to H200 measurements (bench/notes/ssd.md: the runs, the rows,
-# the residuals).
+# Built-in constants per compute capability, fitted to H200 measurements (docs/ssd.md, "History of
+# measurements"); ``cake-rt calibrate`` fits and saves them for another GPU model (``cost_model_for``).
 @dataclasses.dataclass(frozen=True)
 class CostModel:
     e0: float
@@ -64,9 +65,63 @@ class CostModel:
 COST_MODELS = {
     (9, 0): CostModel(e0=10.0, e_step=1.836, e_chunk=5.94, e_step_shared=2.536, p0=9.35, p1=3.155, p2=0.1262,
                       bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-29: suite rows, both families, 8-warp kernels (bench/notes/ssd.md, run 4)"),
+                      source="H200: suite rows, both families, 8-warp kernels (docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
+
+
+COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/1"
+_saved_models: dict = {}   # GPU name -> (CostModel, note): read once per process
+
+
+def cost_model_path(gpu_name: str):
+    """Where ``cake-rt calibrate`` keeps the fitted cost model of a GPU model (None: disk cache off)."""
+    import pathlib
+    import re
+
+    from .. import env
+
+    d = env.cache_dir()
+    slug = re.sub(r"[^a-z0-9._-]+", "-", str(gpu_name).lower()).strip("-") or "gpu"
+    return None if d is None else pathlib.Path(d) / "cost-models" / f"ssd-{slug}.json"
+
+
+def cost_model_for(gpu_name: str, capability) -> tuple:
+    """(CostModel, note) for a GPU: its saved ``cake-rt calibrate`` fit when there is one, else the built-in
+    constants of its capability; the note (empty for a calibrated GPU or an H200) says which was used."""
+    hit = _saved_models.get(gpu_name)
+    if hit is not None:
+        return hit
+    model, note = None, ""
+    path = cost_model_path(gpu_name)
+    if path is not None and path.is_file():
+        try:
+            import json
+
+            doc = json.loads(path.read_text())
+            if doc.get("schema") != COST_MODEL_SCHEMA:
+                raise ValueError(f"schema {doc.get('schema')!r}, expected {COST_MODEL_SCHEMA!r}")
+            vals = doc["model"]
+            model = CostModel(**{f.name: (str(vals[f.name]) if f.name == "source" else float(vals[f.name]))
+                                 for f in dataclasses.fields(CostModel)})
+        except Exception as exc:
+            import warnings
+
+            warnings.warn(f"cake-rt: ignoring the SSD cost model {path}: {exc.__class__.__name__}: {exc}; "
+                          f"run `cake-rt calibrate` again", stacklevel=3)
+            model = None
+    if model is None:
+        model = COST_MODELS.get(tuple(capability), _DEFAULT_MODEL)
+        if "H200" not in str(gpu_name):
+            note = (f"cost model: the built-in H200 constants, no saved fit for {gpu_name} "
+                    f"(run `cake-rt calibrate` once on this GPU)")
+    _saved_models[gpu_name] = (model, note)
+    return model, note
+
+
+def forget_cost_models() -> None:
+    """Read the saved cost models again on the next call (``cake-rt calibrate`` calls it after saving)."""
+    _saved_models.clear()
 
 
 EXACT_CTAS_PER_SM = 1   # the exact scan's 8-warp CTA holds ~200 registers per thread: one CTA per SM
@@ -392,23 +447,13 @@ def _align(n, a=256):
 
 
 def _workspace_cap() -> int:
-    v = os.environ.get(ENV_CAP)
-    if v is None or v.strip() == "":
-        return DEFAULT_WORKSPACE_CAP
-    try:
-        cap = int(v)
-    except ValueError:
-        raise ValueError(f"{ENV_CAP}: expected a byte count (integer), got {v!r}") from None
-    if cap < 0:
-        raise ValueError(f"{ENV_CAP}: expected a non-negative byte count, got {cap}")
-    return cap
+    from .. import env
+    return env.byte_count(ENV_CAP, DEFAULT_WORKSPACE_CAP)
 
 
 def _env_mode() -> str:
-    v = os.environ.get(ENV_MODE, "auto").strip().lower() or "auto"
-    if v not in ("auto", "always", "never"):
-        raise ValueError(f"{ENV_MODE}: expected auto, always or never, got {v!r}")
-    return v
+    from .. import env
+    return env.choice(ENV_MODE, ("auto", "always", "never"), "auto")
 
 
 _kernels: dict = {}
@@ -473,7 +518,7 @@ def _plan(c: _Call, family: str) -> SsdPlan:
     mode = _env_mode()
     cap = _workspace_cap()
     ws = workspace_bytes(c)
-    model = COST_MODELS.get(tuple(info.capability), _DEFAULT_MODEL)
+    model, model_note = cost_model_for(info.name, info.capability)
     coop_error, capacity = None, None
     need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and ws <= cap)
     if need_coop:
@@ -488,6 +533,8 @@ def _plan(c: _Call, family: str) -> SsdPlan:
                       coop_slots=capacity)
     fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
                                 ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
+    if model_note:
+        reason = f"{reason}; {model_note}"
     items = c.nseg * c.nheads * (c.headdim // PBLK)
     plan = SsdPlan(family=fam, reason=reason, workspace_bytes=ws if fam == "chunkpar" else 0, workspace_cap=cap,
                    predicted_us=pred, mode=mode, segments=c.nseg, nheads=c.nheads, work_items=items,
@@ -680,78 +727,17 @@ def selftest():
     return ok, f"exact vs chunkpar bitwise {'equal' if same else 'DIFFERENT'}; y rel L2 vs float64 {err:.2e}"
 
 
-def calibrate(argv=None):
-    """``cake-rt calibrate``: time both families on the SSD suite rows and fit the cost-model constants
-    of this GPU (printed as a ``CostModel`` line for ``COST_MODELS``; nothing is written)."""
-    import argparse
-
-    import cupy
-
-    from ..bench.cases import _ssd_inputs
-    from ..bench.suites import load_suite
-    from ..launch.arch import device_info
-
-    ap = argparse.ArgumentParser(prog="cake-rt calibrate")
-    ap.add_argument("--reps", type=int, default=7)
-    args = ap.parse_args(argv or [])
-    info = device_info()
-    suite = load_suite("ssd")
-    flush = cupy.empty(2 * max(info.l2_bytes, 1 << 20), cupy.uint8)
-
-    def timeit(fn):
-        ts = []
-        for _ in range(args.reps + 2):
-            flush.fill(1)
-            a, b = cupy.cuda.Event(), cupy.cuda.Event()
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(cupy.cuda.get_elapsed_time(a, b) * 1000.0)
-        return float(np.median(ts[2:]))
-
-    alone, shared, cp_rows = [], [], []
-    for r in suite["rows"]:
-        p = dict(suite.get("defaults", {}))
-        p.update(r)
-        inp = _ssd_inputs(p, 1234)
-        kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=inp["cu_seqlens"], dt_softplus=True,
-                  return_final_states=True)
-        a = (inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], int(p["chunk"]))
-        c = _validate(*a, kw["D"], kw["z"], kw["dt_bias"], None, None, kw["cu_seqlens"], True, (0.0, math.inf),
-                      True, False, False, None, "auto", None)
-        steps = _steps_per_chunk(c.chunk, c.dstate)
-        items = c.nseg * c.nheads * (c.headdim // PBLK)
-        tiles = c.total_chunks * c.nheads * (c.headdim // PBLK)
-        y = cupy.empty_like(inp["x"])
-        te = timeit(lambda: ssd_combined(*a, **kw, family="exact", out=y))
-        if items <= info.sm_count:
-            alone.append((max(c.max_chunks, tiles / info.sm_count), steps, te))
-        else:
-            shared.append((max(c.max_chunks, tiles / (EXACT_CTAS_PER_SM * info.sm_count)), steps, te))
-        line = f"{p.get('name')}: exact {te:.1f} us"
-        try:
-            plan = ssd_plan(*a, **kw, family="chunkpar")
-            tc = timeit(lambda: ssd_combined(*a, **kw, family="chunkpar", out=y))
-            cp_rows.append((steps * max(1.0, tiles / plan.grid), c.max_chunks, plan.workspace_bytes, tc))
-            line += f", chunkpar {tc:.1f} us"
-        except Exception as exc:
-            line += f", chunkpar not runnable ({exc.__class__.__name__})"
-        print(line, flush=True)
-    e0 = 10.0
-    if len(alone) >= 2:
-        A_ = np.array([[r * s, r] for r, s, _ in alone])
-        e_step, e_chunk = np.linalg.lstsq(A_, np.array([t - e0 for *_, t in alone]), rcond=None)[0]
-    else:
-        e_step, e_chunk = _DEFAULT_MODEL.e_step, _DEFAULT_MODEL.e_chunk
-    e_sh = float(np.median([(t - e0) / (r * s) for r, s, t in shared])) if shared else _DEFAULT_MODEL.e_step_shared
-    bw = _DEFAULT_MODEL.bw_bytes_per_us
-    if len(cp_rows) >= 3:
-        A_ = np.array([[1.0, u, ch] for u, ch, _, _ in cp_rows])
-        p0, p1, p2 = np.linalg.lstsq(A_, np.array([t - 2.5 * ws / bw for _, _, ws, t in cp_rows]), rcond=None)[0]
-    else:
-        p0, p1, p2 = _DEFAULT_MODEL.p0, _DEFAULT_MODEL.p1, _DEFAULT_MODEL.p2
-    print(f"COST_MODELS[{tuple(info.capability)}] = CostModel(e0={e0}, e_step={e_step:.3f}, e_chunk={e_chunk:.3f}, "
-          f"e_step_shared={e_sh:.3f}, p0={p0:.3f}, p1={p1:.3f}, p2={p2:.4f}, bw_bytes_per_us={bw:.3g}, "
-          f"source='{info.name}, cake-rt calibrate')")
-    return 0
+def programs(target: str) -> list:
+    """Every program of this op for ``target``: [(source path relative to cake_rt/kernels, defines)], the
+    list ``cake-rt warmup`` and ``scripts/prewarm`` compile ahead of time (each holds both families)."""
+    out = []
+    for t, it in ((BF16, 2), (FP16, 2), (FP32, 4)):
+        for dt in sorted({_CODES[t], _CODES[FP32]}):
+            for sd in (_CODES[FP32], _CODES[BF16], _CODES[FP16]):
+                for P in HEADDIMS:
+                    for N in DSTATES:
+                        for Q in CHUNKS:
+                            nbuf = 1 if (it == 4 and N == 256) else 2
+                            out.append((KERNEL_PATH, {"SSD_T": _CODES[t], "SSD_DT": dt, "SSD_SD": sd, "SSD_P": P,
+                                                      "SSD_N": N, "SSD_Q": Q, "SSD_NBUF": nbuf}))
+    return out

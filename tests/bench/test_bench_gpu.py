@@ -79,9 +79,12 @@ def test_small_ssd_rows():
                   "chunk": 128, **extra}
         defaults = {"dtype": "bfloat16", "z": True, "return_final_states": True}
         (rec,) = _ok(run_item(Item("ssd", "tiny", params, defaults=defaults), OPTS))
-        peer = rec["peers"].get("mamba_ssm-triton")
-        if peer is not None:
-            assert peer["check"]["ok"], peer["check"]
+        assert rec["ms"]["wall"]["median"] > 0 and rec["ms"]["host"]["median"] > 0  # both views, host time
+        for name in ("mamba_ssm-triton", "vllm-triton"):
+            peer = rec["peers"].get(name)
+            if peer is not None:
+                assert peer["check"]["ok"], (name, peer["check"])
+                assert peer["ms"]["wall"]["median"] > 0
 
 
 def test_worker_processes_and_merge():

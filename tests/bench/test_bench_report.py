@@ -311,10 +311,10 @@ def test_plot(tmp_path):
 def test_torch_eager_peer_against_brute_force():
     """The PyTorch eager DSA peer (CPU torch here when installed) picks the right keys on a small zigzag case."""
     torch = pytest.importorskip("torch")
-    from cake_rt.bench.layouts import zigzag_layout_own
+    from cake_rt.bench.layouts import zigzag_layout
     from cake_rt.bench.peers import torch_dsa_topk
 
-    lay = zigzag_layout_own([16, 32], 2, 1)
+    lay = zigzag_layout([16, 32], 2, 1)
     T, Tkv, H, D, topk = lay.T, lay.Tkv, 4, 16, 6
     g = torch.Generator().manual_seed(0)
     q = torch.randn(T, H, D, generator=g).to(torch.bfloat16)
@@ -373,7 +373,7 @@ def test_timer_order_delay_and_host_time():
 
     log = []
     host = iter([0.0, 0.010, 1.0, 1.002, 2.0, 2.002] + [10.0 + i * 0.5 + d for i in range(10) for d in (0, 0.001)])
-    gpu = _FakeGpu(log, [9.0, 5.0, 4.0] + [1.0, 3.0, 2.0, 5.0, 4.0])
+    gpu = _FakeGpu(log, [9.0, 5.0, 4.0] + [1.0, 3.0, 2.0, 5.0, 4.0] + [7.0, 6.0, 8.0, 6.5, 7.5])
     t = Timer(stream=None, repeats=5, warmup=3, pieces=gpu, flush=lambda s: log.append(("flush",)), budget_s=10.0)
     t._clock = lambda: next(host)
     out = t.time(lambda: log.append(("call",)))
@@ -385,6 +385,9 @@ def test_timer_order_delay_and_host_time():
     assert kinds[:5] == ["flush", "record", "call", "record", "sync"] and "delay" not in kinds[:15]
     assert kinds[15:21] == ["flush", "delay", "record", "call", "record", "sync"]
     assert sum(1 for e in log if e[0] == "delay") == 5
+    # Eager wall samples: flush, start, wait for it (idle stream), call, end, sync; no delay kernel.
+    assert kinds[45:51] == ["flush", "record", "sync", "call", "record", "sync"]
+    assert out["wall"]["median"] == 7.0 and out["wall"]["n"] == 5
     assert delay_ms_for(1e6) == 20.0 and delay_ms_for(-1) == 0.05
 
 
@@ -392,7 +395,7 @@ def test_timer_warm_l2_has_no_flush():
     from cake_rt.bench.timing import Timer
 
     log = []
-    t = Timer(stream=None, repeats=2, warmup=1, warm_l2=True, pieces=_FakeGpu(log, [1.0, 1.0, 1.0]),
+    t = Timer(stream=None, repeats=2, warmup=1, warm_l2=True, pieces=_FakeGpu(log, [1.0] * 5),
               flush=lambda s: log.append(("flush",)), min_repeats=1)
     t.time(lambda: None)
     assert t.flush is None and ("flush",) not in log
@@ -431,3 +434,15 @@ def test_docs_page_has_the_markers():
     doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
     text = doc.read_text()
     assert text.count(MD_BEGIN) == 1 and text.count(MD_END) == 1 and text.index(MD_BEGIN) < text.index(MD_END)
+
+
+def test_vllm_chunk_metadata_restarts_chunks_at_every_sequence():
+    from cake_rt.bench.peers import vllm_chunk_metadata
+
+    cu, cu_chunks, last, seq_idx = vllm_chunk_metadata([100, 300, 5], 128)
+    assert cu.tolist() == [0, 100, 400, 405]
+    assert cu_chunks.tolist() == [0, 100, 228, 356, 400, 405]
+    assert seq_idx.tolist() == [0, 1, 1, 1, 2] and last.tolist() == [0, 3, 4]
+    assert all(a.dtype == np.int32 for a in (cu, cu_chunks, last, seq_idx))
+    cu, cu_chunks, last, seq_idx = vllm_chunk_metadata([2048] * 8, 256)  # the b8 row as 8 sequences
+    assert cu_chunks.tolist() == list(range(0, 8 * 2048 + 1, 256)) and last.tolist() == [8 * i + 7 for i in range(8)]

@@ -5,8 +5,8 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from cake_rt.bench.layouts import (dsa_counts, dsa_layout, ssd_counts, ssd_segments, tail_layout, visible_pairs,
-                                   zigzag_layout, zigzag_layout_own)
+from cake_rt.bench.layouts import dsa_floor_counts, dsa_layout, ssd_floor_counts, ssd_segments, tail_layout, zigzag_layout
+from cake_rt.ops.dsa import visible_pairs
 from cake_rt.bench.suites import build_plan, load_suite, validate_suite
 
 # The spec's floors (benchmarks.md): measured on the H200, used to recompute its "floor ms" column.
@@ -31,7 +31,7 @@ def test_dsa_rows_match_the_spec_table():
         assert (lay.T, lay.Tkv, lay.segments, lay.visible_pairs) == (exp["T"], exp["Tkv"], exp["segments"],
                                                                       exp["visible_pairs"]), r["name"]
         for h, want in r.get("spec_floor_ms", {}).items():
-            flops, _ = dsa_counts(lay, int(h), 128, 2048)
+            flops = 2 * int(h) * 128 * lay.visible_pairs  # the spec's floor counts the head dot products
             assert flops / SPEC_TFLOPS * 1e3 == pytest.approx(want, rel=2e-3), (r["name"], h)
 
 
@@ -63,28 +63,28 @@ def test_visible_pairs_against_brute_force():
 def test_tail_and_zigzag_layouts():
     t = tail_layout(4, 22018)
     assert t.q_causal_offsets.tolist() == [22014] and t.visible_pairs == 88066
-    z = zigzag_layout_own([8, 16], 2, 0)  # the worked example of cake_rt/cp.py
+    z = zigzag_layout([8, 16], 2, 0)  # the worked example of cake_rt/cp.py
     assert z.cu_seqlens_q.tolist() == [0, 2, 4, 8, 12]
     assert z.cu_seqlens_k.tolist() == [0, 2, 10, 14, 30]
     assert z.q_causal_offsets.tolist() == [0, 6, 0, 12]
-    for docs, cp, rank in (([32768] * 8, 16, 0), ([64, 128, 32], 4, 3), ([24, 48], 3, 1)):
-        a, b = zigzag_layout(docs, cp, rank), zigzag_layout_own(docs, cp, rank)
-        for x, y in ((a.cu_seqlens_q, b.cu_seqlens_q), (a.cu_seqlens_k, b.cu_seqlens_k),
-                     (a.q_causal_offsets, b.q_causal_offsets)):
-            assert np.array_equal(x, y)
-    with pytest.raises(ValueError, match="multiple of 2\\*cp"):
-        zigzag_layout_own([30], 4, 0)
+    with pytest.raises(ValueError):
+        zigzag_layout([30], 4, 0)
     with pytest.raises(ValueError, match="rank"):
-        zigzag_layout_own([32], 4, 4)
+        zigzag_layout([32], 4, 4)
 
 
-def test_ssd_counts_by_hand():
+def test_floor_counts_come_from_the_ops():
+    from cake_rt.ops.dsa import dsa_flops_bytes
+    from cake_rt.ops.ssd import ssd_flops_bytes
+
     row = {"name": "t", "batch": 2, "seqlen": 300, "nheads": 4, "headdim": 64, "dstate": 128, "ngroups": 2,
            "chunk": 256, "dtype": "bfloat16", "z": True, "return_final_states": True}
-    flops, nbytes = ssd_counts(row)
-    per_chunk = lambda l: 2 * 2 * l * l * 128 + 4 * (2 * l * l * 64 + 4 * l * 64 * 128)  # noqa: E731
-    assert flops == 2 * (per_chunk(256) + per_chunk(44))
-    assert nbytes == 600 * 4 * 64 * 2 * 3 + 600 * 2 * 128 * 2 * 2 + 600 * 4 * 4 + 2 * 4 * 64 * 128 * 4
+    flops, nbytes, source = ssd_floor_counts(row)
+    assert (flops, nbytes) == ssd_flops_bytes(batch=2, seqlen=300, nheads=4, headdim=64, dstate=128, ngroups=2,
+                                              chunk_size=256, nseq=2)
+    assert source == "cake_rt.ops.ssd.ssd_flops_bytes"
+    lay = tail_layout(4, 22018)
+    assert dsa_floor_counts(lay, 32, 128, 2048)[:2] == dsa_flops_bytes(4, 22018, 32, 128, 2048, 88066)
 
 
 def test_validate_suite_rejects_broken_files():

@@ -1,0 +1,192 @@
+"""``cake-rt calibrate``: fit the SSD family-selection cost model to this GPU and save it.
+
+Both SSD families are timed on every row of the SSD suite (the bench's timer: GPU time of one
+synchronized call, cold L2), next to the time each family's ``predict_us`` gives with the current model.
+``predict_us`` is affine in each linear constant of ``CostModel`` (all but the workspace bandwidth), so the
+fit is a least-squares solve per family on features read off ``predict_us`` itself: the op keeps the one
+formula, this module only measures. A constant no row exercises keeps its current value; a fit that
+comes out negative falls back to scaling the current constants by one factor per family.
+
+The fit is saved as JSON at ``cake_rt.ops.ssd.cost_model_path(gpu name)`` (under the cache directory) and
+used by ``ssd_combined`` / ``ssd_plan`` on every GPU of that model from then on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+
+import numpy as np
+
+FAMILIES = ("exact", "chunkpar")
+
+
+def linear_fields(model, predict) -> list:
+    """Names of the float fields of ``model`` in which ``predict(model)`` (a dict of family -> us) is affine."""
+    out = []
+    for f in dataclasses.fields(model):
+        if f.type not in (float, "float"):
+            continue
+        v = getattr(model, f.name)
+        try:
+            p = [predict(dataclasses.replace(model, **{f.name: x})) for x in (0.0, v or 1.0, 2 * (v or 1.0))]
+        except (ZeroDivisionError, OverflowError, ValueError):
+            continue
+        if all(math.isclose(p[2][k] - p[1][k], p[1][k] - p[0][k], rel_tol=1e-9, abs_tol=1e-9) for k in p[0]):
+            out.append(f.name)
+    return out
+
+
+def features(model, predict, names: list) -> tuple:
+    """({family: base us}, {family: {field: d us / d field}}) of ``predict`` at ``model``."""
+    zero = dataclasses.replace(model, **{n: 0.0 for n in names})
+    base = predict(zero)
+    grad = {fam: {} for fam in base}
+    for n in names:
+        one = predict(dataclasses.replace(zero, **{n: 1.0}))
+        for fam in base:
+            grad[fam][n] = one[fam] - base[fam]
+    return base, grad
+
+
+def fit(model, samples: list) -> tuple:
+    """Fit ``model``'s linear constants to ``samples`` = [(predict, {family: measured us})].
+
+    Returns (new model, {family: how it was fitted})."""
+    names = linear_fields(model, samples[0][0]) if samples else []
+    updates, how = {}, {}
+    for fam in FAMILIES:
+        rows, rhs, cur = [], [], []
+        for predict, measured in samples:
+            if fam not in measured:
+                continue
+            base, grad = features(model, predict, names)
+            rows.append([grad[fam][n] for n in names])
+            rhs.append(measured[fam] - base[fam])
+            cur.append(predict(model)[fam] - base[fam])
+        if not rows:
+            how[fam] = "not measured: constants kept"
+            continue
+        A, b = np.asarray(rows, np.float64), np.asarray(rhs, np.float64)
+        used = [j for j in range(len(names)) if np.any(A[:, j] != 0)]
+        sol = None
+        if len(rows) >= len(used) + 1 and used:
+            x = np.linalg.lstsq(A[:, used], b, rcond=None)[0]
+            if np.all(np.isfinite(x)) and np.all(x > 0):
+                sol = dict(zip((names[j] for j in used), x.tolist()))
+                how[fam] = f"least squares on {len(rows)} rows: {', '.join(names[j] for j in used)}"
+        if sol is None:
+            c = np.asarray(cur)
+            scale = float(c @ b / (c @ c)) if float(c @ c) > 0 else 1.0
+            if not math.isfinite(scale) or scale <= 0:
+                scale = 1.0
+            sol = {names[j]: getattr(model, names[j]) * scale for j in used}
+            how[fam] = f"current constants scaled by {scale:.3f} ({len(rows)} rows)"
+        updates.update(sol)
+    return dataclasses.replace(model, **updates), how
+
+
+def _rows() -> list:
+    from .suites import load_suite
+
+    suite = load_suite("ssd")
+    out = []
+    for r in suite["rows"]:
+        p = dict(suite.get("defaults", {}))
+        p.update(r)
+        out.append(p)
+    return out
+
+
+def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | None = None, out=print) -> int:
+    """Measure, fit, print and save (see the module docstring). Returns an exit status: 0 saved (or not
+    asked to), 1 the fit could not be written."""
+    import cupy
+
+    from cake_rt.launch.arch import device_info
+    from cake_rt.ops import ssd as op
+
+    from .cases import ssd_inputs
+    from .timing import Timer
+
+    info = device_info()
+    model, _ = op.cost_model_for(info.name, info.capability)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    timer = Timer(stream, repeats=repeats, warmup=2, l2_bytes=info.l2_bytes, budget_s=1.0, min_repeats=3)
+    samples, table = [], []
+    want = set(rows) if rows else None
+    for p in _rows():
+        if want and p["name"] not in want:
+            continue
+        inp = ssd_inputs(p, 1234)
+        cu = None if inp["cu_seqlens"] is None else cupy.asnumpy(inp["cu_seqlens"])
+        kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=cu, dt_softplus=True,
+                  return_final_states=True)
+        args = (inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], int(p["chunk"]))
+        y = cupy.empty_like(inp["x"])
+        measured, plans = {}, {}
+        with stream:
+            for fam in FAMILIES:
+                try:
+                    plans[fam] = op.ssd_plan(*args, **kw, family=fam)
+                    measured[fam] = timer.time(lambda f=fam: op.ssd_combined(*args, **kw, family=f, out=y,
+                                                                             stream=stream))["median"] * 1e3
+                except Exception as exc:  # chunkpar over its workspace cap, or no cooperative launch
+                    out(f"{p['name']}: {fam} not runnable ({exc.__class__.__name__}: {exc})")
+        stream.synchronize()
+        if not plans:
+            continue
+        plan = plans.get("chunkpar") or plans["exact"]
+        q = dict(nseg=plan.segments, nheads=plan.nheads, headdim=int(p["headdim"]), dstate=int(p["dstate"]),
+                 chunk=int(p["chunk"]), max_chunks=plan.max_chunks, total_chunks=plan.total_chunks,
+                 sm_count=plan.sm_count, ws_bytes=(plans["chunkpar"].workspace_bytes if "chunkpar" in plans else 0),
+                 coop_slots=plan.cooperative_capacity)
+
+        def predict(m, q=q):
+            return op.predict_us(m, **q)
+
+        samples.append((predict, measured))
+        table.append((p["name"], measured, predict(model), plans["exact"].family if "exact" in plans else "-"))
+        del inp, y
+        cupy.get_default_memory_pool().free_all_blocks()
+    if not samples:
+        out("cake-rt calibrate: no row could be measured")
+        return 1
+    new, how = fit(model, samples)
+    out(f"{'row':<12} {'exact us':>9} {'chunkpar us':>12}   predicted before -> after (exact / chunkpar)")
+    for name, meas, before, _ in table:
+        after = [pr for pr, mm in samples if mm is meas][0](new)
+        cell = lambda d, k: f"{d[k]:.1f}" if k in d else "-"  # noqa: E731
+        out(f"{name:<12} {cell(meas, 'exact'):>9} {cell(meas, 'chunkpar'):>12}   "
+            f"{before['exact']:.1f} / {before['chunkpar']:.1f} -> {after['exact']:.1f} / {after['chunkpar']:.1f}")
+    for fam, h in how.items():
+        out(f"{fam}: {h}")
+    new = dataclasses.replace(new, source=f"{info.name}, cake-rt calibrate "
+                                          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}")
+    out("model: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                              for k, v in dataclasses.asdict(new).items()))
+    if not save:
+        return 0
+    path = output or op.cost_model_path(info.name)
+    if path is None:
+        out("cake-rt calibrate: the disk cache is off (CAKE_RT_CACHE_DIR=off): the fit was not saved; "
+            "pass --output PATH to keep it")
+        return 1
+    doc = {"schema": op.COST_MODEL_SCHEMA, "gpu": info.name, "capability": list(info.capability),
+           "sm_count": info.sm_count, "model": dataclasses.asdict(new),
+           "rows": [{"row": n, "measured_us": m} for n, m, _, _ in table]}
+    try:
+        import pathlib
+
+        path = pathlib.Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        out(f"cake-rt calibrate: could not write {path}: {exc}")
+        return 1
+    op.forget_cost_models()
+    out(f"saved {path} (used for every {info.name} from now on)")
+    return 0

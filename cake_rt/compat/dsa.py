@@ -1,0 +1,40 @@
+"""The DSA indexer top-k with the serving engines' calling convention: torch tensors in, torch int32 indices out.
+
+    from cake_rt.compat.dsa import indexer_topk
+    topk_indices = indexer_topk(q, k, weights, 2048, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+``q`` [T, H, D] bf16, ``k`` [Tkv, D] bf16, ``weights`` [T, H] float32 (CUDA tensors); the result is a torch
+int32 [T, topk] tensor of key ids (global rows of ``k``) per query, ascending, -1 padded, deterministic
+(``cake_rt.dsa_indexer_det_topk``), on torch's current stream of q's device. ``return_scores=True`` also
+returns the float32 scores (-inf padded). Forward only: nothing here has a gradient.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["indexer_topk"]
+
+
+def indexer_topk(q, k, weights, topk: int, *, cu_seqlens_q=None, cu_seqlens_k=None, q_causal_offsets=None,
+                 causal: bool = True, return_scores: bool = False):
+    """score(t, j) = sum_h weights[t, h] * relu(q[t, h] . k[j]); the ``topk`` best visible keys per query.
+
+    Metadata (``cu_seqlens_q``/``cu_seqlens_k`` [S+1], ``q_causal_offsets`` [S]) as for
+    ``cake_rt.dsa_indexer_det_topk``; host metadata avoids a device-to-host copy per call."""
+    from ..ops.dsa import dsa_indexer_det_topk
+
+    for name, t in (("q", q), ("k", k), ("weights", weights)):
+        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+            raise TypeError(f"{name}: expected a CUDA torch.Tensor, got {type(t).__name__}"
+                            + (f" on {t.device}" if isinstance(t, torch.Tensor) else ""))
+    if isinstance(topk, bool) or not isinstance(topk, int):
+        raise TypeError(f"topk: expected an int, got {type(topk).__name__}")
+    T = int(q.shape[0])
+    indices = torch.empty((T, int(topk)), dtype=torch.int32, device=q.device)
+    scores = torch.empty((T, int(topk)), dtype=torch.float32, device=q.device)
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    with torch.cuda.device(q.device):
+        dsa_indexer_det_topk(q, k, weights, topk, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                             q_causal_offsets=q_causal_offsets, causal=causal, indices=indices, scores=scores,
+                             stream=stream)
+    return (indices, scores) if return_scores else indices

@@ -1,0 +1,83 @@
+"""``mamba_chunk_scan_combined`` with mamba_ssm's exact signature and return convention, run by cake-rt.
+
+    from cake_rt.compat.mamba_ssm import mamba_chunk_scan_combined   # instead of
+    from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+
+Same math (``cake_rt.ssd_combined``: h_t = exp(dt'_t A) h_{t-1} + dt'_t x_t B_t^T, y_t = C_t h_t + D x_t, times
+z_t sigmoid(z_t) with z), torch tensors in and out, launched on torch's current stream of the inputs'
+device. As in mamba_ssm: ``D``, ``z`` and ``dt_bias`` may be positional; ``D``/``dt_bias``/``A`` may be
+bf16 or fp32 (read as float32); ``dt`` of another dtype than x is read as float32; non-contiguous inputs
+are copied to contiguous ones first; ``cu_seqlens`` is used only with ``return_varlen_states``; final
+states are float32 and varlen states have C's dtype, as mamba_ssm returns them.
+
+Differences: forward only (a call that needs autograd raises); chunk_size 64, 128 or 256, headdim 64 or
+128, dstate 64, 128 or 256 (ValueError otherwise); with ``cu_seqlens`` the sequences are independent, as
+mamba_ssm computes them when given the matching ``seq_idx``.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["mamba_chunk_scan_combined"]
+
+
+def _contig(t):
+    return t if t is None or t.is_contiguous() else t.contiguous()
+
+
+def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                              seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                              return_final_states=False, return_varlen_states=False):
+    """
+    x: (batch, seqlen, nheads, headdim); dt: (batch, seqlen, nheads); A: (nheads,);
+    B, C: (batch, seqlen, ngroups, dstate); chunk_size: int; D: (nheads, headdim) or (nheads,);
+    z: (batch, seqlen, nheads, headdim); dt_bias: (nheads,); initial_states: (batch, nheads, headdim, dstate);
+    seq_idx: (batch, seqlen) int32; cu_seqlens: (num_sequences + 1,), only with return_varlen_states.
+
+    Returns out (batch, seqlen, nheads, headdim), or (out, final_states), (out, varlen_states) or
+    (out, final_states, varlen_states), exactly as mamba_ssm does.
+    """
+    from ..ops.ssd import ssd_combined
+
+    tensors = {"x": x, "dt": dt, "A": A, "B": B, "C": C, "D": D, "z": z, "dt_bias": dt_bias,
+               "initial_states": initial_states}
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors.values()):
+        raise RuntimeError("cake_rt.compat.mamba_ssm.mamba_chunk_scan_combined is forward only: an input requires "
+                           "grad; call it under torch.no_grad() / torch.inference_mode(), or use mamba_ssm to train")
+    for name, t in tensors.items():
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t is not None and not t.is_cuda:
+            raise ValueError(f"{name}: expected a CUDA tensor, got one on {t.device}")
+    if return_varlen_states and cu_seqlens is None:
+        raise ValueError("cu_seqlens: must be provided if return_varlen_states is True")
+    if not return_varlen_states:
+        cu_seqlens = None  # mamba_ssm uses cu_seqlens only for the varlen states
+    elif initial_states is not None:
+        raise ValueError("initial_states: not supported together with return_varlen_states here (cake-rt takes one "
+                         "initial state per sequence: use cake_rt.ssd_combined with initial_states [nseq, ...])")
+    f32 = torch.float32
+    if dt.dtype not in (f32, x.dtype):
+        dt = dt.float()
+    A = A.to(f32)
+    D = None if D is None else D.to(f32)
+    dt_bias = None if dt_bias is None else dt_bias.to(f32)
+    if initial_states is not None and initial_states.dtype != f32:
+        initial_states = initial_states.to(f32)
+    x, dt, A, B, C, D, z, dt_bias, initial_states = (_contig(t) for t in (x, dt, A, B, C, D, z, dt_bias,
+                                                                         initial_states))
+    if seq_idx is not None:
+        seq_idx = _contig(seq_idx)
+    out = torch.empty_like(x)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    with torch.cuda.device(x.device):
+        res = ssd_combined(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                           seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=bool(dt_softplus),
+                           dt_limit=tuple(dt_limit), return_final_states=bool(return_final_states),
+                           return_varlen_states=bool(return_varlen_states), out=out, stream=stream)
+    res = res if isinstance(res, tuple) else (res,)
+    rest = [torch.from_dlpack(r) for r in res[1:]]
+    if not return_varlen_states:
+        return out if not return_final_states else (out, rest[0])
+    varlen = rest[-1].to(C.dtype)
+    return (out, varlen) if not return_final_states else (out, rest[0], varlen)

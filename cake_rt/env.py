@@ -1,0 +1,93 @@
+"""Every environment switch cake-rt reads, in one place, with one rule for "on".
+
+    CAKE_RT_CACHE_DIR            where compiled cubins and calibrated cost models are kept; ``off`` disables
+                                 the disk cache. Default ``$XDG_CACHE_HOME/cake-rt``, else ``~/.cache/cake-rt``.
+    CAKE_RT_QUIET                on: no compile-progress line on stderr (``cake-rt`` prints one when a
+                                 program takes more than a second to compile).
+    CAKE_RT_SSD_CHUNK_PARALLEL   ``auto`` (default), ``always``, ``never``: overrides the SSD family choice
+                                 (an explicit ``family=`` argument wins); read on every call.
+    CAKE_RT_SSD_WORKSPACE_CAP    byte cap of the SSD chunk-parallel workspace (default 256 MiB).
+    CAKE_RT_DSA_MMA              ``sync``: the mma.sync DSA scan program on Hopper instead of wgmma (A/B runs).
+    CAKE_RT_DSA_LINEINFO         on: compile the DSA kernels with ``-lineinfo`` (compute-sanitizer source lines).
+    CAKE_RT_DSA_PROFILE          on: compile the DSA scan with per-phase cycle counters (``profile_counters``).
+    CAKE_RT_GIT_HASH             the commit a bench run's tree was copied from, recorded in the run's JSON
+                                 when the tree has no ``.git`` (a copied working tree).
+
+A boolean switch is on for ``1``, ``true``, ``yes``, ``on`` and off when unset or ``0``, ``false``, ``no``,
+``off`` or empty (any case, surrounding blanks ignored); any other value is a ``ValueError`` naming the
+variable. Values are read when asked for, never cached, so a test or a shell can change them between calls.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+
+SWITCHES = {
+    "CAKE_RT_CACHE_DIR": "directory of compiled cubins and calibrated cost models ('off': no disk cache)",
+    "CAKE_RT_QUIET": "boolean: no compile-progress line on stderr",
+    "CAKE_RT_SSD_CHUNK_PARALLEL": "auto | always | never: override of the SSD family choice",
+    "CAKE_RT_SSD_WORKSPACE_CAP": "byte cap of the SSD chunk-parallel workspace",
+    "CAKE_RT_DSA_MMA": "sync: the mma.sync DSA scan on Hopper instead of wgmma",
+    "CAKE_RT_DSA_LINEINFO": "boolean: compile the DSA kernels with -lineinfo",
+    "CAKE_RT_DSA_PROFILE": "boolean: compile the DSA scan with per-phase cycle counters",
+    "CAKE_RT_GIT_HASH": "commit recorded by cake-rt bench when the tree has no .git",
+}
+
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")
+
+
+def _check(name: str) -> None:
+    if name not in SWITCHES:
+        raise KeyError(f"{name}: not a cake-rt switch (known: {', '.join(SWITCHES)})")
+
+
+def text(name: str, default: str | None = None) -> str | None:
+    """The raw value of switch ``name`` (blanks stripped), or ``default`` when unset."""
+    _check(name)
+    v = os.environ.get(name)
+    return default if v is None else v.strip()
+
+
+def flag(name: str) -> bool:
+    """Switch ``name`` as a boolean under the one rule above."""
+    v = (text(name) or "").lower()
+    if v in _ON:
+        return True
+    if v in _OFF:
+        return False
+    raise ValueError(f"{name}: expected one of {', '.join(_ON)} (on) or {', '.join(v or repr('') for v in _OFF)} "
+                     f"(off), got {os.environ.get(name)!r}")
+
+
+def choice(name: str, allowed: tuple, default: str) -> str:
+    """Switch ``name`` as one of ``allowed`` (lower-cased); ``default`` when unset or empty."""
+    v = (text(name) or "").lower() or default
+    if v not in allowed:
+        raise ValueError(f"{name}: expected {', '.join(allowed)}, got {os.environ.get(name)!r}")
+    return v
+
+
+def byte_count(name: str, default: int) -> int:
+    """Switch ``name`` as a non-negative integer number of bytes; ``default`` when unset or empty."""
+    v = text(name) or ""
+    if not v:
+        return int(default)
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError(f"{name}: expected a byte count (integer), got {os.environ.get(name)!r}") from None
+    if n < 0:
+        raise ValueError(f"{name}: expected a non-negative byte count, got {n}")
+    return n
+
+
+def cache_dir() -> pathlib.Path | None:
+    """The disk-cache directory, or None when ``CAKE_RT_CACHE_DIR`` is ``off`` (or 0, none, empty)."""
+    v = text("CAKE_RT_CACHE_DIR")
+    if v is not None:
+        if v.lower() in ("off", "0", "none", ""):
+            return None
+        return pathlib.Path(v).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "cake-rt"

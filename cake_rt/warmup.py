@@ -1,0 +1,174 @@
+"""Compile programs ahead of time into the disk cache (``cake-rt warmup``, ``scripts/prewarm``).
+
+Each op lists its programs for a target (``cake_rt.ops.ssd.programs``, ``cake_rt.ops.dsa.programs``:
+``[(source path relative to cake_rt/kernels, defines)]``); the ones not yet in the cache are compiled in
+parallel processes (NVRTC runs on the CPU; no GPU needed when the target is given). A later first call of
+an op finds its program in the cache and compiles nothing.
+
+``shapes`` narrows the list to what a workload needs: each entry is ``KEY=VALUE,KEY=VALUE`` (all must
+match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
+or these names: SSD ``dtype`` (bfloat16, float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA
+``heads``, ``head_dim``.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+OPS = ("ssd", "dsa")
+ALIASES = {
+    "ssd": {"headdim": "SSD_P", "dstate": "SSD_N", "chunk": "SSD_Q", "dtype": "SSD_T"},
+    "dsa": {"heads": "DSA_H", "head_dim": "DSA_D"},
+}
+_DTYPE_CODES = {"bfloat16": 0, "bf16": 0, "float16": 1, "fp16": 1, "float32": 2, "fp32": 2}
+
+
+def parse_shapes(entries) -> list:
+    """['headdim=64,dstate=128', ...] -> [{'headdim': '64', 'dstate': '128'}, ...] (ValueError naming --shapes)."""
+    out = []
+    for e in entries or ():
+        d = {}
+        for part in (p.strip() for p in str(e).split(",")):
+            if not part:
+                continue
+            key, sep, val = part.partition("=")
+            if not sep or not key.strip() or not val.strip():
+                raise ValueError(f"--shapes: expected KEY=VALUE[,KEY=VALUE...], got {e!r}")
+            d[key.strip()] = val.strip()
+        if not d:
+            raise ValueError(f"--shapes: expected KEY=VALUE[,KEY=VALUE...], got {e!r}")
+        out.append(d)
+    return out
+
+
+def _matches(op: str, defines: dict, want: dict) -> bool:
+    for key, val in want.items():
+        name = ALIASES[op].get(key, key)
+        if name not in defines:
+            return False
+        if key == "dtype":
+            code = _DTYPE_CODES.get(val.lower())
+            if code is None:
+                raise ValueError(f"--shapes: dtype: expected bfloat16, float16 or float32, got {val!r}")
+            val = str(code)
+        if str(defines[name]) != val:
+            return False
+    return True
+
+
+def programs(ops, target: str, shapes=()) -> list:
+    """[(op, source path, defines)] of ``ops`` for ``target``, narrowed by ``shapes`` (see the module docstring).
+    ValueError when a --shapes key is known to none of the ops' programs."""
+    from .ops import dsa, ssd
+
+    lists = {"ssd": ssd.programs, "dsa": dsa.programs}
+    out = []
+    for op in ops:
+        if op not in lists:
+            raise ValueError(f"op: expected one of {', '.join(OPS)}, got {op!r}")
+        progs = lists[op](target)
+        if shapes:
+            keys = {k for s in shapes for k in s}
+            known = set(ALIASES[op]) | {k for _, d in progs for k in d}
+            relevant = [s for s in shapes if set(s) <= known]
+            if not relevant:
+                if len(ops) == 1:
+                    raise ValueError(f"--shapes: {op} programs know {', '.join(sorted(known))}; "
+                                     f"got {', '.join(sorted(keys))}")
+                continue
+            progs = [(p, d) for p, d in progs if any(_matches(op, d, s) for s in relevant)]
+        out += [(op, p, d) for p, d in progs]
+    return out
+
+
+def _name(path: str) -> str:
+    return os.path.basename(path)
+
+
+def is_cached(path: str, defines: dict, target: str) -> bool:
+    """Whether the disk cache already holds this program."""
+    from . import env
+    from .launch.compile import cache_key, load_source
+
+    d = env.cache_dir()
+    if d is None:
+        return False
+    key = cache_key(load_source(path), name=_name(path), target=target, defines=defines)
+    return (d / f"{key}.cubin").is_file()
+
+
+def _compile_one(job):
+    path, defines, target = job
+    from .launch.compile import compile_cubin, load_source
+
+    t0 = time.monotonic()
+    compile_cubin(load_source(path), name=_name(path), target=target, defines=defines)
+    return time.monotonic() - t0
+
+
+def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=None) -> dict:
+    """Compile the programs of ``ops`` for ``target`` not yet in the cache, ``jobs`` processes at a time.
+    Returns {'programs', 'cached', 'compiled', 'failed': [(label, error)], 'seconds'}."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    from . import env
+
+    if env.cache_dir() is None:
+        raise RuntimeError("warmup: the disk cache is off (CAKE_RT_CACHE_DIR=off): nothing would be kept")
+    progs = programs(ops, target, shapes)
+    todo = [(op, p, d) for op, p, d in progs if not is_cached(p, d, target)]
+    res = {"programs": len(progs), "cached": len(progs) - len(todo), "compiled": 0, "failed": [], "seconds": 0.0}
+    t0 = time.monotonic()
+    if progress is not None:
+        progress.total = max(1, len(todo))
+    if todo:
+        jobs = max(1, min(len(todo), jobs or os.cpu_count() or 1))
+        ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a CUDA context
+        with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futs = {pool.submit(_compile_one, (p, d, target)): (op, p, d) for op, p, d in todo}
+            for fut in cf.as_completed(futs):
+                op, p, d = futs[fut]
+                label = f"{op} {_name(p)} " + " ".join(f"{k}={v}" for k, v in sorted(d.items()))
+                try:
+                    secs = fut.result()
+                    res["compiled"] += 1
+                    if progress is not None:
+                        progress.step(label, f"{secs:.1f} s")
+                except Exception as exc:
+                    res["failed"].append((label, f"{exc.__class__.__name__}: {exc}"))
+                    if progress is not None:
+                        progress.step(label, "FAILED")
+    res["seconds"] = time.monotonic() - t0
+    return res
+
+
+def cache_summary() -> dict:
+    """{'path', 'files', 'bytes'} of the disk cache (path None when it is off)."""
+    from . import env
+
+    d = env.cache_dir()
+    if d is None:
+        return {"path": None, "files": 0, "bytes": 0}
+    files = [f for f in d.rglob("*") if f.is_file()] if d.is_dir() else []
+    return {"path": str(d), "files": len(files), "bytes": sum(f.stat().st_size for f in files)}
+
+
+def clear_cache() -> int:
+    """Delete the cached cubins and calibrated cost models; returns the number of files removed."""
+    from . import env
+
+    d = env.cache_dir()
+    if d is None or not d.is_dir():
+        return 0
+    n = 0
+    for f in sorted(d.rglob("*"), reverse=True):
+        if f.is_file() and (f.suffix in (".cubin", ".json", ".tmp")):
+            f.unlink()
+            n += 1
+    for sub in sorted((p for p in d.rglob("*") if p.is_dir()), reverse=True):
+        try:
+            sub.rmdir()
+        except OSError:
+            pass
+    return n

@@ -1,0 +1,65 @@
+"""cake-rt calibrate's fit (CPU only: the measurements are made up from a known model) and the op loading a
+saved fit per GPU model."""
+import dataclasses
+import json
+
+import pytest
+
+from cake_rt.bench.calibrate import fit, linear_fields
+from cake_rt.ops import ssd as op
+
+QUANTITIES = [  # (nseg, nheads, headdim, dstate, chunk, max_chunks, total_chunks, ws_bytes): suite-like calls
+    (1, 8, 64, 128, 256, 128, 128, 50 << 20), (1, 80, 64, 128, 256, 32, 32, 80 << 20),
+    (8, 80, 64, 128, 256, 8, 64, 150 << 20), (1, 128, 64, 128, 128, 128, 128, 200 << 20),
+    (1, 8, 64, 128, 256, 2, 2, 1 << 20), (16, 64, 64, 128, 128, 133, 520, 300 << 20),
+    (2, 4, 128, 64, 64, 40, 60, 4 << 20),
+]
+
+
+def _predictor(q):
+    nseg, H, P, N, Q, mx, tot, ws = q
+    return lambda m: op.predict_us(m, nseg=nseg, nheads=H, headdim=P, dstate=N, chunk=Q, max_chunks=mx,
+                                   total_chunks=tot, sm_count=132, ws_bytes=ws)
+
+
+def test_linear_fields_are_the_fitted_constants():
+    names = linear_fields(op.COST_MODELS[(9, 0)], _predictor(QUANTITIES[0]))
+    assert "bw_bytes_per_us" not in names and "source" not in names
+    assert {"e0", "p0", "p1"} <= set(names)
+
+
+def test_fit_recovers_a_known_model():
+    start = op.COST_MODELS[(9, 0)]
+    truth = dataclasses.replace(start, e0=7.0, e_step=2.2, e_chunk=4.0, e_step_shared=3.1, p0=12.0, p1=2.5, p2=0.2)
+    samples = [(pr, {k: v for k, v in pr(truth).items()}) for pr in map(_predictor, QUANTITIES)]
+    new, how = fit(start, samples)
+    for pr, meas in samples:
+        for fam, us in pr(new).items():
+            assert us == pytest.approx(meas[fam], rel=1e-6), (fam, how)
+
+
+def test_fit_of_noisy_data_never_goes_negative():
+    start = op.COST_MODELS[(9, 0)]
+    samples = [(pr, {"exact": 5.0, "chunkpar": 500.0}) for pr in map(_predictor, QUANTITIES[:3])]
+    new, _ = fit(start, samples)
+    assert all(getattr(new, f) > 0 for f in ("e0", "e_step", "e_chunk", "p0", "p1", "p2"))
+
+
+def test_saved_fit_is_used_for_its_gpu_model_only(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    op.forget_cost_models()
+    model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
+    assert model == op.COST_MODELS[(9, 0)] and "no saved fit for NVIDIA H100" in note and "calibrate" in note
+    assert op.cost_model_for("NVIDIA H200", (9, 0))[1] == ""
+    fitted = dataclasses.replace(model, e0=1.5, source="test fit")
+    path = op.cost_model_path("NVIDIA H100 80GB HBM3")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": op.COST_MODEL_SCHEMA, "model": dataclasses.asdict(fitted)}))
+    op.forget_cost_models()
+    assert op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0)) == (fitted, "")
+    path.write_text("{broken")
+    op.forget_cost_models()
+    with pytest.warns(UserWarning, match="ignoring the SSD cost model"):
+        model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
+    assert model == op.COST_MODELS[(9, 0)] and note
+    op.forget_cost_models()

@@ -1,0 +1,85 @@
+"""The cake-rt command: one parser, real help, --version, validated numbers and the documented exit codes
+(0 ok, 1 failed or an output not written, 2 bad arguments, 3 no usable GPU). CPU only."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import cake_rt
+from cake_rt import cli
+
+
+def run(*argv):
+    return subprocess.run([sys.executable, "-m", "cake_rt", *argv], capture_output=True, text=True, timeout=120)
+
+
+def test_version_and_help():
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"cake-rt {cake_rt.__version__}"
+    r = run("--help")
+    assert r.returncode == 0
+    for sub in ("info", "selftest", "bench", "calibrate", "warmup", "cache"):
+        assert sub in r.stdout
+    assert "3 no usable GPU" in r.stdout
+
+
+@pytest.mark.parametrize("sub, flag", [("calibrate", "--repeats"), ("warmup", "--shapes"), ("bench", "--plot"),
+                                       ("cache", "--clear"), ("selftest", "--verbose")])
+def test_every_subcommand_has_real_help(capsys, sub, flag):
+    assert cli.main([sub, "--help"]) == 0
+    assert flag in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["bench", "--time-limit", "-1", "--dry-run"], ["bench", "--repeats", "0"],
+                                  ["calibrate", "--repeats", "0"], ["warmup", "--jobs", "-2"], ["nope"],
+                                  ["warmup", "--target", "sm_90a", "--shapes", "headdim"]])
+def test_bad_numbers_and_names_are_usage_errors(argv):
+    assert cli.main(argv) == cli.EXIT_USAGE
+
+
+def test_no_gpu_is_status_3_for_every_gpu_subcommand(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "gpu_problem", lambda: "no CUDA GPU found (test)")
+    for argv in (["bench", "ssd"], ["selftest"], ["calibrate"], ["warmup"]):
+        assert cli.main(argv) == cli.EXIT_NO_GPU, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "no CUDA GPU found" in err[0]
+
+
+def test_plot_without_matplotlib_exits_1_before_running(monkeypatch, tmp_path, capsys):
+    from cake_rt.bench import plot
+
+    monkeypatch.setattr(plot, "matplotlib_available", lambda: False)
+    assert cli.main(["bench", "ssd", "--plot", str(tmp_path / "x.png")]) == cli.EXIT_FAILED
+    assert "matplotlib" in capsys.readouterr().err and not (tmp_path / "x.png").exists()
+
+
+def test_an_output_that_cannot_be_written_exits_1(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tests.bench.test_bench_report import fake_doc
+    from cake_rt.bench.suites import build_plan
+
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(fake_doc(build_plan("all", rows=["seed", "S1"]))))
+    out = tmp_path / "plots"
+    out.mkdir()
+    assert cli.main(["bench", "--from-json", str(saved), "--plot", str(out / "a.png"),
+                     "--speedup-plot", str(out / "b.png")]) == cli.EXIT_OK
+    assert (out / "a.png").read_bytes()[:4] == b"\x89PNG" and (out / "b.png").read_bytes()[:4] == b"\x89PNG"
+    (out / "c.png").mkdir()  # a folder where the file should go
+    assert cli.main(["bench", "--from-json", str(saved), "--plot", str(out / "c.png")]) == cli.EXIT_FAILED
+    assert "--plot" in capsys.readouterr().err
+
+
+def test_cache_and_warmup_without_gpu(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    assert cli.main(["cache"]) == 0 and str(tmp_path) in capsys.readouterr().out
+    assert cli.main(["warmup", "dsa", "--target", "sm_90a", "--shapes", "heads=99"]) == 0
+    assert "0 programs" in capsys.readouterr().out
+    assert cli.main(["cache", "--clear"]) == 0
+
+
+def test_interop_bf16_as_the_docs_write_it():
+    r = subprocess.run([sys.executable, "-c", "import cake_rt; print(cake_rt.interop.BF16)"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "bfloat16", r.stderr

@@ -1,0 +1,59 @@
+"""cake_rt.env: one rule for every CAKE_RT_* switch, and nothing else in the package reads the environment."""
+import pathlib
+import re
+
+import pytest
+
+from cake_rt import env
+
+
+@pytest.mark.parametrize("value, want", [("1", True), ("TRUE", True), (" yes ", True), ("on", True),
+                                         ("0", False), ("false", False), ("No", False), ("off", False), ("", False)])
+def test_one_rule_for_on(monkeypatch, value, want):
+    monkeypatch.setenv("CAKE_RT_QUIET", value)
+    assert env.flag("CAKE_RT_QUIET") is want
+
+
+def test_unset_is_off_and_garbage_is_named(monkeypatch):
+    monkeypatch.delenv("CAKE_RT_DSA_PROFILE", raising=False)
+    assert env.flag("CAKE_RT_DSA_PROFILE") is False
+    monkeypatch.setenv("CAKE_RT_DSA_PROFILE", "maybe")
+    with pytest.raises(ValueError, match="CAKE_RT_DSA_PROFILE"):
+        env.flag("CAKE_RT_DSA_PROFILE")
+
+
+def test_unknown_switch_is_refused():
+    with pytest.raises(KeyError, match="CAKE_RT_NOPE"):
+        env.flag("CAKE_RT_NOPE")
+
+
+def test_choice_and_byte_count(monkeypatch):
+    monkeypatch.setenv("CAKE_RT_SSD_CHUNK_PARALLEL", " Never ")
+    assert env.choice("CAKE_RT_SSD_CHUNK_PARALLEL", ("auto", "always", "never"), "auto") == "never"
+    monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", "-1")
+    with pytest.raises(ValueError, match="CAKE_RT_SSD_WORKSPACE_CAP"):
+        env.byte_count("CAKE_RT_SSD_WORKSPACE_CAP", 7)
+    monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", "")
+    assert env.byte_count("CAKE_RT_SSD_WORKSPACE_CAP", 7) == 7
+
+
+def test_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    assert env.cache_dir() == tmp_path
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", "OFF")
+    assert env.cache_dir() is None
+    monkeypatch.delenv("CAKE_RT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert env.cache_dir() == tmp_path / "cake-rt"
+
+
+def test_every_switch_the_package_names_is_documented():
+    root = pathlib.Path(env.__file__).parent
+    named = set()
+    for f in root.rglob("*.py"):
+        named |= set(re.findall(r"CAKE_RT_[A-Z0-9_]+", f.read_text()))
+    # Switches the kernel rewrites delete are not part of env.py.
+    leaving = {"CAKE_RT_SSD_EXACT_NARROW", "CAKE_RT_DSA_FAST"}
+    assert named - leaving <= set(env.SWITCHES), named - leaving - set(env.SWITCHES)
+    doc = env.__doc__
+    assert all(name in doc for name in env.SWITCHES)

@@ -1,0 +1,44 @@
+"""cake-rt warmup / cache: the programs each op lists, --shapes, and compiling into a fresh cache (CPU only)."""
+import pytest
+
+from cake_rt import warmup
+from cake_rt.ops import dsa, ssd
+
+
+def test_programs_have_the_documented_signature():
+    for op in (ssd, dsa):
+        progs = op.programs("sm_90a")
+        assert progs and all(isinstance(p, str) and isinstance(d, dict) for p, d in progs)
+        assert len({tuple(sorted(d.items())) for _, d in progs}) == len(progs)  # no duplicates
+
+
+def test_shapes_narrow_the_list():
+    shapes = warmup.parse_shapes(["dtype=bfloat16,headdim=64,dstate=128,chunk=256"])
+    progs = warmup.programs(("ssd",), "sm_90a", shapes)
+    assert progs and all(d["SSD_T"] == 0 and d["SSD_P"] == 64 and d["SSD_N"] == 128 and d["SSD_Q"] == 256
+                         for _, _, d in progs)
+    both = warmup.programs(("ssd", "dsa"), "sm_90a", warmup.parse_shapes(["heads=64,head_dim=128"]))
+    assert both and all(op == "dsa" and d["DSA_H"] == 64 for op, _, d in both)
+    with pytest.raises(ValueError, match="--shapes"):
+        warmup.programs(("ssd",), "sm_90a", warmup.parse_shapes(["heads=64"]))
+    for bad in ("headdim", "=3", ","):
+        with pytest.raises(ValueError, match="--shapes"):
+            warmup.parse_shapes([bad])
+
+
+def test_warmup_compiles_once_then_finds_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    shapes = warmup.parse_shapes(["dtype=float32,SSD_DT=2,SSD_SD=2,headdim=64,dstate=64,chunk=64"])
+    first = warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)
+    assert first["programs"] == 1 and first["compiled"] == 1 and not first["failed"]
+    again = warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)
+    assert again["cached"] == 1 and again["compiled"] == 0
+    c = warmup.cache_summary()
+    assert c["files"] == 1 and c["bytes"] > 0
+    assert warmup.clear_cache() == 1 and warmup.cache_summary()["files"] == 0
+
+
+def test_warmup_refuses_without_a_disk_cache(monkeypatch):
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", "off")
+    with pytest.raises(RuntimeError, match="cache is off"):
+        warmup.warmup(("dsa",), "sm_90a")
