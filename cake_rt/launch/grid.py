@@ -104,6 +104,8 @@ def _pack_args(args):
 
 
 def _stream_ptr(stream):
+    """The handle of ``stream``: None -> the current stream; a CuPy stream -> its handle; an int is taken as
+    a handle the op already checked (``streams.resolve`` / ``interop.resolve_stream`` check user input)."""
     if stream is None:
         import cupy
 
@@ -201,3 +203,67 @@ def launch_cooperative(kernel, grid, block, args, *, shared_mem: int = 0, stream
                                    sptr, ctypes.addressof(params))
     del holders
     _record(kernel, g, b, shared_mem, True, sptr, tag)
+
+
+class Slot:
+    """A placeholder in a ``PackedLaunch`` argument list: a pointer given per call (``run``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"Slot({self.name!r})"
+
+
+class PackedLaunch:
+    """One kernel launch with its grid, block, shared memory and argument buffer packed once.
+
+    ``args`` as for ``launch``, where a ``Slot`` marks a pointer that changes per call; ``run(handle,
+    *pointers)`` fills the slots (in order) and launches on stream ``handle`` with no other host work. A
+    cooperative launch is checked against the co-resident capacity once, here. The caller makes the
+    kernel's device current. Thread-safe: the fill and the launch happen under one lock (the driver copies
+    the arguments at launch).
+    """
+
+    __slots__ = ("kernel", "grid", "block", "shared_mem", "cooperative", "tag", "_fn", "_holders", "_params",
+                 "_addr", "_slots", "_lock", "slot_names")
+
+    def __init__(self, kernel, grid, block, args, *, shared_mem: int = 0, cooperative: bool = False,
+                 tag: str = ""):
+        g, b = _dim3(grid, "grid"), _dim3(block, "block")
+        if shared_mem > 48 * 1024:
+            kernel.set_max_dynamic_shared(shared_mem)
+        if cooperative:
+            capacity = cooperative_capacity(kernel, b[0] * b[1] * b[2], shared_mem)
+            if g[0] * g[1] * g[2] > capacity:
+                raise CooperativeLaunchError(
+                    f"cooperative grid of {g[0] * g[1] * g[2]} CTAs for {kernel.name} exceeds the co-resident "
+                    f"capacity {capacity} (occupancy x SMs); refusing rather than shrinking it")
+        slots = [i for i, a in enumerate(args) if isinstance(a, Slot)]
+        self.slot_names = tuple(args[i].name for i in slots)
+        params, holders = _pack_args([None if isinstance(a, Slot) else a for a in args])
+        self.kernel, self.grid, self.block = kernel, g, b
+        self.shared_mem, self.cooperative, self.tag = int(shared_mem), bool(cooperative), tag
+        self._fn = kernel.function.ptr
+        self._holders, self._params = holders, params
+        self._addr = ctypes.addressof(params)
+        self._slots = tuple(holders[i] for i in slots)
+        self._lock = threading.Lock()
+
+    def run(self, handle: int, *pointers) -> None:
+        from cupy_backends.cuda.api import driver
+
+        g, b = self.grid, self.block
+        with self._lock:
+            for h, p in zip(self._slots, pointers):
+                h.value = p
+            if self.cooperative:
+                driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem,
+                                               handle, self._addr)
+            else:
+                driver.launchKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle,
+                                    self._addr, 0)
+        if getattr(_local, "stack", None):
+            _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
