@@ -191,11 +191,14 @@ class Guarded:
         with _life_lock:
             self._inflight += 1
 
-    def end(self, handle: int, capturing: bool) -> None:
+    def end(self, handle: int, capturing: bool, pin: bool = True) -> None:
+        """After the launches of a call on stream ``handle``: record the release event; under capture pin
+        the object instead (``pin=False``: its owner, held by the caller, keeps it alive for the graph)."""
         with _life_lock:
             self._inflight -= 1
         if capturing:
-            self.pin()
+            if pin:
+                self.pin()
             return
         ev = self._events.get(handle)
         if ev is None:
