@@ -15,11 +15,15 @@ import dataclasses
 import math
 import os
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
-from ..interop import BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_array, dtype_name, parse_dtype
+from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_aligned, check_array,
+                       check_disjoint, dtype_name, parse_dtype)
+from ..launch.streams import CaptureError, Guarded, GuardedLRU, collect, is_capturing, stream_state, upload
+from ..launch.streams import resolve as resolve_handle
+from ..launch.tickets import state_ticket_words
+from ..launch.workspace import state_workspace
 
 __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "COST_MODELS",
            "DEFAULT_WORKSPACE_CAP", "last_plan"]
@@ -241,6 +245,9 @@ def _build_table(segs, seqlen, chunk, varlen):
     return table, nseg, chunk_base, max_chunks, ckpt_base
 
 
+_tables_host: dict = {}  # (seqlen, chunk, batch, cu_seqlens, seq_idx) -> _build_table's result
+
+
 def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
               dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out):
     if family not in ("auto", "exact", "chunkpar"):
@@ -352,7 +359,14 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
     if out is not None:
         out = check_array(_dev(out, "out"), "out", dtypes=(x.dtype,), shape=tuple(x.shape), device=dev)
 
-    table, nseg, total_chunks, max_chunks, total_ckpts = _build_table(segs, seqlen, chunk, cu is not None)
+    key = (seqlen, chunk, batch, None if cu is None else cu.tobytes(), None if sidx is None else sidx.tobytes())
+    hit = _tables_host.get(key)
+    if hit is None:
+        hit = _build_table(segs, seqlen, chunk, cu is not None)
+        if len(_tables_host) >= 256:
+            _tables_host.clear()
+        _tables_host[key] = hit
+    table, nseg, total_chunks, max_chunks, total_ckpts = hit
     if total_chunks >= 2**31 or nseg * nheads * (headdim // PBLK) >= 2**31:
         raise ValueError(f"x: too many chunks ({total_chunks}) or work items for one call")
     return _Call(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, init=initial_states, out=out,
@@ -361,6 +375,18 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
                  total_chunks=total_chunks, max_chunks=max_chunks, total_ckpts=total_ckpts,
                  nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
+
+
+def _check_memory(c: _Call) -> None:
+    """Before any launch: every device array 16-byte aligned (the kernels' vector accesses), and ``out``
+    overlapping no input (``ValueError`` naming the argument)."""
+    inputs = (("x", c.x), ("dt", c.dt), ("A", c.A), ("B", c.B), ("C", c.C), ("D", c.D), ("z", c.z),
+              ("dt_bias", c.dt_bias), ("initial_states", c.init))
+    for name, a in inputs + (("out", c.out),):
+        if a is not None:
+            check_aligned(a, name)
+    if c.out is not None:
+        check_disjoint((("out", c.out),), inputs)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -500,28 +526,50 @@ def _plan(c: _Call, family: str) -> SsdPlan:
     return plan
 
 
-_tables: "OrderedDict" = OrderedDict()
-_tables_lock = threading.Lock()
+class _DeviceTable(Guarded):
+    """A segment table in device memory, uploaded on the first caller's stream (``streams.upload``); other
+    streams wait for the upload once. Freed after the kernels that read it (``Guarded``); pinned once a
+    graph captured it."""
+
+    def __init__(self, host: np.ndarray, handle: int, stream_obj=None):
+        import cupy
+        from cupy_backends.cuda.api import runtime
+
+        super().__init__()
+        self._host = host
+        self.array = upload(host, handle, stream_obj)
+        self.ready = cupy.cuda.Event(block=False, disable_timing=True)
+        runtime.eventRecord(self.ready.ptr, handle)
+        self._ordered = {handle}
+
+    def order_after_upload(self, handle: int, capturing: bool) -> None:
+        if handle in self._ordered:
+            return
+        from cupy_backends.cuda.api import runtime
+
+        if capturing:
+            self.ready.synchronize()  # an event from outside a capture cannot be waited on inside it
+        else:
+            runtime.streamWaitEvent(handle, self.ready.ptr, 0)
+        self._ordered.add(handle)
+
+
+_tables = GuardedLRU(64)
 _tls = threading.local()
 
 
-def _device_table(c: _Call):
+def _device_table(c: _Call, handle: int, stream_obj, capturing: bool) -> _DeviceTable:
     """The segment table on the device, cached by content (no upload on repeated layouts)."""
-    import cupy
-
     key = (c.device, c.table.tobytes())
-    with _tables_lock:
-        hit = _tables.get(key)
-        if hit is not None:
-            _tables.move_to_end(key)
-            return hit
-    with cupy.cuda.Device(c.device):
-        arr = cupy.asarray(c.table)
-    with _tables_lock:
-        _tables[key] = arr
-        while len(_tables) > 64:
-            _tables.popitem(last=False)
-    return arr
+    hit = _tables.get(key)
+    if hit is not None:
+        return hit
+    if capturing:
+        raise CaptureError(
+            "ssd_combined: a new sequence layout cannot be uploaded during CUDA graph capture; make one eager "
+            "call with the same shapes and cu_seqlens / seq_idx on this stream before capturing")
+    collect()
+    return _tables.put(key, _DeviceTable(c.table, handle, stream_obj))
 
 
 def last_plan():
@@ -563,33 +611,40 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     """
     import cupy
 
-    from ..interop import resolve_stream
     from ..launch.grid import launch, launch_cooperative
-    from ..launch.tickets import stream_ticket_words
-    from ..launch.workspace import get_workspace
 
+    if out is not None:
+        out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
     c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
                   dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    _check_memory(c)
     with cupy.cuda.Device(c.device):
-        s = resolve_stream(stream)
+        s, handle = resolve_handle(stream, c.device)
+        capturing = is_capturing(handle)
         plan = _plan(c, family)
         _tls.plan = plan
         itemsize = np.dtype(c.x.dtype).itemsize
-        with s:
-            y = c.out if c.out is not None else cupy.empty(c.x.shape, c.x.dtype)
-            shape = (c.nheads, c.headdim, c.dstate)
-            fin = cupy.empty((c.nfinal,) + shape, c.state_dtype) if c.want_final else None
-            var = cupy.empty((c.nvarlen,) + shape, c.state_dtype) if c.want_varlen else None
-            ck = cupy.empty((c.total_ckpts,) + shape, c.state_dtype) if c.want_chunks else None
-            table = _device_table(c)
-            args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table,
+        table = _device_table(c, handle, s, capturing)
+        state = stream_state(c.device, handle, capturing) if plan.family == "chunkpar" else None
+        table.begin()
+        if state is not None:
+            state.begin()
+        try:
+            with s:
+                y = c.out if c.out is not None else cupy.empty(c.x.shape, c.x.dtype)
+                shape = (c.nheads, c.headdim, c.dstate)
+                fin = cupy.empty((c.nfinal,) + shape, c.state_dtype) if c.want_final else None
+                var = cupy.empty((c.nvarlen,) + shape, c.state_dtype) if c.want_varlen else None
+                ck = cupy.empty((c.total_ckpts,) + shape, c.state_dtype) if c.want_chunks else None
+            table.order_after_upload(handle, capturing)
+            args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table.array,
                     np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
                     np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
             if plan.family == "exact":
                 wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
                 k = _kernel(c, "ssd_exact", nb, wn)
                 launch(k, plan.work_items, 128 * wn, args,
-                       shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=s, tag="ssd_exact")
+                       shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=handle, tag="ssd_exact")
             else:
                 nb = _nbuf(c)
                 k = _kernel(c, "ssd_chunkpar", nb)
@@ -599,15 +654,19 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 n = c.total_chunks * c.nheads * c.headdim * c.dstate
                 o1 = _align(n * 4)
                 o2 = o1 + _align(n * itemsize)
-                ws = get_workspace("ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, device=c.device,
-                                   stream=s)
+                ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
+                                     handle=handle, stream_obj=s, capturing=capturing)
                 local = ws[0:o1]
                 prev = ws[o1:o2]
                 dec = ws[o2:plan.workspace_bytes]
-                words = stream_ticket_words(s, device=c.device)
-                with words.guard(s):
+                words = state_ticket_words(state, handle, c.device, 4, s, capturing)
+                with words.guard(handle):
                     launch_cooperative(k, grid, THREADS, args + (local, prev, dec, words.array), shared_mem=smem,
-                                       stream=s, tag="ssd_chunkpar")
+                                       stream=handle, tag="ssd_chunkpar")
+        finally:
+            if state is not None:
+                state.end(handle, capturing)
+            table.end(handle, capturing)
     outs = [y]
     if c.want_final:
         outs.append(fin)
