@@ -59,14 +59,14 @@ def _foreign_read_only(x) -> str | None:
     mod = type(x).__module__ or ""
     if mod.split(".")[0] in ("jax", "jaxlib"):
         return "a JAX array is immutable"
-    cai = getattr(type(x), "__cuda_array_interface__", None)
-    if cai is not None:
-        try:
-            data = x.__cuda_array_interface__.get("data")
-            if data is not None and len(data) > 1 and bool(data[1]):
-                return "its __cuda_array_interface__ is read-only"
-        except Exception:
-            pass
+    try:
+        cai = x.__cuda_array_interface__
+    except Exception:
+        cai = None
+    if isinstance(cai, dict):
+        data = cai.get("data")
+        if data is not None and len(data) > 1 and bool(data[1]):
+            return "its __cuda_array_interface__ is read-only"
     flags = getattr(x, "flags", None)
     if flags is not None and getattr(flags, "writeable", True) is False:
         return "it is read-only (flags.writeable is False)"
@@ -99,6 +99,8 @@ def as_device_array(x, name: str, *, output: bool = False):
             raise ValueError(f"{name}: a tensor that requires grad cannot be an output (cake-rt writes it in "
                              f"place, outside autograd); pass a tensor without requires_grad")
         x = x.detach()  # an input is only read: a documented read-only view, no gradient
+        if isinstance(x, cupy.ndarray):
+            return x
     if hasattr(x, "__dlpack__"):
         dev = getattr(x, "__dlpack_device__", None)
         if dev is not None:

@@ -777,6 +777,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     _check_topk(topk)
     schedule, key_split = _check_schedule(schedule, key_split)
     p = _check_arrays(q, k, weights, topk)
+    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
     with _current_device(p.device):
         st, handle = resolve_handle(stream, p.device)  # None: the current stream of the inputs' device
         capturing = is_capturing(handle)
@@ -796,7 +797,6 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                 _memo_put(_meta_memo, mk, meta)
         p.cu_q, p.cu_k, p.offsets = meta
         p.causal = bool(causal)
-        indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
         dp = _cached_device_plan(p, key_split, capturing, handle, st, mk)
         need = dp.plan.workspace_bytes
         ws = _check_workspace(workspace, need, p.device, p, indices, scores)
