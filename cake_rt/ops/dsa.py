@@ -24,7 +24,7 @@ import numpy as np
 
 from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint,
                        dtype_name)
-from ..launch.streams import (CaptureError, Guarded, GuardedLRU, collect, is_capturing, stream_state)
+from ..launch.streams import PER_THREAD, CaptureError, Guarded, GuardedLRU, collect, is_capturing, stream_key, stream_state
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -829,8 +829,10 @@ class DSAIndexerRunner:
     """A prepared call: bound to its arrays' shapes, dtypes and pointers and to the metadata values.
 
     ``runner(stream=None)`` launches on the current (or given) stream and returns ``(indices, scores)``;
-    the values in q, k and weights may change between calls. It copies nothing to the host and allocates
-    nothing, so it can be captured in a CUDA graph: the graph then points at memory the runner owns (its
+    the values in q, k and weights may change between calls. Runs on one stream are ordered by it; a run on
+    a further stream gets its own ticket word (and library workspace), made once on that stream, so runs on
+    two streams never share them (they do share the outputs: concurrent runs write the same bits). Its
+    calls copy nothing to the host and allocate nothing after that, so it can be captured in a CUDA graph: the graph then points at memory the runner owns (its
     work table, ticket word and workspace), so keep the runner alive as long as the graph. Everything prepare
     writes (the table, the zeroed ticket word) is written on the prepare stream and waited for before
     prepare returns, so it is ordered before the first run on any stream. A completed call leaves the ticket
@@ -838,7 +840,8 @@ class DSAIndexerRunner:
     dropped, its memory is freed after the kernels queued by its runs have completed.
     """
 
-    def __init__(self, p: _Problem, dp: _DevicePlan, indices, scores, workspace, schedule, tickets):
+    def __init__(self, p: _Problem, dp: _DevicePlan, indices, scores, workspace, schedule, tickets,
+                 caller_ws=False):
         import weakref
 
         self._p, self._dp = p, dp
@@ -848,9 +851,40 @@ class DSAIndexerRunner:
         self.tickets = tickets
         self.plan = dp.plan
         self.config = dp.cfg
-        dp.owned = (tickets, workspace)
-        self._ptrs = (indices.data.ptr, scores.data.ptr)
+        self._caller_ws = caller_ws
+        # Ticket word and library workspace per stream: runs on two streams never share them. The first
+        # stream the runner runs on (or is captured on) takes the ones made at prepare.
+        self._per_stream = {}
+        self._home = (tickets, workspace)
+        dp.owned = self._per_stream
         weakref.finalize(self, dp.retire)
+
+    def _stream_memory(self, handle: int, capturing: bool):
+        key = handle if handle != PER_THREAD else stream_key(self._p.device, handle)
+        mem = self._per_stream.get(key)
+        if mem is not None:
+            return mem
+        import cupy
+
+        if not self._per_stream:
+            mem = self._home
+        else:
+            if capturing:
+                raise CaptureError(
+                    "DSAIndexerRunner: a run on a further stream needs its own ticket word (and workspace), which "
+                    "cannot be created during CUDA graph capture; run the runner once on this stream before "
+                    "capturing")
+            from ..launch.tickets import TicketWords
+
+            s = cupy.cuda.ExternalStream(handle)
+            tickets = TicketWords(4, device=self._p.device, stream=s, sync=False) if self.tickets else None
+            ws = self.workspace
+            if ws is not None and not self._caller_ws:
+                with s:
+                    ws = cupy.empty(ws.nbytes, dtype=np.uint8)
+            mem = (tickets, ws)
+        self._per_stream[key] = mem
+        return mem
 
     @property
     def launches_per_call(self) -> int:
@@ -861,9 +895,10 @@ class DSAIndexerRunner:
         with _current_device(p.device):
             _, handle = resolve_handle(stream, p.device)
             capturing = is_capturing(handle)
+            tickets, ws = self._stream_memory(handle, capturing)
             dp.begin()
             try:
-                _launch(dp, p, self.indices, self.scores, self.workspace, self.tickets, self.schedule, handle)
+                _launch(dp, p, self.indices, self.scores, ws, tickets, self.schedule, handle)
             finally:
                 dp.end(handle, capturing, pin=False)  # under capture the runner, held by the caller, owns it
         return self.indices, self.scores
@@ -913,7 +948,7 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         dp.ready.record(st)
         dp.ready.synchronize()  # the table and the zero are complete: ordered before a run on any stream
         dp.order_after_upload = lambda handle, capturing: None
-        return DSAIndexerRunner(p, dp, indices, scores, ws, schedule, tickets)
+        return DSAIndexerRunner(p, dp, indices, scores, ws, schedule, tickets, caller_ws=workspace is not None)
 
 
 def selftest():
