@@ -155,21 +155,34 @@ def _span(arr):
     return lo, hi + arr.itemsize
 
 
+def check_disjoint_spans(outputs, inputs=()):
+    """``check_disjoint`` on ``(name, (lo, hi) or None)`` byte ranges (the fast form for contiguous arrays)."""
+    outs = [(n, sp) for n, sp in outputs if sp is not None]
+    ins = [(n, sp) for n, sp in inputs if sp is not None]
+    for i, (on, osp) in enumerate(outs):
+        for j, (other, sp) in enumerate(outs[:i] + ins):
+            if osp[0] < sp[1] and sp[0] < osp[1]:
+                kind = "another output" if j < i else "an input"
+                raise ValueError(f"{on}: its memory overlaps {other} ({kind}); outputs may not alias inputs or "
+                                 f"each other: pass a separate array")
+
+
+def contiguous_span(arr):
+    """[lo, hi) of a C-contiguous array (None when empty)."""
+    n = arr.nbytes
+    if not n:
+        return None
+    p = arr.data.ptr
+    return (p, p + n)
+
+
 def check_disjoint(outputs, inputs=()):
     """``ValueError`` when an output's memory overlaps an input's or another output's.
 
     ``outputs``, ``inputs``: sequences of ``(name, array or None)``. Overlap is judged on the byte ranges
     the arrays span (conservative for interleaved views: those are refused too)."""
-    outs = [(n, _span(a)) for n, a in outputs if a is not None]
-    ins = [(n, _span(a)) for n, a in inputs if a is not None]
-    for i, (on, osp) in enumerate(outs):
-        if osp is None:
-            continue
-        for other, sp in outs[:i] + ins:
-            if sp is not None and osp[0] < sp[1] and sp[0] < osp[1]:
-                kind = "another output" if (other, sp) in outs else "an input"
-                raise ValueError(f"{on}: its memory overlaps {other} ({kind}); outputs may not alias inputs or "
-                                 f"each other: pass a separate array")
+    check_disjoint_spans([(n, _span(a)) for n, a in outputs if a is not None],
+                         [(n, _span(a)) for n, a in inputs if a is not None])
 
 
 def _fmt_shape(shape) -> str:

@@ -267,3 +267,36 @@ class PackedLaunch:
                                     self._addr, 0)
         if getattr(_local, "stack", None):
             _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
+
+
+_packed_memo: dict = {}
+_ARRAY = object()
+
+
+def launch_cached(kernel, grid, block, args, *, shared_mem: int = 0, stream: int = 0, tag: str = "",
+                  cooperative: bool = False) -> None:
+    """``launch`` / ``launch_cooperative`` through a memo of ``PackedLaunch`` objects keyed by the kernel,
+    grid, block, shared memory, the scalar arguments and which pointers are null: a repeated call only
+    fills the pointers. ``stream`` is a handle the caller resolved; the kernel's device must be current."""
+    import cupy
+
+    nd = cupy.ndarray
+    key = [id(kernel), grid, block, shared_mem, cooperative, tag]
+    ptrs = []
+    for a in args:
+        if type(a) is nd:
+            key.append(_ARRAY)
+            ptrs.append(a.data.ptr)
+        elif a is None:
+            key.append(None)
+        else:
+            key.append((a.dtype.char, a.item()) if isinstance(a, np.generic) else a)
+    key = tuple(key)
+    pk = _packed_memo.get(key)
+    if pk is None:
+        template = [Slot(str(i)) if type(a) is nd else a for i, a in enumerate(args)]
+        pk = PackedLaunch(kernel, grid, block, template, shared_mem=shared_mem, cooperative=cooperative, tag=tag)
+        if len(_packed_memo) >= 1024:
+            _packed_memo.clear()
+        _packed_memo[key] = pk
+    pk.run(stream, *ptrs)

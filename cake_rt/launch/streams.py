@@ -110,6 +110,17 @@ def resolve(stream, device: int):
                     f"handle, got {type(stream).__name__}")
 
 
+def current_device(dev: int):
+    """A context that makes device ``dev`` current (a no-op, and no driver call, when it already is)."""
+    import contextlib
+
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == dev:
+        return contextlib.nullcontext()
+    return cupy.cuda.Device(dev)
+
+
 def stream_key(device: int, handle: int):
     """The key of a stream's library state: the per-thread default stream is one stream per host thread."""
     if handle == PER_THREAD:
@@ -325,11 +336,12 @@ class Buffer(Guarded):
 class StreamState(Guarded):
     """Library memory private to one stream: ticket words (by size) and grow-only workspaces (by name)."""
 
-    __slots__ = ("key", "handle", "tickets", "workspaces", "_old")
+    __slots__ = ("key", "handle", "tickets", "workspaces", "_old", "watch")
 
     def __init__(self, key, handle):
         super().__init__()
         self.key, self.handle = key, handle
+        self.watch = None
         self.tickets = {}
         self.workspaces = {}
         self._old = []  # grown-out workspaces: retired with their own events
@@ -339,10 +351,26 @@ class StreamState(Guarded):
 
 
 _states = GuardedLRU(MAX_STREAM_STATES)
+_dead: list = []  # keys of states whose CuPy stream object was collected (appended by a weakref callback)
 
 
-def stream_state(device: int, handle: int, capturing: bool = False) -> StreamState:
-    """The state of (device, stream); created on first use (refused under capture: ``CaptureError``)."""
+def _drop_dead() -> None:
+    while _dead:
+        key = _dead.pop()
+        with _states._lock:
+            st = _states._d.pop(key, None)
+        if st is not None:
+            st.retire()
+        forget_handle(key[1])
+
+
+def stream_state(device: int, handle: int, capturing: bool = False, stream_obj=None) -> StreamState:
+    """The state of (device, stream); created on first use (refused under capture: ``CaptureError``).
+
+    When ``stream_obj`` is a CuPy stream the state is released (after its queued work) once that object is
+    collected, so a later stream that reuses the handle starts with fresh state."""
+    if _dead:
+        _drop_dead()
     key = stream_key(device, handle)
     st = _states.get(key)
     if st is None:
@@ -351,7 +379,15 @@ def stream_state(device: int, handle: int, capturing: bool = False) -> StreamSta
                 "this stream has no cake-rt state yet and none can be created during CUDA graph capture: make "
                 "one eager call with the same arguments on this stream before capturing (or capture a "
                 "prepared runner)")
-        st = _states.put(key, StreamState(key, handle))
+        st = StreamState(key, handle)
+        if stream_obj is not None and handle not in (0, LEGACY, PER_THREAD):
+            import cupy
+
+            if type(stream_obj) is cupy.cuda.Stream:
+                import weakref
+
+                st.watch = weakref.ref(stream_obj, lambda _ref, key=key: _dead.append(key))
+        st = _states.put(key, st)
     return st
 
 

@@ -133,5 +133,5 @@ def stream_ticket_words(stream=None, device=None, nwords: int = 4) -> TicketWord
     with cupy.cuda.Device(dev):
         s, handle = resolve(stream, dev)
         capturing = is_capturing(handle)
-        state = stream_state(dev, handle, capturing)
+        state = stream_state(dev, handle, capturing, s)
         return state_ticket_words(state, handle, dev, int(nwords), s, capturing)

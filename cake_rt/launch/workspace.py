@@ -65,7 +65,7 @@ def get_workspace(key: str, nbytes: int, *, cap=None, device=None, stream=None):
     with cupy.cuda.Device(dev):
         s, handle = resolve(stream, dev)
         capturing = is_capturing(handle)
-        state = stream_state(dev, handle, capturing)
+        state = stream_state(dev, handle, capturing, s)
         return state_workspace(state, key, nbytes, cap=cap, handle=handle, stream_obj=s, capturing=capturing)
 
 

@@ -22,9 +22,10 @@ import threading
 
 import numpy as np
 
-from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint,
-                       dtype_name)
-from ..launch.streams import PER_THREAD, CaptureError, Guarded, GuardedLRU, collect, is_capturing, stream_key, stream_state
+from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint_spans,
+                       contiguous_span, dtype_name)
+from ..launch.streams import (PER_THREAD, CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing,
+                              stream_key, stream_state)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -398,6 +399,19 @@ def _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv
 
 def _check_arrays(q, k, weights, topk):
     topk = _check_topk(topk)
+    import cupy
+
+    nd = cupy.ndarray
+    if type(q) is nd and type(k) is nd and type(weights) is nd:
+        # A signature seen before passed every check below but the pointer ones: only alignment is left.
+        sig = (q.shape, q.strides, q.dtype, k.shape, k.strides, k.dtype, weights.shape, weights.strides,
+               weights.dtype, q.data.device_id, k.data.device_id, weights.data.device_id)
+        hit = _sig_memo.get(sig)
+        if hit is not None and (q.data.ptr | k.data.ptr | weights.data.ptr) % 16 == 0:
+            T, Tkv, H, D, dev = hit
+            return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
+    else:
+        sig = None
     q = as_device_array(q, "q")
     check_array(q, "q", dtypes=BF16, ndim=3)
     dev = q.device.id
@@ -415,6 +429,8 @@ def _check_arrays(q, k, weights, topk):
         raise ValueError(f"k: sizes must fit in int32 ids, got T={T}, Tkv={Tkv}")
     for name, a in (("q", q), ("k", k), ("weights", weights)):
         check_aligned(a, name)
+    if sig is not None:
+        _memo_put(_sig_memo, sig, (T, Tkv, H, D, dev))
     return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
 
 
@@ -434,11 +450,18 @@ def _check_outputs(indices, scores, T, topk, dev, p=None):
             out.append(None)
             continue
         a = as_device_array(arr, name, output=True)
-        check_array(a, name, dtypes=dt, shape=(T, topk), device=dev)
-        check_aligned(a, name)
+        sig = (name, a.shape, a.strides, a.dtype, a.data.device_id, T, topk, dev)
+        if sig not in _sig_memo:
+            check_array(a, name, dtypes=dt, shape=(T, topk), device=dev)
+            _memo_put(_sig_memo, sig, True)
+        if a.data.ptr % 16:
+            check_aligned(a, name)
         out.append(a)
-    ins = () if p is None else (("q", p.q), ("k", p.k), ("weights", p.w))
-    check_disjoint((("indices", out[0]), ("scores", out[1])), ins)
+    if out[0] is not None or out[1] is not None:
+        ins = () if p is None else (("q", contiguous_span(p.q)), ("k", contiguous_span(p.k)),
+                                    ("weights", contiguous_span(p.w)))
+        check_disjoint_spans((("indices", None if out[0] is None else contiguous_span(out[0])),
+                              ("scores", None if out[1] is None else contiguous_span(out[1]))), ins)
     return out
 
 
@@ -449,14 +472,21 @@ def _check_workspace(workspace, need, dev, p=None, indices=None, scores=None):
         return None
     if not isinstance(workspace, cupy.ndarray):
         raise TypeError(f"workspace: expected a CuPy uint8 array, got {type(workspace).__name__}")
-    check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
+    sig = ("workspace", workspace.shape, workspace.strides, workspace.dtype, workspace.data.device_id, dev)
+    if sig not in _sig_memo:
+        check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
+        _memo_put(_sig_memo, sig, True)
     if workspace.nbytes < need:
         raise ValueError(f"workspace: expected at least {need} bytes "
                          f"(dsa_indexer_workspace_bytes), got {workspace.nbytes}")
     if need:
         check_aligned(workspace, "workspace")
-        ins = () if p is None else (("q", p.q), ("k", p.k), ("weights", p.w))
-        check_disjoint((("workspace", workspace[:need]),), ins + (("indices", indices), ("scores", scores)))
+        ptr = workspace.data.ptr
+        ins = () if p is None else (("q", contiguous_span(p.q)), ("k", contiguous_span(p.k)),
+                                    ("weights", contiguous_span(p.w)))
+        outs = tuple((n, None if a is None else contiguous_span(a)) for n, a in (("indices", indices),
+                                                                                 ("scores", scores)))
+        check_disjoint_spans((("workspace", (ptr, ptr + need)),), ins + outs)
     return workspace
 
 
@@ -668,21 +698,15 @@ def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, s
             merge.run(handle, ws_ptr, cnt, iptr, sptr)
 
     if use_ticket:
-        with tickets.guard(handle):
+        if tickets.dirty:
+            tickets.before_launch(handle)
+        try:
             go()
+        except BaseException:
+            tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
+            raise
     else:
         go()
-
-
-def _current_device(dev: int):
-    """A context that makes ``dev`` current (a no-op when it already is)."""
-    import contextlib
-
-    import cupy
-
-    if cupy.cuda.runtime.getDevice() == dev:
-        return contextlib.nullcontext()
-    return cupy.cuda.Device(dev)
 
 
 def _meta_key(v):
@@ -778,7 +802,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     schedule, key_split = _check_schedule(schedule, key_split)
     p = _check_arrays(q, k, weights, topk)
     indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
-    with _current_device(p.device):
+    with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)  # None: the current stream of the inputs' device
         capturing = is_capturing(handle)
         if capturing:
@@ -802,7 +826,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
         ws = _check_workspace(workspace, need, p.device, p, indices, scores)
         if schedule is None:
             schedule = _default_schedule(p.device)
-        state = stream_state(p.device, handle, capturing)
+        state = stream_state(p.device, handle, capturing, st)
         dp.begin()
         state.begin()
         try:
@@ -892,7 +916,7 @@ class DSAIndexerRunner:
 
     def __call__(self, stream=None):
         p, dp = self._p, self._dp
-        with _current_device(p.device):
+        with current_device(p.device):
             _, handle = resolve_handle(stream, p.device)
             capturing = is_capturing(handle)
             tickets, ws = self._stream_memory(handle, capturing)

@@ -19,8 +19,9 @@ import threading
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint, dtype_name, parse_dtype)
-from ..launch.streams import CaptureError, Guarded, GuardedLRU, collect, is_capturing, stream_state, upload
+                       check_disjoint_spans, contiguous_span, dtype_name, parse_dtype)
+from ..launch.streams import (CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing, stream_state,
+                              upload)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -377,16 +378,71 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
 
 
+_call_memo: dict = {}  # argument signature -> validated _Call (array fields replaced per call)
+_ARRAY_FIELDS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "init", "out")
+
+
+def _signature(arrays, rest):
+    """Hashable signature of a call whose arrays are all CuPy arrays (or None) and whose metadata is host
+    NumPy (or None); None when the call cannot be memoized (foreign arrays, device metadata)."""
+    import cupy
+
+    sig = []
+    for a in arrays:
+        if a is None:
+            sig.append(None)
+        elif type(a) is cupy.ndarray:
+            sig.append((a.shape, a.strides, a.dtype, a.data.device_id))
+        else:
+            return None
+    out = []
+    for v in rest:
+        if isinstance(v, np.ndarray):
+            out.append((v.dtype.str, v.shape, v.tobytes()))
+        elif v is None or isinstance(v, (bool, int, float, str, np.integer, np.bool_)):
+            out.append((type(v), v))
+        elif isinstance(v, tuple) and all(isinstance(e, (int, float)) for e in v):
+            out.append((tuple, tuple((type(e), e) for e in v)))
+        else:
+            return None
+    return tuple(sig), tuple(out)
+
+
+def _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                   dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out):
+    """``_validate`` with a memo: a signature seen before (shapes, strides, dtypes, devices, scalars, host
+    metadata values) gives the same _Call with this call's arrays, without re-checking."""
+    import copy
+
+    arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, out)
+    sig = _signature(arrays, (chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
+                              return_varlen_states, return_chunk_states, state_dtype, family))
+    if sig is not None:
+        hit = _call_memo.get(sig)
+        if hit is not None:
+            c = copy.copy(hit)
+            c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, c.out = arrays
+            return c
+    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    if sig is not None:
+        if len(_call_memo) >= 256:
+            _call_memo.clear()
+        _call_memo[sig] = c
+    return c
+
+
 def _check_memory(c: _Call) -> None:
     """Before any launch: every device array 16-byte aligned (the kernels' vector accesses), and ``out``
     overlapping no input (``ValueError`` naming the argument)."""
     inputs = (("x", c.x), ("dt", c.dt), ("A", c.A), ("B", c.B), ("C", c.C), ("D", c.D), ("z", c.z),
               ("dt_bias", c.dt_bias), ("initial_states", c.init))
     for name, a in inputs + (("out", c.out),):
-        if a is not None:
+        if a is not None and a.data.ptr % 16:
             check_aligned(a, name)
-    if c.out is not None:
-        check_disjoint((("out", c.out),), inputs)
+    if c.out is not None:  # every array here passed the C-contiguity check
+        check_disjoint_spans((("out", contiguous_span(c.out)),),
+                             tuple((n, contiguous_span(a)) for n, a in inputs if a is not None))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -491,7 +547,25 @@ def _exact_nbuf(c: _Call, sm_count: int) -> int:
     return _nbuf(c)
 
 
+_plan_memo: dict = {}
+
+
 def _plan(c: _Call, family: str) -> SsdPlan:
+    """The plan of a call, memoized on everything it depends on (shapes, dtypes, segment counts, the
+    switches in force); the returned object is shared: treat it as read-only."""
+    key = (c.device, family, c.x.dtype, c.dt.dtype, c.state_dtype, c.nheads, c.headdim, c.ngroups, c.dstate,
+           c.chunk, c.nseg, c.total_chunks, c.max_chunks, os.environ.get(ENV_MODE), os.environ.get(ENV_CAP),
+           os.environ.get(ENV_NARROW))
+    hit = _plan_memo.get(key)
+    if hit is None:
+        hit = _plan_uncached(c, family)
+        if len(_plan_memo) >= 256:
+            _plan_memo.clear()
+        _plan_memo[key] = hit
+    return hit
+
+
+def _plan_uncached(c: _Call, family: str) -> SsdPlan:
     from ..launch.arch import device_info
     from ..launch.grid import CooperativeLaunchError
 
@@ -611,21 +685,22 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     """
     import cupy
 
-    from ..launch.grid import launch, launch_cooperative
+    from ..launch.grid import launch_cached
 
     if out is not None:
         out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
-    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
-                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    c = _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens,
+                       dt_softplus, dt_limit, return_final_states, return_varlen_states, return_chunk_states,
+                       state_dtype, family, out)
     _check_memory(c)
-    with cupy.cuda.Device(c.device):
+    with current_device(c.device):
         s, handle = resolve_handle(stream, c.device)
         capturing = is_capturing(handle)
         plan = _plan(c, family)
         _tls.plan = plan
         itemsize = np.dtype(c.x.dtype).itemsize
         table = _device_table(c, handle, s, capturing)
-        state = stream_state(c.device, handle, capturing) if plan.family == "chunkpar" else None
+        state = stream_state(c.device, handle, capturing, s) if plan.family == "chunkpar" else None
         table.begin()
         if state is not None:
             state.begin()
@@ -643,8 +718,9 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
             if plan.family == "exact":
                 wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
                 k = _kernel(c, "ssd_exact", nb, wn)
-                launch(k, plan.work_items, 128 * wn, args,
-                       shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=handle, tag="ssd_exact")
+                launch_cached(k, plan.work_items, 128 * wn, args,
+                              shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=handle,
+                              tag="ssd_exact")
             else:
                 nb = _nbuf(c)
                 k = _kernel(c, "ssd_chunkpar", nb)
@@ -661,8 +737,8 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 dec = ws[o2:plan.workspace_bytes]
                 words = state_ticket_words(state, handle, c.device, 4, s, capturing)
                 with words.guard(handle):
-                    launch_cooperative(k, grid, THREADS, args + (local, prev, dec, words.array), shared_mem=smem,
-                                       stream=handle, tag="ssd_chunkpar")
+                    launch_cached(k, grid, THREADS, args + (local, prev, dec, words.array), shared_mem=smem,
+                                  stream=handle, tag="ssd_chunkpar", cooperative=True)
         finally:
             if state is not None:
                 state.end(handle, capturing)
