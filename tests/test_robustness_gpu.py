@@ -94,7 +94,7 @@ def poisoned(T):
     return cupy.full((T, TOPK), 0x7F7F7F7F, dtype=cupy.int32), cupy.full((T, TOPK), np.nan, dtype=cupy.float32)
 
 
-def run_script(body: str, timeout=120):
+def run_script(body: str, timeout=40):
     """Run ``body`` in a fresh Python (same PYTHONPATH and cache): (returncode, combined output)."""
     code = textwrap.dedent(body)
     env = dict(os.environ)
