@@ -95,8 +95,9 @@ def poisoned(T):
 
 
 def run_script(body: str, timeout=40):
-    """Run ``body`` in a fresh Python (same PYTHONPATH and cache): (returncode, combined output)."""
-    code = textwrap.dedent(body)
+    """Run ``_PRELUDE`` then ``body`` (dedented) in a fresh Python (same PYTHONPATH and cache):
+    (returncode, combined output)."""
+    code = _PRELUDE + textwrap.dedent(body)
     env = dict(os.environ)
     env.setdefault("PYTHONPATH", os.getcwd())
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
@@ -211,7 +212,7 @@ def test_ssd_segment_table_is_written_in_stream_order():
 # ----------------------------------------------------------------------------------------------------
 
 def test_plan_eviction_while_calls_are_queued_keeps_the_table_alive():
-    rc, out = run_script(_PRELUDE + """
+    rc, out = run_script("""
     from cake_rt.launch.compile import get_kernel
     from cake_rt.launch.grid import launch
     from cake_rt.reference.dsa import dsa_indexer_reference
@@ -339,7 +340,7 @@ def test_capture_that_needs_more_workspace_is_refused():
 # ----------------------------------------------------------------------------------------------------
 
 def test_misaligned_views_are_value_errors_not_faults():
-    rc, out = run_script(_PRELUDE + """
+    rc, out = run_script("""
     from cake_rt.ops.ssd import ssd_combined
     T = 64
     q, k, w = inputs(T, T)
@@ -370,7 +371,7 @@ def test_misaligned_views_are_value_errors_not_faults():
 
 
 def test_garbage_int_stream_handle_is_a_value_error_not_a_segfault():
-    rc, out = run_script(_PRELUDE + """
+    rc, out = run_script("""
     q, k, w = inputs(32, 64)
     for h in (0xDEADBEEF000, 12345):
         try:

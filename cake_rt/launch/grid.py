@@ -20,6 +20,12 @@ import threading
 
 import numpy as np
 
+try:  # bound once: the per-call paths must not pay an import statement each
+    import cupy
+    from cupy_backends.cuda.api import driver, runtime
+except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
+    cupy = driver = runtime = None
+
 from .arch import device_info
 
 _SCALAR_CTYPES = {
@@ -82,8 +88,6 @@ def _dim3(v, what):
 
 
 def _pack_args(args):
-    import cupy
-
     holders = []
     for i, a in enumerate(args):
         if a is None:
@@ -107,8 +111,6 @@ def _stream_ptr(stream):
     """The handle of ``stream``: None -> the current stream; a CuPy stream -> its handle; an int is taken as
     a handle the op already checked (``streams.resolve`` / ``interop.resolve_stream`` check user input)."""
     if stream is None:
-        import cupy
-
         return cupy.cuda.get_current_stream().ptr
     if isinstance(stream, int):
         return stream
@@ -120,8 +122,6 @@ def _stream_ptr(stream):
 
 def occupancy_per_sm(kernel, block_threads: int, dyn_smem_bytes: int = 0) -> int:
     """Resident CTAs per SM for this kernel, block size and dynamic shared memory (from the driver)."""
-    from cupy_backends.cuda.api import driver
-
     if dyn_smem_bytes > 48 * 1024:
         kernel.set_max_dynamic_shared(dyn_smem_bytes)
     return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function.ptr, int(block_threads),
@@ -159,8 +159,6 @@ def _record(kernel, grid, block, shared_mem, cooperative, sptr, tag):
 
 
 def _prepare(kernel, shared_mem):
-    import cupy
-
     if cupy.cuda.runtime.getDevice() != kernel.device:
         raise RuntimeError(
             f"kernel {kernel.name} belongs to device {kernel.device} but device "
@@ -172,8 +170,6 @@ def _prepare(kernel, shared_mem):
 
 def launch(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: str = "") -> None:
     """Ordinary launch of ``kernel`` with an explicit grid and block on ``stream`` (None: current)."""
-    from cupy_backends.cuda.api import driver
-
     g, b = _dim3(grid, "grid"), _dim3(block, "block")
     _prepare(kernel, shared_mem)
     sptr = _stream_ptr(stream)
@@ -186,8 +182,6 @@ def launch(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: 
 
 def launch_cooperative(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: str = "") -> None:
     """Cooperative launch: every CTA co-resident, or ``CooperativeLaunchError`` — never a shrunk grid."""
-    from cupy_backends.cuda.api import driver
-
     g, b = _dim3(grid, "grid"), _dim3(block, "block")
     _prepare(kernel, shared_mem)
     capacity = cooperative_capacity(kernel, b[0] * b[1] * b[2], shared_mem)
@@ -253,8 +247,6 @@ class PackedLaunch:
         self._lock = threading.Lock()
 
     def run(self, handle: int, *pointers) -> None:
-        from cupy_backends.cuda.api import driver
-
         g, b = self.grid, self.block
         with self._lock:
             for h, p in zip(self._slots, pointers):
@@ -274,29 +266,38 @@ _ARRAY = object()
 
 
 def launch_cached(kernel, grid, block, args, *, shared_mem: int = 0, stream: int = 0, tag: str = "",
-                  cooperative: bool = False) -> None:
-    """``launch`` / ``launch_cooperative`` through a memo of ``PackedLaunch`` objects keyed by the kernel,
-    grid, block, shared memory, the scalar arguments and which pointers are null: a repeated call only
-    fills the pointers. ``stream`` is a handle the caller resolved; the kernel's device must be current."""
-    import cupy
+                  cooperative: bool = False, memo: dict | None = None) -> None:
+    """``launch`` / ``launch_cooperative`` through a memo of ``PackedLaunch`` objects: a repeated call only
+    fills the pointers (CuPy arrays and ``MemoryPointer`` s in ``args``) and launches.
 
-    nd = cupy.ndarray
-    key = [id(kernel), grid, block, shared_mem, cooperative, tag]
-    ptrs = []
-    for a in args:
-        if type(a) is nd:
-            key.append(_ARRAY)
-            ptrs.append(a.data.ptr)
-        elif a is None:
-            key.append(None)
-        else:
-            key.append((a.dtype.char, a.item()) if isinstance(a, np.generic) else a)
-    key = tuple(key)
-    pk = _packed_memo.get(key)
+    Without ``memo`` the key is the kernel, grid, block, shared memory, every scalar value and which
+    pointers are null. With ``memo`` (a dict the caller keeps per problem signature) the caller promises
+    that the scalars and the null pattern are fixed for that dict, and the key is only the kernel, grid,
+    block and shared memory. ``stream`` is a handle the caller resolved; the kernel's device must be current.
+    """
+    nd, mp = cupy.ndarray, cupy.cuda.MemoryPointer
+    if memo is not None:
+        key = (id(kernel), grid, block, shared_mem, cooperative)
+        pk = memo.get(key)
+        if pk is not None:
+            pk.run(stream, *[a.data.ptr if type(a) is nd else a.ptr for a in args if type(a) is nd or type(a) is mp])
+            return
+    else:
+        key = [id(kernel), grid, block, shared_mem, cooperative, tag]
+        for a in args:
+            if type(a) is nd or type(a) is mp:
+                key.append(_ARRAY)
+            elif a is None:
+                key.append(None)
+            else:
+                key.append((a.dtype.char, a.item()) if isinstance(a, np.generic) else a)
+        key = tuple(key)
+        pk = _packed_memo.get(key)
+        memo = _packed_memo
     if pk is None:
-        template = [Slot(str(i)) if type(a) is nd else a for i, a in enumerate(args)]
+        template = [Slot(str(i)) if (type(a) is nd or type(a) is mp) else a for i, a in enumerate(args)]
         pk = PackedLaunch(kernel, grid, block, template, shared_mem=shared_mem, cooperative=cooperative, tag=tag)
-        if len(_packed_memo) >= 1024:
-            _packed_memo.clear()
-        _packed_memo[key] = pk
-    pk.run(stream, *ptrs)
+        if len(memo) >= 1024:
+            memo.clear()
+        memo[key] = pk
+    pk.run(stream, *[a.data.ptr if type(a) is nd else a.ptr for a in args if type(a) is nd or type(a) is mp])

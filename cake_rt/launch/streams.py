@@ -22,11 +22,19 @@ The rules (``docs/design.md``, "Streams, graphs and lifetimes"):
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 
 import numpy as np
 
+try:  # bound once: the per-call paths must not pay an import statement each
+    import cupy
+    from cupy_backends.cuda.api import driver, runtime
+except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
+    cupy = driver = runtime = None
+
 LEGACY, PER_THREAD = 1, 2
+_NULL = contextlib.nullcontext()
 MAX_STREAM_STATES = 64
 
 
@@ -42,8 +50,6 @@ _validated: dict = {}  # (device, handle) -> context, for handles that passed th
 
 
 def _context_of_current_device():
-    from cupy_backends.cuda.api import driver
-
     return driver.ctxGetCurrent()
 
 
@@ -55,8 +61,6 @@ def check_handle(handle: int, device: int, name: str = "stream") -> int:
         return handle
     if handle < 0 or handle >= 1 << 64:
         raise ValueError(f"{name}: {handle:#x} is not a CUDA stream handle")
-    from cupy_backends.cuda.api import driver
-
     ctx = _context_of_current_device()
     if _validated.get((device, handle)) == ctx:
         return handle
@@ -84,8 +88,6 @@ def resolve(stream, device: int):
     or an object with ``.cuda_stream`` (PyTorch) or ``.ptr``: checked with the driver, then wrapped in a
     ``cupy.cuda.ExternalStream``.
     """
-    import cupy
-
     if stream is None:
         s = cupy.cuda.get_current_stream()
         return s, s.ptr
@@ -112,12 +114,8 @@ def resolve(stream, device: int):
 
 def current_device(dev: int):
     """A context that makes device ``dev`` current (a no-op, and no driver call, when it already is)."""
-    import contextlib
-
-    import cupy
-
-    if cupy.cuda.runtime.getDevice() == dev:
-        return contextlib.nullcontext()
+    if runtime.getDevice() == dev:
+        return _NULL
     return cupy.cuda.Device(dev)
 
 
@@ -132,8 +130,6 @@ def stream_key(device: int, handle: int):
 
 def is_capturing(handle: int) -> bool:
     """Whether ``handle`` is capturing a CUDA graph (legacy default stream: never, by definition)."""
-    from cupy_backends.cuda.api import runtime
-
     try:
         return runtime.streamIsCapturing(handle) == runtime.streamCaptureStatusActive
     except Exception:
@@ -148,9 +144,6 @@ def upload(host: np.ndarray, handle: int, stream_obj=None):
     """A device copy of ``host`` allocated from ``handle``'s pool and written by an asynchronous copy on
     that stream (pageable host memory is staged by the driver before the call returns, so ``host`` may
     change afterwards)."""
-    import cupy
-    from cupy_backends.cuda.api import runtime
-
     host = np.ascontiguousarray(host)
     s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
     with s:
@@ -162,9 +155,6 @@ def upload(host: np.ndarray, handle: int, stream_obj=None):
 
 def zeros(nbytes_or_shape, dtype, handle: int, stream_obj=None):
     """A zeroed device array allocated from ``handle``'s pool and zeroed by a memset on that stream."""
-    import cupy
-    from cupy_backends.cuda.api import runtime
-
     s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
     with s:
         arr = cupy.empty(nbytes_or_shape, dtype=dtype)
@@ -213,11 +203,7 @@ class Guarded:
             return
         ev = self._events.get(handle)
         if ev is None:
-            import cupy
-
             ev = self._events[handle] = cupy.cuda.Event(block=False, disable_timing=True)
-        from cupy_backends.cuda.api import runtime
-
         runtime.eventRecord(ev.ptr, handle)
 
     def abort(self) -> None:
@@ -381,8 +367,6 @@ def stream_state(device: int, handle: int, capturing: bool = False, stream_obj=N
                 "prepared runner)")
         st = StreamState(key, handle)
         if stream_obj is not None and handle not in (0, LEGACY, PER_THREAD):
-            import cupy
-
             if type(stream_obj) is cupy.cuda.Stream:
                 import weakref
 

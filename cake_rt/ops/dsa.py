@@ -23,9 +23,9 @@ import threading
 import numpy as np
 
 from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint_spans,
-                       contiguous_span, dtype_name)
+                       contiguous_span)
 from ..launch.streams import (PER_THREAD, CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing,
-                              stream_key, stream_state)
+                              stream_key, stream_state, upload)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -648,19 +648,19 @@ def _memo_put(memo: dict, key, value):
     memo[key] = value
 
 
-def _plan_key(p: _Problem, key_split, meta_key=None):
+def _plan_key(p: _Problem, key_split, meta_key=None, target=None):
     def b(a):
         return None if a is None else a.tobytes()
 
-    wg = (wgmma_allowed(_device_facts(p.device).target), os.environ.get("CAKE_RT_DSA_PROFILE"),
-          os.environ.get("CAKE_RT_DSA_LINEINFO"), fast_enabled())
+    wg = (wgmma_allowed(target if target is not None else _device_facts(p.device).target),
+          os.environ.get("CAKE_RT_DSA_PROFILE"), os.environ.get("CAKE_RT_DSA_LINEINFO"), fast_enabled())
     meta = meta_key if meta_key is not None else (b(p.cu_q), b(p.cu_k), b(p.offsets))
     return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, meta, p.causal, key_split, wg)
 
 
 def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, stream_obj=None,
-                        meta_key=None) -> _DevicePlan:
-    key = _plan_key(p, key_split, meta_key)
+                        meta_key=None, target=None) -> _DevicePlan:
+    key = _plan_key(p, key_split, meta_key, target)
     hit = _plan_cache.get(key)
     if hit is not None:
         return hit
@@ -821,11 +821,12 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                 _memo_put(_meta_memo, mk, meta)
         p.cu_q, p.cu_k, p.offsets = meta
         p.causal = bool(causal)
-        dp = _cached_device_plan(p, key_split, capturing, handle, st, mk)
+        target = _device_facts(p.device).target
+        dp = _cached_device_plan(p, key_split, capturing, handle, st, mk, target)
         need = dp.plan.workspace_bytes
         ws = _check_workspace(workspace, need, p.device, p, indices, scores)
         if schedule is None:
-            schedule = _default_schedule(p.device)
+            schedule = DEFAULT_SCHEDULE.get(target, _FALLBACK_SCHEDULE)
         state = stream_state(p.device, handle, capturing, st)
         dp.begin()
         state.begin()

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_aligned, check_array,
                        check_disjoint_spans, contiguous_span, dtype_name, parse_dtype)
+from ..launch.grid import launch_cached
 from ..launch.streams import (CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing, stream_state,
                               upload)
 from ..launch.streams import resolve as resolve_handle
@@ -198,6 +199,7 @@ class _Call:
     want_varlen: bool
     want_chunks: bool
     device: int
+    launch_memo: dict = dataclasses.field(default_factory=dict)  # packed launches of this signature
 
 
 def _as_bool(v, name):
@@ -412,15 +414,14 @@ def _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, se
                    dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out):
     """``_validate`` with a memo: a signature seen before (shapes, strides, dtypes, devices, scalars, host
     metadata values) gives the same _Call with this call's arrays, without re-checking."""
-    import copy
-
     arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, out)
     sig = _signature(arrays, (chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
                               return_varlen_states, return_chunk_states, state_dtype, family))
     if sig is not None:
         hit = _call_memo.get(sig)
         if hit is not None:
-            c = copy.copy(hit)
+            c = _Call.__new__(_Call)
+            c.__dict__.update(hit.__dict__)  # shares launch_memo with the template
             c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, c.out = arrays
             return c
     c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
@@ -685,8 +686,6 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     """
     import cupy
 
-    from ..launch.grid import launch_cached
-
     if out is not None:
         out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
     c = _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens,
@@ -720,7 +719,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 k = _kernel(c, "ssd_exact", nb, wn)
                 launch_cached(k, plan.work_items, 128 * wn, args,
                               shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=handle,
-                              tag="ssd_exact")
+                              tag="ssd_exact", memo=c.launch_memo)
             else:
                 nb = _nbuf(c)
                 k = _kernel(c, "ssd_chunkpar", nb)
@@ -732,13 +731,12 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 o2 = o1 + _align(n * itemsize)
                 ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
                                      handle=handle, stream_obj=s, capturing=capturing)
-                local = ws[0:o1]
-                prev = ws[o1:o2]
-                dec = ws[o2:plan.workspace_bytes]
+                base = ws.data  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, workspace_bytes)
                 words = state_ticket_words(state, handle, c.device, 4, s, capturing)
                 with words.guard(handle):
-                    launch_cached(k, grid, THREADS, args + (local, prev, dec, words.array), shared_mem=smem,
-                                  stream=handle, tag="ssd_chunkpar", cooperative=True)
+                    launch_cached(k, grid, THREADS, args + (base, base + o1, base + o2, words.array),
+                                  shared_mem=smem, stream=handle, tag="ssd_chunkpar", cooperative=True,
+                                  memo=c.launch_memo)
         finally:
             if state is not None:
                 state.end(handle, capturing)
