@@ -345,6 +345,24 @@ def test_bad_int_handles_are_refused_without_touching_the_driver():
     assert check_handle(0, 0) == 0 and check_handle(2, 0) == 2
 
 
+def test_unmapped_int_handles_never_reach_the_driver(monkeypatch):
+    from cake_rt.launch import streams
+
+    calls = []
+    monkeypatch.setattr(streams, "_context_of_current_device", lambda: 77)
+    monkeypatch.setattr(streams.driver, "streamGetCtx", lambda h: calls.append(h) or 77, raising=False)
+    for h in (0xDEADBEEF000, 12345, 1 << 63):
+        with pytest.raises(ValueError, match="^stream: .* not a valid CUDA stream handle"):
+            streams.check_handle(h, 0)
+    assert calls == []
+    mapped = id(calls)  # readable memory of this process: goes on to the driver's check
+    assert streams.check_handle(mapped, 0) == mapped and calls == [mapped]
+    monkeypatch.setattr(streams.driver, "streamGetCtx", lambda h: 78, raising=False)
+    streams.forget_handle(mapped)
+    with pytest.raises(ValueError, match="another device or context"):
+        streams.check_handle(mapped, 0)
+
+
 def test_resolve_refuses_other_types():
     from cake_rt.launch.streams import resolve
 

@@ -53,9 +53,36 @@ def _context_of_current_device():
     return driver.ctxGetCurrent()
 
 
+_mem_fd = None
+
+
+def _readable(addr: int) -> bool:
+    """Whether ``addr`` points at readable memory of this process (Linux: a read of ``/proc/self/mem``,
+    which fails cleanly instead of faulting). A stream handle is a pointer the driver dereferences without
+    checking, so an unmapped value must never reach it. True where the check is unavailable."""
+    global _mem_fd
+    import os
+
+    if _mem_fd is None:
+        try:
+            _mem_fd = os.open("/proc/self/mem", os.O_RDONLY)
+        except OSError:
+            _mem_fd = -1
+    if _mem_fd < 0:
+        return True
+    try:
+        return len(os.pread(_mem_fd, 16, addr)) == 16
+    except (OSError, OverflowError, ValueError):
+        return False
+
+
 def check_handle(handle: int, device: int, name: str = "stream") -> int:
     """``handle`` if it is a stream of ``device``'s context (0, 1 and 2, the default streams, always are);
-    ``ValueError`` naming ``name`` otherwise. Call with ``device`` current."""
+    ``ValueError`` naming ``name`` otherwise. Call with ``device`` current.
+
+    The driver dereferences a handle without validating it (a garbage value crashes the process), so a
+    handle must first point at readable memory of this process; then ``cuStreamGetCtx`` must name the
+    device's context. A handle that passed is remembered (``forget_handle`` drops it)."""
     handle = int(handle)
     if handle in (0, LEGACY, PER_THREAD):
         return handle
@@ -64,6 +91,9 @@ def check_handle(handle: int, device: int, name: str = "stream") -> int:
     ctx = _context_of_current_device()
     if _validated.get((device, handle)) == ctx:
         return handle
+    if not _readable(handle):
+        raise ValueError(f"{name}: {handle:#x} is not a valid CUDA stream handle (it points at no memory of this "
+                         f"process)")
     try:
         sctx = driver.streamGetCtx(handle)
     except Exception as exc:
