@@ -714,18 +714,27 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
             args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table.array,
                     np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
                     np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
+            memo = c.launch_memo  # per argument signature: program choices that depend only on it
             if plan.family == "exact":
-                wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
-                k = _kernel(c, "ssd_exact", nb, wn)
-                launch_cached(k, plan.work_items, 128 * wn, args,
-                              shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=handle,
-                              tag="ssd_exact", memo=c.launch_memo)
+                mk = ("exact", plan.work_items, os.environ.get(ENV_NARROW))
+                hit = memo.get(mk)
+                if hit is None:
+                    wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
+                    hit = memo[mk] = (_kernel(c, "ssd_exact", nb, wn), 128 * wn,
+                                      smem_bytes(itemsize, c.dstate, c.chunk, True, nb))
+                k, block, smem = hit
+                launch_cached(k, plan.work_items, block, args, shared_mem=smem, stream=handle, tag="ssd_exact",
+                              memo=memo)
             else:
-                nb = _nbuf(c)
-                k = _kernel(c, "ssd_chunkpar", nb)
-                smem = smem_bytes(itemsize, c.dstate, c.chunk, False, nb)
-                # The grid comes from this kernel's real occupancy (checked again by launch_cooperative).
-                grid = min(plan.grid, _coop_capacity(k, smem))
+                mk = ("chunkpar", plan.grid)
+                hit = memo.get(mk)
+                if hit is None:
+                    nb = _nbuf(c)
+                    k = _kernel(c, "ssd_chunkpar", nb)
+                    smem = smem_bytes(itemsize, c.dstate, c.chunk, False, nb)
+                    # The grid comes from this kernel's real occupancy (checked again at the launch).
+                    hit = memo[mk] = (k, smem, min(plan.grid, _coop_capacity(k, smem)))
+                k, smem, grid = hit
                 n = c.total_chunks * c.nheads * c.headdim * c.dstate
                 o1 = _align(n * 4)
                 o2 = o1 + _align(n * itemsize)
