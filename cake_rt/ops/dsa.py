@@ -569,11 +569,10 @@ class _DevicePlan(Guarded):
             return
         from cupy_backends.cuda.api import runtime
 
-        if capturing or not hasattr(runtime, "streamWaitEvent"):
-            self.ready.synchronize()  # an event from outside a capture cannot be waited on inside it
-        else:
-            runtime.streamWaitEvent(handle, self.ready.ptr, 0)
-        self._ordered.add(handle)
+        # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
+        runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
+        if not capturing:  # a graph node orders the replays, not later eager calls on the stream
+            self._ordered.add(handle)
 
     def packed(self, schedule: str, prof: int, Tkv: int):
         """(scan, merge or None) ``PackedLaunch`` objects; slots: q, k, w, tickets, indices, scores, ent, cnt."""

@@ -622,11 +622,10 @@ class _DeviceTable(Guarded):
             return
         from cupy_backends.cuda.api import runtime
 
-        if capturing:
-            self.ready.synchronize()  # an event from outside a capture cannot be waited on inside it
-        else:
-            runtime.streamWaitEvent(handle, self.ready.ptr, 0)
-        self._ordered.add(handle)
+        # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
+        runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
+        if not capturing:  # a graph node orders the replays, not later eager calls on the stream
+            self._ordered.add(handle)
 
 
 _tables = GuardedLRU(64)
