@@ -165,7 +165,7 @@ def test_ticket_words_zeroed_on_the_creating_stream():
 
     k = get_kernel("common/selftest.cu", "selftest_ticket")
     s = cupy.cuda.Stream(non_blocking=True)
-    junk_queued_after_hold(s, value=0x40, max_bytes=2048)  # a stale count that would skip units
+    junk_queued_after_hold(s, value=0x40)  # a stale count that would skip units
     with s:
         words = TicketWords(1)
     nunits = 2053
@@ -451,7 +451,7 @@ def test_requires_grad_inputs_are_read_and_outputs_refused():
 
 def test_one_runner_on_two_threads_and_two_streams():
     cupy = _cp()
-    T, Tkv = 2048, 4096
+    T, Tkv = 2048, 32768  # kernels long enough (~1 ms) that the two streams' launches overlap
     host, dev = exact_inputs(11, T, Tkv)
     base_i, base_s = _dsa().dsa_indexer_det_topk(*dev, TOPK, schedule="ticket")
     cupy.cuda.Device().synchronize()
@@ -464,7 +464,7 @@ def test_one_runner_on_two_threads_and_two_streams():
     def work(s):
         try:
             barrier.wait()
-            for _ in range(40):
+            for _ in range(20):
                 runner(stream=s)
             s.synchronize()
         except Exception as exc:  # pragma: no cover - reported below
@@ -486,7 +486,7 @@ def test_one_runner_on_two_threads_and_two_streams():
 
 def test_per_thread_default_streams_do_not_share_state():
     cupy = _cp()
-    T, Tkv = 1024, 4096
+    T, Tkv = 1024, 32768  # kernels long enough that the two threads' launches overlap
     host, dev = exact_inputs(12, T, Tkv)
     base_i, _ = _dsa().dsa_indexer_det_topk(*dev, TOPK, schedule="ticket")
     cupy.cuda.Device().synchronize()
@@ -498,7 +498,7 @@ def test_per_thread_default_streams_do_not_share_state():
             with cupy.cuda.Stream.ptds:
                 idx, sc = poisoned(T)
                 barrier.wait()
-                for _ in range(40):
+                for _ in range(20):
                     _dsa().dsa_indexer_det_topk(*dev, TOPK, indices=idx, scores=sc, schedule="ticket")
                 cupy.cuda.Stream.ptds.synchronize()
                 outs.append(idx.get())
