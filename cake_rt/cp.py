@@ -281,6 +281,17 @@ def cp_zigzag_layout(doc_lens, cp_size, rank) -> CPZigzagLayout:
     if r >= W:
         raise ValueError(f"rank: expected 0 <= rank < cp_size = {W}, got {r}")
     lens = _host_doc_lens(doc_lens)
+    # Overflow checks in Python ints before any NumPy arithmetic or allocation sized from these values.
+    if W > _INT32_MAX:
+        raise ValueError(f"cp_size: expected at most {_INT32_MAX} ranks, got {W}")
+    too_long = np.flatnonzero(lens > _INT32_MAX)
+    if too_long.size:
+        i = int(too_long[0])
+        raise ValueError(f"doc_lens: length {int(lens[i])} at position {i} does not fit the indexer's int32 "
+                         f"cu_seqlens")
+    total = sum(int(v) for v in lens.tolist()) if lens.shape[0] < 4096 else int(lens.sum(dtype=object))
+    if total > _INT32_MAX:
+        raise ValueError(f"doc_lens: the packed batch ({total} tokens) does not fit the indexer's int32 cu_seqlens")
     bad = np.flatnonzero(lens % (2 * W))
     if bad.size:
         i = int(bad[0])
@@ -289,7 +300,6 @@ def cp_zigzag_layout(doc_lens, cp_size, rank) -> CPZigzagLayout:
             f"L / {2 * W}); got {int(lens[i])} at position {i} ({bad.size} such document(s)); "
             "pad each document to that multiple, as Megatron-LM / TransformerEngine do"
         )
-    total = int(lens.sum())
     # Every rank holds keys 0 .. end of chunk 2W-1-r (the whole document) plus 0 .. end of chunk r.
     max_keys = total + int((lens // (2 * W)).sum()) * W
     if total > _INT32_MAX or max_keys > _INT32_MAX:
@@ -311,18 +321,22 @@ def cp_zigzag_layout(doc_lens, cp_size, rank) -> CPZigzagLayout:
     np.cumsum(p["len_q"], out=cu_q[1:])
     np.cumsum(p["len_k"], out=cu_k[1:])
 
-    # Row of each packed token in the rank-major all-gather of every rank's local tokens
-    # (all ranks hold total / W tokens, so rank w's block starts at w * total / W).
-    ag_pos = np.empty(total, dtype=np.int64)
+    # Row of each local key in the rank-major all-gather of every rank's local tokens (all ranks hold
+    # total / W tokens, so rank w's block starts at w * total / W). Key at document d, position p: chunk
+    # j = p // c_d is held by rank w = min(j, 2W-1-j), where it sits after the 2 c_d' tokens of every earlier
+    # document, and after that rank's first chunk of d when j is its second one.
     per_rank = total // W
-    for w in range(W):
-        if w == r:
-            pw = q_index
-        else:
-            pieces = _rank_pieces(doc_starts, chunk, W, w)
-            pw = _ranges(pieces["q_start"], pieces["len_q"])
-        ag_pos[pw] = np.arange(w * per_rank, (w + 1) * per_rank, dtype=np.int64)
-    k_index_allgather = ag_pos[k_index]
+    if k_index.size:
+        d = np.searchsorted(doc_cu, k_index, side="right") - 1
+        pos = k_index - doc_starts[d]
+        c = chunk[d]
+        j = pos // c
+        w = np.minimum(j, 2 * W - 1 - j)
+        before = np.zeros(lens.shape[0] + 1, dtype=np.int64)
+        np.cumsum(2 * chunk, out=before[1:])
+        k_index_allgather = w * per_rank + before[d] + np.where(j == w, 0, c) + pos % c
+    else:
+        k_index_allgather = np.zeros(0, dtype=np.int64)
 
     return CPZigzagLayout(
         cp_size=W,

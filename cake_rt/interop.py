@@ -52,11 +52,35 @@ def parse_dtype(value, name: str, allowed) -> np.dtype:
     return dt
 
 
-def as_device_array(x, name: str):
+def _foreign_read_only(x) -> str | None:
+    """Why ``x`` may not be written in place, or None. JAX arrays are immutable (their DLPack export
+    gives a view of a buffer JAX may share or reuse); a CUDA array interface may say ``readonly``;
+    NumPy-style ``flags.writeable`` False is honoured too."""
+    mod = type(x).__module__ or ""
+    if mod.split(".")[0] in ("jax", "jaxlib"):
+        return "a JAX array is immutable"
+    try:
+        cai = x.__cuda_array_interface__
+    except Exception:
+        cai = None
+    if isinstance(cai, dict):
+        data = cai.get("data")
+        if data is not None and len(data) > 1 and bool(data[1]):
+            return "its __cuda_array_interface__ is read-only"
+    flags = getattr(x, "flags", None)
+    if flags is not None and getattr(flags, "writeable", True) is False:
+        return "it is read-only (flags.writeable is False)"
+    return None
+
+
+def as_device_array(x, name: str, *, output: bool = False):
     """``x`` as a CuPy array on its CUDA device, without a copy.
 
     Accepts CuPy arrays, objects with ``__dlpack__`` (PyTorch, JAX, ...) and objects with
     ``__cuda_array_interface__``. A NumPy array or a CPU tensor is a ``TypeError`` naming ``name``.
+    A PyTorch tensor with ``requires_grad`` is read through ``detach()`` as an input (no gradient flows
+    through cake-rt); as an output (``output=True``) it is a ``ValueError``, as is any read-only export
+    (a JAX array, a read-only CUDA array interface).
     """
     import cupy
 
@@ -65,6 +89,18 @@ def as_device_array(x, name: str):
     if isinstance(x, np.ndarray) or np.isscalar(x):
         raise TypeError(f"{name}: expected a CUDA device array (CuPy, PyTorch, JAX), got a host "
                         f"{type(x).__name__}; move it to the GPU first (cake-rt never copies silently)")
+    if output:
+        why = _foreign_read_only(x)
+        if why is not None:
+            raise ValueError(f"{name}: cannot be written in place: {why}; pass a writable array (CuPy, PyTorch) "
+                             f"or None to get a new one")
+    if getattr(x, "requires_grad", False) is True and hasattr(x, "detach"):
+        if output:
+            raise ValueError(f"{name}: a tensor that requires grad cannot be an output (cake-rt writes it in "
+                             f"place, outside autograd); pass a tensor without requires_grad")
+        x = x.detach()  # an input is only read: a documented read-only view, no gradient
+        if isinstance(x, cupy.ndarray):
+            return x
     if hasattr(x, "__dlpack__"):
         dev = getattr(x, "__dlpack_device__", None)
         if dev is not None:
@@ -82,9 +118,71 @@ def as_device_array(x, name: str):
             if not hasattr(x, "__cuda_array_interface__"):
                 raise TypeError(f"{name}: could not take {type(x).__name__} through DLPack: {exc}") from None
     if hasattr(x, "__cuda_array_interface__"):
-        return cupy.asarray(x)
+        try:
+            return cupy.asarray(x)
+        except Exception as exc:
+            raise TypeError(f"{name}: could not take {type(x).__name__} through the CUDA array interface: "
+                            f"{exc}") from None
     raise TypeError(f"{name}: expected a CUDA device array (CuPy array, or an object with __dlpack__ or "
                     f"__cuda_array_interface__), got {type(x).__name__}")
+
+
+ALIGN = 16  # bytes: the kernels' vector loads and stores (16-byte cp.async / ld.global.v4)
+
+
+def check_aligned(arr, name: str, align: int = ALIGN):
+    """``ValueError`` naming ``name`` when the array's base pointer is not ``align``-byte aligned (a view
+    at an element offset, e.g. ``x[1:]`` of a row that is not a multiple of 16 bytes)."""
+    ptr = arr.data.ptr
+    if ptr % align:
+        raise ValueError(f"{name}: the data pointer {ptr:#x} is not {align}-byte aligned (offset {ptr % align}); "
+                         f"the kernels use {align}-byte vector accesses: pass an array that starts on a "
+                         f"{align}-byte boundary (a fresh allocation, or a view at a multiple of {align} bytes)")
+    return arr
+
+
+def _span(arr):
+    """[lo, hi) bytes the array can touch (strides may be negative or zero)."""
+    if arr.size == 0:
+        return None
+    lo = hi = arr.data.ptr
+    for n, st in zip(arr.shape, arr.strides):
+        ext = (int(n) - 1) * int(st)
+        if ext < 0:
+            lo += ext
+        else:
+            hi += ext
+    return lo, hi + arr.itemsize
+
+
+def check_disjoint_spans(outputs, inputs=()):
+    """``check_disjoint`` on ``(name, (lo, hi) or None)`` byte ranges (the fast form for contiguous arrays)."""
+    outs = [(n, sp) for n, sp in outputs if sp is not None]
+    ins = [(n, sp) for n, sp in inputs if sp is not None]
+    for i, (on, osp) in enumerate(outs):
+        for j, (other, sp) in enumerate(outs[:i] + ins):
+            if osp[0] < sp[1] and sp[0] < osp[1]:
+                kind = "another output" if j < i else "an input"
+                raise ValueError(f"{on}: its memory overlaps {other} ({kind}); outputs may not alias inputs or "
+                                 f"each other: pass a separate array")
+
+
+def contiguous_span(arr):
+    """[lo, hi) of a C-contiguous array (None when empty)."""
+    n = arr.nbytes
+    if not n:
+        return None
+    p = arr.data.ptr
+    return (p, p + n)
+
+
+def check_disjoint(outputs, inputs=()):
+    """``ValueError`` when an output's memory overlaps an input's or another output's.
+
+    ``outputs``, ``inputs``: sequences of ``(name, array or None)``. Overlap is judged on the byte ranges
+    the arrays span (conservative for interleaved views: those are refused too)."""
+    check_disjoint_spans([(n, _span(a)) for n, a in outputs if a is not None],
+                         [(n, _span(a)) for n, a in inputs if a is not None])
 
 
 def _fmt_shape(shape) -> str:
@@ -156,24 +254,15 @@ def as_host_int32(x, name: str) -> np.ndarray:
 
 
 def resolve_stream(stream, device=None):
-    """A CuPy stream object for ``stream``: None -> the current stream of ``device`` (the inputs' device;
-    default: the current device); a CuPy stream as is; an object with ``.cuda_stream`` (PyTorch) or
-    ``.ptr``, or an int handle -> ``cupy.cuda.ExternalStream``."""
+    """A CuPy stream object for ``stream`` on ``device`` (default: the current device): None -> the current
+    stream of that device; a CuPy stream as is; an object with ``.cuda_stream`` (PyTorch) or ``.ptr``, or an
+    int handle -> ``cupy.cuda.ExternalStream`` after a driver check that it is a stream of that device
+    (``ValueError`` naming ``stream`` otherwise)."""
     import cupy
 
-    if stream is None:
-        if device is None:
-            return cupy.cuda.get_current_stream()
-        with cupy.cuda.Device(device):
-            return cupy.cuda.get_current_stream()
-    if isinstance(stream, (cupy.cuda.Stream, cupy.cuda.ExternalStream)):
-        return stream
-    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
-        return cupy.cuda.ExternalStream(int(stream))
-    handle = getattr(stream, "cuda_stream", None)
-    if handle is None:
-        handle = getattr(stream, "ptr", None)
-    if isinstance(handle, (int, np.integer)):
-        return cupy.cuda.ExternalStream(int(handle))
-    raise TypeError(f"stream: expected None, a cupy.cuda.Stream, an object with .ptr or .cuda_stream, or an int "
-                    f"handle, got {type(stream).__name__}")
+    from .launch.streams import resolve
+
+    if device is None:
+        return resolve(stream, cupy.cuda.runtime.getDevice())[0]
+    with cupy.cuda.Device(device):
+        return resolve(stream, int(device))[0]

@@ -77,7 +77,7 @@ def test_disk_cache_roundtrip(tmp_path, monkeypatch):
     src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
     first = cc.compile_cubin(src, name="k.cu", target="sm_80")
     files = list(tmp_path.glob("*.cubin"))
-    assert len(files) == 1 and files[0].read_bytes() == first
+    assert len(files) == 1 and files[0].read_bytes() == cc._pack_file(first)  # header + hash + cubin
     monkeypatch.setattr(cc, "_cubin_cache", {})
     assert cc.compile_cubin(src, name="k.cu", target="sm_80") == first
 

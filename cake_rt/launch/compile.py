@@ -7,7 +7,13 @@ directly (``cupy.cuda.nvrtc``, which works on a machine without a GPU) and loads
 The cache key is a SHA-256 of the full source text (local ``#include`` files inlined), the defines, the
 options, the NVRTC version and the target, so any edit to any header recompiles. Disk cache directory:
 ``$CAKE_RT_CACHE_DIR``, else ``$XDG_CACHE_HOME/cake-rt``, else ``~/.cache/cake-rt``; set
-``CAKE_RT_CACHE_DIR=off`` to disable the disk cache.
+``CAKE_RT_CACHE_DIR=off`` to disable the disk cache (``cache_dir`` is where the setting is read).
+
+Disk-cache rules: the directory is created ``0700``; one owned by another user or writable by group or
+others is not trusted (bypassed, one ``CacheWarning``). Each file carries a SHA-256 of its cubin, checked
+on load; a truncated, corrupt, unreadable or foreign file is discarded with a ``CacheWarning`` naming it
+and the program is recompiled (the memory cache only ever holds verified or freshly compiled bytes).
+Writes are atomic (private temp file, fsync, rename) and leave no temp file behind on failure.
 """
 from __future__ import annotations
 
@@ -17,8 +23,10 @@ import hashlib
 import os
 import pathlib
 import re
+import stat
 import tempfile
 import threading
+import warnings
 
 KERNEL_ROOT = pathlib.Path(__file__).resolve().parent.parent / "kernels"
 
@@ -141,10 +149,124 @@ def cache_key(source: str, *, name: str, target: str, defines=None, options=()) 
     return h.hexdigest()
 
 
-def _cache_dir():
+def cache_dir():
+    """The disk-cache directory the settings ask for (``CAKE_RT_CACHE_DIR``, read by ``cake_rt.env``), or
+    None when the disk cache is off. Whether the directory is trusted is decided by ``_trusted_cache_dir``."""
     from .. import env
 
     return env.cache_dir()
+
+
+class CacheWarning(UserWarning):
+    """A disk-cache file or directory was not used (named in the message); the program was recompiled."""
+
+
+_warned_dirs: set = set()
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(msg, CacheWarning, stacklevel=4)
+
+
+def _trusted_cache_dir():
+    """``cache_dir()`` created ``0700`` when missing, or None (with one warning per directory) when it is
+    owned by another user, writable by group or others, not a directory, or cannot be created."""
+    cdir = cache_dir()
+    if cdir is None:
+        return None
+    try:
+        if not cdir.exists():
+            cdir.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(cdir, 0o700)
+            except FileExistsError:  # another process made it first: checked below like any existing one
+                pass
+            else:
+                os.chmod(cdir, 0o700)  # the umask must not widen it
+        st = os.stat(cdir)
+    except OSError as exc:
+        reason = f"cannot be created or read ({exc.__class__.__name__}: {exc})"
+    else:
+        if not stat.S_ISDIR(st.st_mode):
+            reason = "is not a directory"
+        elif hasattr(os, "getuid") and st.st_uid != os.getuid():
+            reason = f"is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+        elif st.st_mode & 0o022:
+            reason = f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+        else:
+            return cdir
+    if str(cdir) not in _warned_dirs:
+        _warned_dirs.add(str(cdir))
+        _warn(f"cake-rt cache directory {cdir} {reason}: not trusted, the disk cache is bypassed "
+              f"(programs are compiled in memory); set CAKE_RT_CACHE_DIR to a private directory")
+    return None
+
+
+# On-disk format: magic line, SHA-256 of the cubin bytes (hex) and a newline, then the cubin.
+_MAGIC = b"cake-rt cubin v1\n"
+_HEADER = len(_MAGIC) + 64 + 1
+
+
+def _pack_file(data: bytes) -> bytes:
+    return _MAGIC + hashlib.sha256(data).hexdigest().encode() + b"\n" + data
+
+
+def _unpack_file(blob: bytes):
+    """The cubin inside a cache file, or the reason it is not usable."""
+    if len(blob) < _HEADER or not blob.startswith(_MAGIC) or blob[_HEADER - 1:_HEADER] != b"\n":
+        return None, "no cake-rt header (truncated, foreign or corrupt)"
+    want = blob[len(_MAGIC):_HEADER - 1].decode("ascii", "replace")
+    data = blob[_HEADER:]
+    if not data:
+        return None, "empty cubin"
+    if hashlib.sha256(data).hexdigest() != want:
+        return None, "content hash mismatch (truncated or modified)"
+    return data, None
+
+
+def _read_cached(path: pathlib.Path):
+    """Verified cubin bytes from ``path``, or None; a bad file is removed with a warning naming it."""
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _warn(f"cake-rt cache file {path} is unreadable ({exc.__class__.__name__}: {exc}); recompiling")
+        _discard_file(path)
+        return None
+    data, reason = _unpack_file(blob)
+    if data is None:
+        _warn(f"cake-rt cache file {path} discarded: {reason}; recompiling")
+        _discard_file(path)
+    return data
+
+
+def _discard_file(path: pathlib.Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass  # replaced by the fresh write, or left for a later run: never loaded unverified
+
+
+def _write_cached(cdir: pathlib.Path, path: pathlib.Path, data: bytes) -> None:
+    """Atomic write: a private temp file in the same directory, fsync, rename; no leftovers on failure."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=cdir, prefix=".tmp-", suffix=".cubin")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_pack_file(data))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)  # atomic: concurrent processes never read half a file
+        tmp = None
+    except OSError:
+        pass  # a read-only or full cache is not an error; the memory cache still works
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 _cubin_cache: dict = {}
@@ -154,31 +276,25 @@ _cubin_lock = threading.Lock()
 def compile_cubin(source: str, *, name: str, target: str, defines=None, options=()) -> bytes:
     """Compile ``source`` (already include-inlined) to a cubin for ``target``; no GPU needed.
 
-    Cached in memory and on disk under the key described in the module docstring. Raises
-    ``CompileError`` with the NVRTC log on failure.
+    Cached in memory and on disk under the key described in the module docstring. A disk file is used
+    only from a trusted directory and only when its content hash matches; anything else is discarded
+    with a ``CacheWarning`` naming it and the program is recompiled. Raises ``CompileError`` with the
+    NVRTC log on failure.
     """
     key = cache_key(source, name=name, target=target, defines=defines, options=options)
     with _cubin_lock:
         hit = _cubin_cache.get(key)
     if hit is not None:
         return hit
-    cdir = _cache_dir()
+    cdir = _trusted_cache_dir()
     path = cdir / f"{key}.cubin" if cdir is not None else None
-    if path is not None and path.is_file():
-        data = path.read_bytes()
-    else:
+    data = _read_cached(path) if path is not None else None
+    if data is None:
         _check_target(target)
         with _progress_line(name, target, defines, cdir):
             data, _ = _run_nvrtc(_full_text(source, defines), name, target, options, verbose=False)
         if path is not None:
-            try:
-                cdir.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=cdir, suffix=".tmp")
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, path)  # atomic: concurrent processes never read half a file
-            except OSError:
-                pass  # a read-only home is not an error; the memory cache still works
+            _write_cached(cdir, path, data)
     with _cubin_lock:
         _cubin_cache[key] = data
     return data
@@ -223,6 +339,16 @@ class _progress_line:
         if self.timer is not None:
             self.timer.cancel()
         return False
+
+
+def forget_cubin(source: str, *, name: str, target: str, defines=None, options=()) -> None:
+    """Drop a program from the memory and disk caches (a cubin the driver refused to load)."""
+    key = cache_key(source, name=name, target=target, defines=defines, options=options)
+    with _cubin_lock:
+        _cubin_cache.pop(key, None)
+    cdir = _trusted_cache_dir()
+    if cdir is not None:
+        _discard_file(cdir / f"{key}.cubin")
 
 
 _FUNC_RE = re.compile(r"Compiling entry function '([^']+)'")
@@ -351,7 +477,15 @@ def _get_kernel_slow(path, kernel_name: str, *, defines, options, device) -> Ker
     cubin = compile_cubin(source, name=name, target=info.target, defines=defines, options=options)
     with cupy.cuda.Device(info.index):
         module = cupy.cuda.function.Module()
-        module.load(cubin)
+        try:
+            module.load(cubin)
+        except Exception as exc:
+            # A verified cubin the driver still refuses (e.g. written by a broken toolchain): never keep it.
+            forget_cubin(source, name=name, target=info.target, defines=defines, options=options)
+            _warn(f"cake-rt: the cached cubin of {name} ({info.target}) did not load ({exc}); recompiling")
+            cubin = compile_cubin(source, name=name, target=info.target, defines=defines, options=options)
+            module = cupy.cuda.function.Module()
+            module.load(cubin)
         fn = module.get_function(kernel_name)
         ga = driver.funcGetAttribute
         kernel = Kernel(

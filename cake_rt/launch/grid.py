@@ -20,6 +20,12 @@ import threading
 
 import numpy as np
 
+try:  # bound once: the per-call paths must not pay an import statement each
+    import cupy
+    from cupy_backends.cuda.api import driver, runtime
+except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
+    cupy = driver = runtime = None
+
 from .arch import device_info
 
 _SCALAR_CTYPES = {
@@ -82,8 +88,6 @@ def _dim3(v, what):
 
 
 def _pack_args(args):
-    import cupy
-
     holders = []
     for i, a in enumerate(args):
         if a is None:
@@ -104,9 +108,9 @@ def _pack_args(args):
 
 
 def _stream_ptr(stream):
+    """The handle of ``stream``: None -> the current stream; a CuPy stream -> its handle; an int is taken as
+    a handle the op already checked (``streams.resolve`` / ``interop.resolve_stream`` check user input)."""
     if stream is None:
-        import cupy
-
         return cupy.cuda.get_current_stream().ptr
     if isinstance(stream, int):
         return stream
@@ -118,8 +122,6 @@ def _stream_ptr(stream):
 
 def occupancy_per_sm(kernel, block_threads: int, dyn_smem_bytes: int = 0) -> int:
     """Resident CTAs per SM for this kernel, block size and dynamic shared memory (from the driver)."""
-    from cupy_backends.cuda.api import driver
-
     if dyn_smem_bytes > 48 * 1024:
         kernel.set_max_dynamic_shared(dyn_smem_bytes)
     return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function.ptr, int(block_threads),
@@ -157,8 +159,6 @@ def _record(kernel, grid, block, shared_mem, cooperative, sptr, tag):
 
 
 def _prepare(kernel, shared_mem):
-    import cupy
-
     if cupy.cuda.runtime.getDevice() != kernel.device:
         raise RuntimeError(
             f"kernel {kernel.name} belongs to device {kernel.device} but device "
@@ -170,8 +170,6 @@ def _prepare(kernel, shared_mem):
 
 def launch(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: str = "") -> None:
     """Ordinary launch of ``kernel`` with an explicit grid and block on ``stream`` (None: current)."""
-    from cupy_backends.cuda.api import driver
-
     g, b = _dim3(grid, "grid"), _dim3(block, "block")
     _prepare(kernel, shared_mem)
     sptr = _stream_ptr(stream)
@@ -184,8 +182,6 @@ def launch(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: 
 
 def launch_cooperative(kernel, grid, block, args, *, shared_mem: int = 0, stream=None, tag: str = "") -> None:
     """Cooperative launch: every CTA co-resident, or ``CooperativeLaunchError`` — never a shrunk grid."""
-    from cupy_backends.cuda.api import driver
-
     g, b = _dim3(grid, "grid"), _dim3(block, "block")
     _prepare(kernel, shared_mem)
     capacity = cooperative_capacity(kernel, b[0] * b[1] * b[2], shared_mem)
@@ -201,3 +197,107 @@ def launch_cooperative(kernel, grid, block, args, *, shared_mem: int = 0, stream
                                    sptr, ctypes.addressof(params))
     del holders
     _record(kernel, g, b, shared_mem, True, sptr, tag)
+
+
+class Slot:
+    """A placeholder in a ``PackedLaunch`` argument list: a pointer given per call (``run``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"Slot({self.name!r})"
+
+
+class PackedLaunch:
+    """One kernel launch with its grid, block, shared memory and argument buffer packed once.
+
+    ``args`` as for ``launch``, where a ``Slot`` marks a pointer that changes per call; ``run(handle,
+    *pointers)`` fills the slots (in order) and launches on stream ``handle`` with no other host work. A
+    cooperative launch is checked against the co-resident capacity once, here. The caller makes the
+    kernel's device current. Thread-safe: the fill and the launch happen under one lock (the driver copies
+    the arguments at launch).
+    """
+
+    __slots__ = ("kernel", "grid", "block", "shared_mem", "cooperative", "tag", "_fn", "_holders", "_params",
+                 "_addr", "_slots", "_lock", "slot_names")
+
+    def __init__(self, kernel, grid, block, args, *, shared_mem: int = 0, cooperative: bool = False,
+                 tag: str = ""):
+        g, b = _dim3(grid, "grid"), _dim3(block, "block")
+        if shared_mem > 48 * 1024:
+            kernel.set_max_dynamic_shared(shared_mem)
+        if cooperative:
+            capacity = cooperative_capacity(kernel, b[0] * b[1] * b[2], shared_mem)
+            if g[0] * g[1] * g[2] > capacity:
+                raise CooperativeLaunchError(
+                    f"cooperative grid of {g[0] * g[1] * g[2]} CTAs for {kernel.name} exceeds the co-resident "
+                    f"capacity {capacity} (occupancy x SMs); refusing rather than shrinking it")
+        slots = [i for i, a in enumerate(args) if isinstance(a, Slot)]
+        self.slot_names = tuple(args[i].name for i in slots)
+        params, holders = _pack_args([None if isinstance(a, Slot) else a for a in args])
+        self.kernel, self.grid, self.block = kernel, g, b
+        self.shared_mem, self.cooperative, self.tag = int(shared_mem), bool(cooperative), tag
+        self._fn = kernel.function.ptr
+        self._holders, self._params = holders, params
+        self._addr = ctypes.addressof(params)
+        self._slots = tuple(holders[i] for i in slots)
+        self._lock = threading.Lock()
+
+    def run(self, handle: int, *pointers) -> None:
+        g, b = self.grid, self.block
+        with self._lock:
+            for h, p in zip(self._slots, pointers):
+                h.value = p
+            if self.cooperative:
+                driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem,
+                                               handle, self._addr)
+            else:
+                driver.launchKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle,
+                                    self._addr, 0)
+        if getattr(_local, "stack", None):
+            _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
+
+
+_packed_memo: dict = {}
+_ARRAY = object()
+
+
+def launch_cached(kernel, grid, block, args, *, shared_mem: int = 0, stream: int = 0, tag: str = "",
+                  cooperative: bool = False, memo: dict | None = None) -> None:
+    """``launch`` / ``launch_cooperative`` through a memo of ``PackedLaunch`` objects: a repeated call only
+    fills the pointers (CuPy arrays and ``MemoryPointer`` s in ``args``) and launches.
+
+    Without ``memo`` the key is the kernel, grid, block, shared memory, every scalar value and which
+    pointers are null. With ``memo`` (a dict the caller keeps per problem signature) the caller promises
+    that the scalars and the null pattern are fixed for that dict, and the key is only the kernel, grid,
+    block and shared memory. ``stream`` is a handle the caller resolved; the kernel's device must be current.
+    """
+    nd, mp = cupy.ndarray, cupy.cuda.MemoryPointer
+    if memo is not None:
+        key = (id(kernel), grid, block, shared_mem, cooperative)
+        pk = memo.get(key)
+        if pk is not None:
+            pk.run(stream, *[a.data.ptr if type(a) is nd else a.ptr for a in args if type(a) is nd or type(a) is mp])
+            return
+    else:
+        key = [id(kernel), grid, block, shared_mem, cooperative, tag]
+        for a in args:
+            if type(a) is nd or type(a) is mp:
+                key.append(_ARRAY)
+            elif a is None:
+                key.append(None)
+            else:
+                key.append((a.dtype.char, a.item()) if isinstance(a, np.generic) else a)
+        key = tuple(key)
+        pk = _packed_memo.get(key)
+        memo = _packed_memo
+    if pk is None:
+        template = [Slot(str(i)) if (type(a) is nd or type(a) is mp) else a for i, a in enumerate(args)]
+        pk = PackedLaunch(kernel, grid, block, template, shared_mem=shared_mem, cooperative=cooperative, tag=tag)
+        if len(memo) >= 1024:
+            memo.clear()
+        memo[key] = pk
+    pk.run(stream, *[a.data.ptr if type(a) is nd else a.ptr for a in args if type(a) is nd or type(a) is mp])

@@ -1,15 +1,19 @@
 """Ticket-word buffers: small uint32 words that kernels draw work from (atomicAdd) or meet at (grid
 barrier), and that every completed launch leaves at zero.
 
-Ordering rules (the upstream review found a word zeroed on one stream and used on another, unordered):
-- ``TicketWords(...)`` zeroes its words with a host-synchronous zero at construction: the zero is
-  complete before the constructor returns, so it is ordered before any later use on any stream.
+Ordering rules (a word zeroed on one stream and used on another, unordered, loses or repeats work):
+- ``TicketWords(...)`` allocates its words from the pool of the creating stream (given, else the current
+  one) and zeroes them with a memset queued on that same stream, after any kernel still writing that pool
+  block. With ``sync=True`` (the default: a prepared runner's words) it then waits for that memset, so the
+  zero is ordered before any later use on any stream; with ``sync=False`` (a stream's own words) the words
+  are only ever used on that stream, which orders them.
 - A launch that raised leaves the words in an unknown state: ``guard`` marks them dirty and the next
   ``before_launch(stream)`` re-zeroes them on that call's own stream, ahead of its launch.
-- ``stream_ticket_words(stream)`` gives the library-owned words of one (device, stream): calls on one
-  stream are ordered by the stream, calls on different streams never share words.
-Construction is refused during CUDA graph capture (the synchronous zero cannot be captured); create
-runners before capturing.
+- ``stream_ticket_words(stream)`` gives the library-owned words of one stream's state
+  (``streams.stream_state``): calls on one stream are ordered by the stream, calls on different streams
+  never share words.
+Construction is refused during CUDA graph capture (it allocates): create runners, and make one eager call
+on a stream, before capturing on it.
 """
 from __future__ import annotations
 
@@ -17,37 +21,44 @@ import contextlib
 import threading
 
 from .arch import device_index
+from .streams import CaptureError, is_capturing, resolve, stream_state
 
 
-def _is_capturing(stream_obj) -> bool:
-    try:
-        return bool(stream_obj.is_capturing())
-    except Exception:
-        return False
+def _handle(stream) -> int:
+    import cupy
+
+    if stream is None:
+        return cupy.cuda.get_current_stream().ptr
+    if isinstance(stream, int):
+        return stream
+    return int(stream.ptr)
 
 
 class TicketWords:
-    """``nwords`` uint32 words in device memory (16-byte aligned), zeroed once, host-synchronously."""
+    """``nwords`` uint32 words in device memory (16-byte aligned), zeroed once on the creating stream."""
 
-    def __init__(self, nwords: int = 4, device=None):
+    def __init__(self, nwords: int = 4, device=None, stream=None, sync: bool = True):
         import cupy
+        from cupy_backends.cuda.api import runtime
 
         if nwords < 1:
             raise ValueError(f"nwords: expected >= 1, got {nwords}")
         self.device = device_index(device)
         self.nwords = int(nwords)
         with cupy.cuda.Device(self.device):
-            current = cupy.cuda.get_current_stream()
-            if _is_capturing(current):
-                raise RuntimeError(
+            s, handle = resolve(stream, self.device)
+            if is_capturing(handle):
+                raise CaptureError(
                     "ticket words cannot be created during CUDA graph capture: prepare the runner (or make one "
-                    "eager call on this stream) before capturing"
-                )
-            # Round up to whole 16-byte blocks so each buffer starts aligned for vector access.
-            self.array = cupy.empty(((self.nwords + 3) // 4) * 4, dtype=cupy.uint32)
-            zero_stream = cupy.cuda.Stream(non_blocking=True)
-            cupy.cuda.runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, zero_stream.ptr)
-            zero_stream.synchronize()
+                    "eager call on this stream) before capturing")
+            with s:
+                # Whole 16-byte blocks so each buffer starts aligned for vector access.
+                self.array = cupy.empty(((self.nwords + 3) // 4) * 4, dtype=cupy.uint32)
+            runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, handle)
+            if sync:
+                ev = cupy.cuda.Event(block=False, disable_timing=True)
+                ev.record(s)
+                ev.synchronize()
         self._dirty = False
         self._lock = threading.Lock()
 
@@ -62,16 +73,14 @@ class TicketWords:
 
     def before_launch(self, stream) -> bool:
         """Re-zero the words on ``stream`` if a previous launch failed; returns whether it did."""
-        import cupy
+        from cupy_backends.cuda.api import runtime
 
         if not self._dirty:
             return False
         with self._lock:
             if not self._dirty:
                 return False
-            sptr = stream if isinstance(stream, int) else (stream.ptr if stream is not None
-                                                            else cupy.cuda.get_current_stream().ptr)
-            cupy.cuda.runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, sptr)
+            runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, _handle(stream))
             self._dirty = False
             return True
 
@@ -97,29 +106,32 @@ class TicketWords:
             return self.array.get()
 
 
-_per_stream: dict = {}
-_per_stream_lock = threading.Lock()
+def state_ticket_words(state, handle: int, device: int, nwords: int = 4, stream_obj=None,
+                       capturing: bool = False) -> TicketWords:
+    """The ticket words of one stream's state (created on first use, zeroed on that stream)."""
+    words = state.tickets.get(nwords)
+    if words is None:
+        if capturing:
+            raise CaptureError(
+                "ticket words for this stream cannot be created during CUDA graph capture: make one eager call "
+                "on this stream before capturing")
+        words = state.tickets[nwords] = TicketWords(nwords, device=device,
+                                                    stream=stream_obj if stream_obj is not None else handle,
+                                                    sync=False)
+    return words
 
 
 def stream_ticket_words(stream=None, device=None, nwords: int = 4) -> TicketWords:
     """Library-owned ticket words for one (device, stream, size): for eager calls and grid barriers.
 
-    The first call for a stream creates and zeroes them (so make one call before capturing a graph on
-    that stream); later calls return the same words.
+    The first call for a stream creates and zeroes them on that stream (so make one call before capturing
+    a graph on it); later calls return the same words.
     """
     import cupy
 
     dev = device_index(device)
-    if stream is None:
-        with cupy.cuda.Device(dev):
-            sptr = cupy.cuda.get_current_stream().ptr
-    else:
-        sptr = stream if isinstance(stream, int) else int(stream.ptr)
-    key = (dev, sptr, int(nwords))
-    words = _per_stream.get(key)
-    if words is None:
-        with _per_stream_lock:
-            words = _per_stream.get(key)
-            if words is None:
-                words = _per_stream[key] = TicketWords(nwords, device=dev)
-    return words
+    with cupy.cuda.Device(dev):
+        s, handle = resolve(stream, dev)
+        capturing = is_capturing(handle)
+        state = stream_state(dev, handle, capturing, s)
+        return state_ticket_words(state, handle, dev, int(nwords), s, capturing)

@@ -1,27 +1,27 @@
-"""Per-device, per-stream, grow-only workspaces with a byte cap.
+"""Per-stream, grow-only workspaces with a byte cap.
 
-A workspace is keyed by (device, stream, name): two calls on different streams never share scratch
-memory (they could run at the same time), and calls on one stream reuse it in stream order. A workspace
-only grows; a request above ``cap`` raises ``WorkspaceCapExceeded`` (a ``ValueError``) so an op can fall
-back to a path that needs less, or report the limit to the caller.
+A workspace belongs to one stream's state (``streams.stream_state``): two calls on different streams never
+share scratch memory (they could run at the same time), and calls on one stream reuse it in stream order.
+It is allocated from that stream's pool. A workspace only grows; the buffer it grows out of is retired
+with an event recorded on the stream, so it is freed only after the kernels queued with it have run. Under
+CUDA graph capture a workspace that is large enough is used (and the stream's state is pinned by the
+caller's ``end``); one that would have to grow is refused with ``CaptureError``. A request above ``cap``
+raises ``WorkspaceCapExceeded`` (a ``ValueError``) so an op can fall back to a path that needs less, or
+report the limit to the caller.
 """
 from __future__ import annotations
 
-import threading
-
 from .arch import device_index
+from .streams import Buffer, CaptureError, is_capturing, resolve, stream_state, stream_states
 
 
 class WorkspaceCapExceeded(ValueError):
     """The requested workspace is larger than the cap in force."""
 
 
-_spaces: dict = {}
-_lock = threading.Lock()
-
-
-def get_workspace(key: str, nbytes: int, *, cap=None, device=None, stream=None):
-    """A CuPy uint8 array of at least ``nbytes`` for (device, stream, key); grows, never shrinks.
+def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stream_obj=None,
+                    capturing: bool = False):
+    """A CuPy uint8 array of at least ``nbytes`` from ``state`` (one stream's state); grows, never shrinks.
 
     Contents are undefined (not zeroed: a zero would cost a launch on every growth and call).
     """
@@ -29,32 +29,47 @@ def get_workspace(key: str, nbytes: int, *, cap=None, device=None, stream=None):
 
     nbytes = int(nbytes)
     if cap is not None and nbytes > int(cap):
-        raise WorkspaceCapExceeded(
-            f"workspace {key!r} needs {nbytes} bytes, over the cap of {int(cap)} bytes"
-        )
+        raise WorkspaceCapExceeded(f"workspace {key!r} needs {nbytes} bytes, over the cap of {int(cap)} bytes")
+    buf = state.workspaces.get(key)
+    if buf is not None and buf.nbytes >= nbytes:
+        return buf
+    if capturing:
+        raise CaptureError(
+            f"workspace {key!r}: this call needs {nbytes} bytes of library workspace on this stream, more than "
+            f"it holds ({0 if buf is None else buf.nbytes}); it cannot grow during CUDA graph capture (the graph "
+            f"would keep a pointer to memory that a later growth frees). Make one eager call of this size on "
+            f"this stream before capturing, or pass a caller-owned workspace where the op takes one")
+    # Grow by at least 1/4 so a slowly rising size does not reallocate every call.
+    size = max(nbytes, (buf.nbytes * 5) // 4 if buf is not None else 0, 256)
+    s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
+    with s:  # allocated in the order of the stream that will use it
+        new = cupy.empty(size, dtype=cupy.uint8)
+    if buf is not None:
+        old = Buffer(buf)
+        if state.pinned:
+            old.pin()  # a captured graph may point at it
+        else:
+            # Every use of the old buffer was queued on this stream before now.
+            old.begin()
+            old.end(handle, False)
+            old.retire()
+    state.workspaces[key] = new
+    return new
+
+
+def get_workspace(key: str, nbytes: int, *, cap=None, device=None, stream=None):
+    """A CuPy uint8 array of at least ``nbytes`` for (device, stream, key); grows, never shrinks."""
+    import cupy
+
     dev = device_index(device)
     with cupy.cuda.Device(dev):
-        if stream is None:
-            stream = cupy.cuda.get_current_stream()
-        elif isinstance(stream, int):
-            stream = cupy.cuda.ExternalStream(stream)
-        sptr = int(stream.ptr)
-        k = (dev, sptr, key)
-        buf = _spaces.get(k)
-        if buf is not None and buf.nbytes >= nbytes:
-            return buf
-        with _lock:
-            buf = _spaces.get(k)
-            if buf is None or buf.nbytes < nbytes:
-                # Grow by at least 1/4 so a slowly rising size does not reallocate every call.
-                size = max(nbytes, (buf.nbytes * 5) // 4 if buf is not None else 0, 256)
-                with stream:  # allocate in the order of the stream that will use it
-                    buf = cupy.empty(size, dtype=cupy.uint8)
-                _spaces[k] = buf
-        return buf
+        s, handle = resolve(stream, dev)
+        capturing = is_capturing(handle)
+        state = stream_state(dev, handle, capturing, s)
+        return state_workspace(state, key, nbytes, cap=cap, handle=handle, stream_obj=s, capturing=capturing)
 
 
 def workspace_bytes_held(device=None) -> int:
-    """Total bytes held by cake-rt workspaces on ``device`` (all streams)."""
+    """Total bytes held by cake-rt workspaces on ``device`` (all live stream states)."""
     dev = device_index(device)
-    return sum(b.nbytes for (d, _, _), b in _spaces.items() if d == dev)
+    return sum(b.nbytes for st in stream_states().values() if st.key[0] == dev for b in st.workspaces.values())

@@ -16,14 +16,20 @@ first GPU-verified program (same bits).
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import os
 import threading
 
 import numpy as np
 
-from ..interop import BF16, as_device_array, as_host_int32, check_array, dtype_name, resolve_stream
+from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint_spans,
+                       contiguous_span)
+from ..launch.streams import (PER_THREAD, CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing,
+                              stream_key, stream_state, upload)
+from ..launch.streams import resolve as resolve_handle
+from ..launch.tickets import state_ticket_words
+from .. import env
+from ..launch.workspace import state_workspace
 
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256
@@ -128,7 +134,6 @@ def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False,
 def wgmma_allowed(target) -> bool:
     """The Hopper wgmma scan is used on sm_90a unless ``CAKE_RT_DSA_MMA=sync`` asks for the mma.sync
     program (a debugging / A-B knob: the two programs may differ in the last bits of a score)."""
-    from .. import env
     return target == "sm_90a" and env.choice("CAKE_RT_DSA_MMA", ("", "wgmma", "sync"), "") != "sync"
 
 
@@ -309,7 +314,8 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
         span = u[:, 6] - u[:, 5]
         u = u[np.argsort(-span, kind="stable")]
     if u.size and (u.max() > np.iinfo(np.int32).max or u.min() < np.iinfo(np.int32).min):
-        raise ValueError("cu_seqlens_q: sizes or offsets overflow int32 in the work plan")
+        name = "q_causal_offsets" if offsets is not None else "cu_seqlens_q"
+        raise ValueError(f"{name}: sizes or offsets overflow int32 in the work plan")
     return DsaPlan(units=u.astype(np.int32), merge=np.asarray(merge, dtype=np.int32).reshape(-1, 4),
                    nslots=nslots, topk=int(topk), BQ=BQ, causal=bool(causal))
 
@@ -380,11 +386,33 @@ def _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv
         S = (cu_q.size - 1) if cu_q is not None else 1
         if off.size != S:
             raise ValueError(f"q_causal_offsets: expected {S} values (one per segment), got {off.size}")
+        # The kernels index keys with int32 (offset - first query + query): keep every such value in range.
+        q0 = cu_q[:-1].astype(np.int64) if cu_q is not None else np.zeros(1, np.int64)
+        lq = np.diff(cu_q.astype(np.int64)) if cu_q is not None else np.array([T], np.int64)
+        o = off.astype(np.int64)
+        bad = np.flatnonzero((o - q0 < np.iinfo(np.int32).min) | (o + lq > np.iinfo(np.int32).max))
+        if bad.size:
+            s0 = int(bad[0])
+            raise ValueError(f"q_causal_offsets: value {int(o[s0])} of segment {s0} is out of range (offset + "
+                             f"queries of the segment must stay within int32)")
     return cu_q, cu_k, off
 
 
 def _check_arrays(q, k, weights, topk):
     topk = _check_topk(topk)
+    import cupy
+
+    nd = cupy.ndarray
+    if type(q) is nd and type(k) is nd and type(weights) is nd:
+        # A signature seen before passed every check below but the pointer ones: only alignment is left.
+        sig = (q.shape, q.strides, q.dtype, k.shape, k.strides, k.dtype, weights.shape, weights.strides,
+               weights.dtype, q.data.device_id, k.data.device_id, weights.data.device_id)
+        hit = _sig_memo.get(sig)
+        if hit is not None and (q.data.ptr | k.data.ptr | weights.data.ptr) % 16 == 0:
+            T, Tkv, H, D, dev = hit
+            return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
+    else:
+        sig = None
     q = as_device_array(q, "q")
     check_array(q, "q", dtypes=BF16, ndim=3)
     dev = q.device.id
@@ -400,6 +428,10 @@ def _check_arrays(q, k, weights, topk):
     check_array(weights, "weights", dtypes=np.float32, shape=(T, H), device=dev)
     if T > np.iinfo(np.int32).max // 2 or Tkv > np.iinfo(np.int32).max // 2:
         raise ValueError(f"k: sizes must fit in int32 ids, got T={T}, Tkv={Tkv}")
+    for name, a in (("q", q), ("k", k), ("weights", weights)):
+        check_aligned(a, name)
+    if sig is not None:
+        _memo_put(_sig_memo, sig, (T, Tkv, H, D, dev))
     return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
 
 
@@ -410,29 +442,52 @@ def _check_inputs(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offs
     return p
 
 
-def _check_outputs(indices, scores, T, topk, dev):
+def _check_outputs(indices, scores, T, topk, dev, p=None):
+    """Outputs: writable device arrays of the right shape/dtype, 16-byte aligned, overlapping no input
+    (of ``p``) and not each other."""
     out = []
     for name, arr, dt in (("indices", indices, np.int32), ("scores", scores, np.float32)):
         if arr is None:
             out.append(None)
             continue
-        a = as_device_array(arr, name)
-        check_array(a, name, dtypes=dt, shape=(T, topk), device=dev)
+        a = as_device_array(arr, name, output=True)
+        sig = (name, a.shape, a.strides, a.dtype, a.data.device_id, T, topk, dev)
+        if sig not in _sig_memo:
+            check_array(a, name, dtypes=dt, shape=(T, topk), device=dev)
+            _memo_put(_sig_memo, sig, True)
+        if a.data.ptr % 16:
+            check_aligned(a, name)
         out.append(a)
+    if out[0] is not None or out[1] is not None:
+        ins = () if p is None else (("q", contiguous_span(p.q)), ("k", contiguous_span(p.k)),
+                                    ("weights", contiguous_span(p.w)))
+        check_disjoint_spans((("indices", None if out[0] is None else contiguous_span(out[0])),
+                              ("scores", None if out[1] is None else contiguous_span(out[1]))), ins)
     return out
 
 
-def _check_workspace(workspace, need, dev):
+def _check_workspace(workspace, need, dev, p=None, indices=None, scores=None):
     import cupy
 
     if workspace is None:
         return None
     if not isinstance(workspace, cupy.ndarray):
         raise TypeError(f"workspace: expected a CuPy uint8 array, got {type(workspace).__name__}")
-    check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
+    sig = ("workspace", workspace.shape, workspace.strides, workspace.dtype, workspace.data.device_id, dev)
+    if sig not in _sig_memo:
+        check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
+        _memo_put(_sig_memo, sig, True)
     if workspace.nbytes < need:
         raise ValueError(f"workspace: expected at least {need} bytes "
                          f"(dsa_indexer_workspace_bytes), got {workspace.nbytes}")
+    if need:
+        check_aligned(workspace, "workspace")
+        ptr = workspace.data.ptr
+        ins = () if p is None else (("q", contiguous_span(p.q)), ("k", contiguous_span(p.k)),
+                                    ("weights", contiguous_span(p.w)))
+        outs = tuple((n, None if a is None else contiguous_span(a)) for n, a in (("indices", indices),
+                                                                                 ("scores", scores)))
+        check_disjoint_spans((("workspace", (ptr, ptr + need)),), ins + outs)
     return workspace
 
 
@@ -469,35 +524,82 @@ def _plan_for(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
                       info.sm_count, key_split)
 
 
-class _DevicePlan:
-    """A plan's tables in device memory (one int32 array: units then merge rows) plus launch facts."""
+class _DevicePlan(Guarded):
+    """A plan's tables in device memory (one int32 array: units then merge rows) plus its packed launches.
 
-    def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int):
+    The table is allocated from the pool of stream ``handle`` and written there by an asynchronous copy
+    (``streams.upload``); a call on another stream first waits for that copy (``ready``). As a ``Guarded``
+    object it is freed only after the kernels that read it have run (or never, once captured in a graph).
+    """
+
+    def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int, handle: int, stream_obj=None):
         import cupy
 
         from ..launch.compile import get_kernel
         from ..launch.grid import occupancy_per_sm
 
+        super().__init__()
         self.plan, self.cfg, self.device = plan, cfg, dev
         host = np.concatenate([plan.units.reshape(-1), plan.merge.reshape(-1)]).astype(np.int32)
         host = np.ascontiguousarray(host if host.size else np.zeros(1, np.int32))
-        with cupy.cuda.Device(dev):
-            self.table = cupy.empty(host.size, dtype=np.int32)
-            # Synchronous copy: complete before any later launch on any stream.
-            cupy.cuda.runtime.memcpy(self.table.data.ptr, host.ctypes.data, host.nbytes, 1)
-            defines, options = _debug_build(cfg.defines)
-            self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=defines, options=options, device=dev)
-            self.merge = (get_kernel(KERNEL_PATH, "dsa_merge", defines=defines, options=options, device=dev)
-                          if plan.nmerge else None)
-            occ = occupancy_per_sm(self.scan, SCAN_THREADS, cfg.smem_scan)
-            if occ < 1:
-                raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")
-            if self.merge is not None and occupancy_per_sm(self.merge, MERGE_THREADS, cfg.smem_merge) < 1:
-                raise RuntimeError(f"dsa_merge cannot run with {cfg.smem_merge} B of shared memory on device {dev}")
+        defines, options = _debug_build(cfg.defines)
+        self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=defines, options=options, device=dev)
+        self.merge = (get_kernel(KERNEL_PATH, "dsa_merge", defines=defines, options=options, device=dev)
+                      if plan.nmerge else None)
+        occ = occupancy_per_sm(self.scan, SCAN_THREADS, cfg.smem_scan)
+        if occ < 1:
+            raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")
+        if self.merge is not None and occupancy_per_sm(self.merge, MERGE_THREADS, cfg.smem_merge) < 1:
+            raise RuntimeError(f"dsa_merge cannot run with {cfg.smem_merge} B of shared memory on device {dev}")
+        self.table = upload(host, handle, stream_obj)
+        self.ready = cupy.cuda.Event(block=False, disable_timing=True)
+        from cupy_backends.cuda.api import runtime
+
+        runtime.eventRecord(self.ready.ptr, handle)
+        self._ordered = {handle}  # streams ordered after the upload
         info = _device_facts(dev)
         self.grid = max(1, min(plan.nunits, occ * info.sm_count))
         self.merge_ptr = self.table.data.ptr + plan.units.size * 4
-        self._host = host  # keeps the source of the copy alive with the plan
+        self._host = host
+        self._packed = {}
+        self.owned = ()  # a runner's ticket words and workspace: freed with the plan
+
+    def order_after_upload(self, handle: int, capturing: bool) -> None:
+        """Make stream ``handle`` wait for the table upload (once per stream)."""
+        if handle in self._ordered:
+            return
+        from cupy_backends.cuda.api import runtime
+
+        # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
+        runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
+        if not capturing:  # a graph node orders the replays, not later eager calls on the stream
+            self._ordered.add(handle)
+
+    def packed(self, schedule: str, prof: int, Tkv: int):
+        """(scan, merge or None) ``PackedLaunch`` objects; slots: q, k, w, tickets, indices, scores, ent, cnt."""
+        key = (schedule, prof, Tkv)
+        hit = self._packed.get(key)
+        if hit is not None:
+            return hit
+        from ..launch.grid import PackedLaunch, Slot
+
+        plan, cfg = self.plan, self.cfg
+        use_ticket = schedule == "ticket"
+        scan = PackedLaunch(
+            self.scan, self.grid, SCAN_THREADS,
+            (Slot("q"), Slot("k"), Slot("w"), np.uint64(self.table.data.ptr), np.int32(plan.nunits),
+             Slot("tickets"), np.int32(1 if use_ticket else 0), np.int32(plan.topk),
+             np.int32(1 if plan.causal else 0), np.int32(Tkv), Slot("indices"), Slot("scores"), Slot("ent"),
+             Slot("cnt"), np.uint64(prof)),
+            shared_mem=cfg.smem_scan, tag=f"dsa_scan:{schedule}")
+        merge = None
+        if plan.nmerge:
+            merge = PackedLaunch(self.merge, plan.nmerge, MERGE_THREADS,
+                                 (np.uint64(self.merge_ptr), np.int32(plan.topk), Slot("ent"), Slot("cnt"),
+                                  Slot("indices"), Slot("scores")),
+                                 shared_mem=cfg.smem_merge, tag="dsa_merge")
+        self._packed[key] = hit = (scan, merge)
+        return hit
 
 
 def _debug_build(defines):
@@ -505,7 +607,6 @@ def _debug_build(defines):
     CAKE_RT_DSA_PROFILE=1 compiles per-phase cycle counters that runs add into ``profile_counters()``."""
     defines = dict(defines)
     options = ()
-    from .. import env
     if env.flag("CAKE_RT_DSA_LINEINFO"):
         options = ("-lineinfo",)
     if env.flag("CAKE_RT_DSA_PROFILE"):
@@ -532,87 +633,89 @@ def profile_counters(device=None):
     return buf
 
 
-_plan_cache: "collections.OrderedDict" = collections.OrderedDict()
-_plan_lock = threading.Lock()
 _PLAN_CACHE_SIZE = 64
+_plan_cache = GuardedLRU(_PLAN_CACHE_SIZE)
+_plan_lock = threading.Lock()
+# Validated argument signatures and metadata, so a repeated call skips re-checking what cannot have changed.
+_sig_memo: dict = {}
+_meta_memo: dict = {}
+_MEMO_SIZE = 256
 
 
-def _plan_key(p: _Problem, key_split):
+def _memo_put(memo: dict, key, value):
+    if len(memo) >= _MEMO_SIZE:
+        memo.clear()
+    memo[key] = value
+
+
+def _plan_key(p: _Problem, key_split, meta_key=None, target=None):
     def b(a):
         return None if a is None else a.tobytes()
 
-    from .. import env
-    wg = (wgmma_allowed(_device_facts(p.device).target), env.flag("CAKE_RT_DSA_PROFILE"),
-          env.flag("CAKE_RT_DSA_LINEINFO"), fast_enabled())
-    return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, b(p.cu_q), b(p.cu_k), b(p.offsets), p.causal, key_split, wg)
+    wg = (wgmma_allowed(target if target is not None else _device_facts(p.device).target),
+          env.flag("CAKE_RT_DSA_PROFILE"), env.flag("CAKE_RT_DSA_LINEINFO"), fast_enabled())
+    meta = meta_key if meta_key is not None else (b(p.cu_q), b(p.cu_k), b(p.offsets))
+    return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, meta, p.causal, key_split, wg)
 
 
-def _cached_device_plan(p: _Problem, key_split, capturing: bool) -> _DevicePlan:
-    key = _plan_key(p, key_split)
-    with _plan_lock:
-        hit = _plan_cache.get(key)
-        if hit is not None:
-            _plan_cache.move_to_end(key)
-            return hit
+def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, stream_obj=None,
+                        meta_key=None, target=None) -> _DevicePlan:
+    key = _plan_key(p, key_split, meta_key, target)
+    hit = _plan_cache.get(key)
+    if hit is not None:
+        return hit
     if capturing:
-        raise RuntimeError(
+        raise CaptureError(
             "dsa_indexer_det_topk: a new shape or metadata cannot be planned during CUDA graph capture "
             "(it uploads a work table); make one eager call with the same arguments before capturing, or "
             "capture a prepared runner (prepare_dsa_indexer_det_topk)")
+    collect()
     cfg = _config_for(p)
-    dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device)
-    with _plan_lock:
-        _plan_cache[key] = dp
-        while len(_plan_cache) > _PLAN_CACHE_SIZE:
-            _plan_cache.popitem(last=False)
-    return dp
+    dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device, handle, stream_obj)
+    return _plan_cache.put(key, dp)
 
 
 def _default_schedule(dev) -> str:
     return DEFAULT_SCHEDULE.get(_device_facts(dev).target, _FALLBACK_SCHEDULE)
 
 
-def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, schedule, sptr):
-    """Launch dsa_scan (and dsa_merge when the plan splits keys) on stream handle ``sptr``."""
-    from ..launch.grid import launch
-
-    plan, cfg = dp.plan, dp.cfg
+def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, schedule, handle: int):
+    """Launch dsa_scan (and dsa_merge when the plan splits keys) on stream ``handle``."""
+    plan = dp.plan
     if plan.nunits == 0:
         return
     use_ticket = schedule == "ticket"
     ws_ptr = workspace.data.ptr if (workspace is not None and plan.nslots) else 0
-    ent = np.uint64(ws_ptr)
-    cnt = np.uint64(ws_ptr + plan.counts_offset if ws_ptr else 0)
-
-    prof = np.uint64(0)
-    from .. import env
-    if env.flag("CAKE_RT_DSA_PROFILE"):
-        prof = np.uint64(profile_counters(dp.device).data.ptr)
+    cnt = ws_ptr + plan.counts_offset if ws_ptr else 0
+    prof = profile_counters(dp.device).data.ptr if env.flag("CAKE_RT_DSA_PROFILE") else 0
+    scan, merge = dp.packed(schedule, prof, p.Tkv)
+    iptr, sptr = indices.data.ptr, scores.data.ptr
 
     def go():
-        launch(dp.scan, dp.grid, SCAN_THREADS,
-               (p.q, p.k, p.w, np.uint64(dp.table.data.ptr), np.int32(plan.nunits),
-                np.uint64(tickets.ptr if use_ticket else 0), np.int32(1 if use_ticket else 0),
-                np.int32(plan.topk), np.int32(1 if p.causal else 0), np.int32(p.Tkv),
-                indices, scores, ent, cnt, prof),
-               shared_mem=cfg.smem_scan, stream=sptr, tag=f"dsa_scan:{schedule}")
-        if plan.nmerge:
-            launch(dp.merge, plan.nmerge, MERGE_THREADS,
-                   (np.uint64(dp.merge_ptr), np.int32(plan.topk), ent, cnt, indices, scores),
-                   shared_mem=cfg.smem_merge, stream=sptr, tag="dsa_merge")
+        scan.run(handle, p.q.data.ptr, p.k.data.ptr, p.w.data.ptr, tickets.ptr if use_ticket else 0, iptr, sptr,
+                 ws_ptr, cnt)
+        if merge is not None:
+            merge.run(handle, ws_ptr, cnt, iptr, sptr)
 
     if use_ticket:
-        with tickets.guard(sptr):
+        if tickets.dirty:
+            tickets.before_launch(handle)
+        try:
             go()
+        except BaseException:
+            tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
+            raise
     else:
         go()
 
 
-def _stream_capturing(st) -> bool:
-    try:
-        return bool(st.is_capturing())
-    except Exception:
-        return False
+def _meta_key(v):
+    """A hashable key of host metadata for the validation memo (None: not memoizable)."""
+    if v is None:
+        return ()
+    if isinstance(v, np.ndarray):
+        return (v.dtype.str, v.shape, v.tobytes())
+    return None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -676,13 +779,19 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
         cu_seqlens_q, cu_seqlens_k: int32 [S+1] (together or not at all), host or device.
         q_causal_offsets: int32 [S] or None (default len_k - len_q per segment); only with causal=True.
         causal: bool.
-        indices, scores: optional outputs int32 / float32 [T, topk] (written in place).
+        indices, scores: optional outputs int32 / float32 [T, topk] (written in place; writable, 16-byte
+            aligned, overlapping no input and not each other).
         workspace: optional CuPy uint8 array of at least ``dsa_indexer_workspace_bytes(...)`` bytes; with
             it the call launches only the scan's kernels (no fill, memset or allocation).
-        stream: None (current), a CuPy stream, an object with ``.ptr``/``.cuda_stream``, or an int handle.
+        stream: None (current), a CuPy stream, an object with ``.ptr``/``.cuda_stream``, or an int handle
+            (checked with the driver: a stream of the inputs' device).
         schedule: None (measured default per arch), "ticket" or "static" (same bits).
         key_split: tuning/testing knob: keys per part when splitting a query block's key range (rounded up to
             a whole tile); None chooses automatically. Any value gives the same bits.
+
+    Every device array must start on a 16-byte boundary. Under CUDA graph capture the call must have been
+    made once, eagerly, with the same shapes and metadata on the same stream (its plan and the stream's
+    library memory are then pinned for the life of the process); otherwise ``CaptureError``.
 
     Returns:
         (indices, scores) as CuPy arrays (the given outputs when passed).
@@ -692,38 +801,52 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     _check_topk(topk)
     schedule, key_split = _check_schedule(schedule, key_split)
     p = _check_arrays(q, k, weights, topk)
-    st = resolve_stream(stream, device=p.device)  # None: the current stream of the inputs' device
-    capturing = _stream_capturing(st)
-    if capturing:
-        for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                        ("q_causal_offsets", q_causal_offsets)):
-            if _is_device_meta(v):
-                raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it needs a "
-                                 f"device-to-host copy); pass host (NumPy) metadata or capture a prepared runner")
-    p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T, p.Tkv)
-    p.causal = bool(causal)
-    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device)
-    with cupy.cuda.Device(p.device):
-        dp = _cached_device_plan(p, key_split, capturing)
+    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
+    with current_device(p.device):
+        st, handle = resolve_handle(stream, p.device)  # None: the current stream of the inputs' device
+        capturing = is_capturing(handle)
+        if capturing:
+            for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                            ("q_causal_offsets", q_causal_offsets)):
+                if _is_device_meta(v):
+                    raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it needs "
+                                     f"a device-to-host copy); pass host (NumPy) metadata or capture a prepared "
+                                     f"runner")
+        mk = (_meta_key(cu_seqlens_q), _meta_key(cu_seqlens_k), _meta_key(q_causal_offsets))
+        mk = None if None in mk else (mk, p.T, p.Tkv, bool(causal) if isinstance(causal, (bool, np.bool_)) else causal)
+        meta = _meta_memo.get(mk) if mk is not None else None
+        if meta is None:
+            meta = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T, p.Tkv)
+            if mk is not None:
+                _memo_put(_meta_memo, mk, meta)
+        p.cu_q, p.cu_k, p.offsets = meta
+        p.causal = bool(causal)
+        target = _device_facts(p.device).target
+        dp = _cached_device_plan(p, key_split, capturing, handle, st, mk, target)
         need = dp.plan.workspace_bytes
-        ws = _check_workspace(workspace, need, p.device)
+        ws = _check_workspace(workspace, need, p.device, p, indices, scores)
         if schedule is None:
-            schedule = _default_schedule(p.device)
-        with st:
-            if indices is None:
-                indices = cupy.empty((p.T, p.topk), dtype=np.int32)
-            if scores is None:
-                scores = cupy.empty((p.T, p.topk), dtype=np.float32)
+            schedule = DEFAULT_SCHEDULE.get(target, _FALLBACK_SCHEDULE)
+        state = stream_state(p.device, handle, capturing, st)
+        dp.begin()
+        state.begin()
+        try:
+            if indices is None or scores is None:
+                with st:
+                    if indices is None:
+                        indices = cupy.empty((p.T, p.topk), dtype=np.int32)
+                    if scores is None:
+                        scores = cupy.empty((p.T, p.topk), dtype=np.float32)
             if ws is None and need:
-                from ..launch.workspace import get_workspace
-
-                ws = get_workspace("dsa_indexer", need, device=p.device, stream=st)
-        tickets = None
-        if schedule == "ticket" and dp.plan.nunits:
-            from ..launch.tickets import stream_ticket_words
-
-            tickets = stream_ticket_words(st, device=p.device)
-        _launch(dp, p, indices, scores, ws, tickets, schedule, st.ptr)
+                ws = state_workspace(state, "dsa_indexer", need, handle=handle, stream_obj=st, capturing=capturing)
+            tickets = None
+            if schedule == "ticket" and dp.plan.nunits:
+                tickets = state_ticket_words(state, handle, p.device, 4, st, capturing)
+            dp.order_after_upload(handle, capturing)
+            _launch(dp, p, indices, scores, ws, tickets, schedule, handle)
+        finally:
+            state.end(handle, capturing)
+            dp.end(handle, capturing)
     return indices, scores
 
 
@@ -731,34 +854,78 @@ class DSAIndexerRunner:
     """A prepared call: bound to its arrays' shapes, dtypes and pointers and to the metadata values.
 
     ``runner(stream=None)`` launches on the current (or given) stream and returns ``(indices, scores)``;
-    the values in q, k and weights may change between calls. It copies nothing to the host and allocates
-    nothing, so it can be captured in a CUDA graph. Its ticket word is zeroed once at prepare, host-
-    synchronously (ordered before the first run on any stream), left at zero by every completed call, and
-    re-zeroed on the run's stream after a launch that raised.
+    the values in q, k and weights may change between calls. Runs on one stream are ordered by it; a run on
+    a further stream gets its own ticket word (and library workspace), made once on that stream, so runs on
+    two streams never share them (they do share the outputs: concurrent runs write the same bits). Its
+    calls copy nothing to the host and allocate nothing after that, so it can be captured in a CUDA graph: the graph then points at memory the runner owns (its
+    work table, ticket word and workspace), so keep the runner alive as long as the graph. Everything prepare
+    writes (the table, the zeroed ticket word) is written on the prepare stream and waited for before
+    prepare returns, so it is ordered before the first run on any stream. A completed call leaves the ticket
+    word at zero; a launch that raised has it re-zeroed on the next run's stream. When the runner is
+    dropped, its memory is freed after the kernels queued by its runs have completed.
     """
 
-    def __init__(self, p: _Problem, dp: _DevicePlan, indices, scores, workspace, schedule):
-        from ..launch.tickets import TicketWords
+    def __init__(self, p: _Problem, dp: _DevicePlan, indices, scores, workspace, schedule, tickets,
+                 caller_ws=False):
+        import weakref
 
         self._p, self._dp = p, dp
         self.indices, self.scores = indices, scores
         self.workspace = workspace
         self.schedule = schedule
-        self.tickets = TicketWords(4, device=p.device) if schedule == "ticket" else None
+        self.tickets = tickets
         self.plan = dp.plan
         self.config = dp.cfg
+        self._caller_ws = caller_ws
+        # Ticket word and library workspace per stream: runs on two streams never share them. The first
+        # stream the runner runs on (or is captured on) takes the ones made at prepare.
+        self._per_stream = {}
+        self._home = (tickets, workspace)
+        dp.owned = self._per_stream
+        weakref.finalize(self, dp.retire)
+
+    def _stream_memory(self, handle: int, capturing: bool):
+        key = handle if handle != PER_THREAD else stream_key(self._p.device, handle)
+        mem = self._per_stream.get(key)
+        if mem is not None:
+            return mem
+        import cupy
+
+        if not self._per_stream:
+            mem = self._home
+        else:
+            if capturing:
+                raise CaptureError(
+                    "DSAIndexerRunner: a run on a further stream needs its own ticket word (and workspace), which "
+                    "cannot be created during CUDA graph capture; run the runner once on this stream before "
+                    "capturing")
+            from ..launch.tickets import TicketWords
+
+            s = cupy.cuda.ExternalStream(handle)
+            tickets = TicketWords(4, device=self._p.device, stream=s, sync=False) if self.tickets else None
+            ws = self.workspace
+            if ws is not None and not self._caller_ws:
+                with s:
+                    ws = cupy.empty(ws.nbytes, dtype=np.uint8)
+            mem = (tickets, ws)
+        self._per_stream[key] = mem
+        return mem
 
     @property
     def launches_per_call(self) -> int:
         return (1 if self.plan.nunits else 0) + (1 if self.plan.nmerge else 0)
 
     def __call__(self, stream=None):
-        import cupy
-
-        st = resolve_stream(stream, device=self._p.device)
-        with cupy.cuda.Device(self._p.device):
-            _launch(self._dp, self._p, self.indices, self.scores, self.workspace, self.tickets, self.schedule,
-                    st.ptr)
+        p, dp = self._p, self._dp
+        with current_device(p.device):
+            _, handle = resolve_handle(stream, p.device)
+            capturing = is_capturing(handle)
+            tickets, ws = self._stream_memory(handle, capturing)
+            dp.begin()
+            try:
+                _launch(dp, p, self.indices, self.scores, ws, tickets, self.schedule, handle)
+            finally:
+                dp.end(handle, capturing, pin=False)  # under capture the runner, held by the caller, owns it
         return self.indices, self.scores
 
     run = __call__
@@ -773,9 +940,10 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
 
     Args as ``dsa_indexer_det_topk``; ``indices`` int32 [T, topk] and ``scores`` float32 [T, topk] are
     required (the runner writes them in place); ``workspace`` optional (the runner allocates its own
-    otherwise, once); ``stream`` is unused at prepare time (kept for symmetry: everything prepare writes
-    to the device is complete before it returns). Metadata may be host or device arrays: it is read once,
-    here. Returns a ``DSAIndexerRunner``.
+    otherwise, once); ``stream``: the stream prepare writes the runner's table and ticket word on (default:
+    the current stream); prepare waits for those writes, so runs may use any stream. Metadata may be host
+    or device arrays: it is read once, here. Refused during CUDA graph capture. Returns a
+    ``DSAIndexerRunner``.
     """
     import cupy
 
@@ -784,23 +952,28 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
     if indices is None or scores is None:
         raise ValueError(f"{'indices' if indices is None else 'scores'}: a prepared runner needs caller-owned "
                          f"outputs (int32 / float32 [T, topk]), got None")
-    if stream is not None:
-        resolve_stream(stream)  # validate the handle
     p = _check_inputs(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal)
-    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device)
+    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
     with cupy.cuda.Device(p.device):
-        cur = cupy.cuda.get_current_stream()
-        if _stream_capturing(cur):
-            raise RuntimeError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
+        st, handle = resolve_handle(stream, p.device)
+        if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
+            raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
         cfg = _config_for(p)
-        dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device)
+        dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device, handle, st)
         need = dp.plan.workspace_bytes
-        ws = _check_workspace(workspace, need, p.device)
+        ws = _check_workspace(workspace, need, p.device, p, indices, scores)
         if ws is None and need:
-            ws = cupy.empty(need, dtype=np.uint8)
+            with st:
+                ws = cupy.empty(need, dtype=np.uint8)
         if schedule is None:
             schedule = _default_schedule(p.device)
-        return DSAIndexerRunner(p, dp, indices, scores, ws, schedule)
+        from ..launch.tickets import TicketWords
+
+        tickets = TicketWords(4, device=p.device, stream=st, sync=False) if schedule == "ticket" else None
+        dp.ready.record(st)
+        dp.ready.synchronize()  # the table and the zero are complete: ordered before a run on any stream
+        dp.order_after_upload = lambda handle, capturing: None
+        return DSAIndexerRunner(p, dp, indices, scores, ws, schedule, tickets, caller_ws=workspace is not None)
 
 
 def selftest():

@@ -15,11 +15,17 @@ import dataclasses
 import math
 import os
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
-from ..interop import BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_array, dtype_name, parse_dtype
+from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_aligned, check_array,
+                       check_disjoint_spans, contiguous_span, dtype_name, parse_dtype)
+from ..launch.grid import launch_cached
+from ..launch.streams import (CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing, stream_state,
+                              upload)
+from ..launch.streams import resolve as resolve_handle
+from ..launch.tickets import state_ticket_words
+from ..launch.workspace import state_workspace
 
 __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "COST_MODELS", "CostModel",
            "predict_us", "cost_model_for", "cost_model_path",
@@ -248,6 +254,7 @@ class _Call:
     want_varlen: bool
     want_chunks: bool
     device: int
+    launch_memo: dict = dataclasses.field(default_factory=dict)  # packed launches of this signature
 
 
 def _as_bool(v, name):
@@ -294,6 +301,9 @@ def _build_table(segs, seqlen, chunk, varlen):
     order = np.argsort(-lens, kind="stable").astype(np.int64)  # exact scan: longest segments first
     table = np.concatenate([rec.reshape(-1), order, np.asarray(chunk_seg, np.int64)])
     return table, nseg, chunk_base, max_chunks, ckpt_base
+
+
+_tables_host: dict = {}  # (seqlen, chunk, batch, cu_seqlens, seq_idx) -> _build_table's result
 
 
 def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
@@ -407,7 +417,14 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
     if out is not None:
         out = check_array(_dev(out, "out"), "out", dtypes=(x.dtype,), shape=tuple(x.shape), device=dev)
 
-    table, nseg, total_chunks, max_chunks, total_ckpts = _build_table(segs, seqlen, chunk, cu is not None)
+    key = (seqlen, chunk, batch, None if cu is None else cu.tobytes(), None if sidx is None else sidx.tobytes())
+    hit = _tables_host.get(key)
+    if hit is None:
+        hit = _build_table(segs, seqlen, chunk, cu is not None)
+        if len(_tables_host) >= 256:
+            _tables_host.clear()
+        _tables_host[key] = hit
+    table, nseg, total_chunks, max_chunks, total_ckpts = hit
     if total_chunks >= 2**31 or nseg * nheads * (headdim // PBLK) >= 2**31:
         raise ValueError(f"x: too many chunks ({total_chunks}) or work items for one call")
     return _Call(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, init=initial_states, out=out,
@@ -416,6 +433,72 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
                  total_chunks=total_chunks, max_chunks=max_chunks, total_ckpts=total_ckpts,
                  nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
+
+
+_call_memo: dict = {}  # argument signature -> validated _Call (array fields replaced per call)
+_ARRAY_FIELDS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "init", "out")
+
+
+def _signature(arrays, rest):
+    """Hashable signature of a call whose arrays are all CuPy arrays (or None) and whose metadata is host
+    NumPy (or None); None when the call cannot be memoized (foreign arrays, device metadata)."""
+    import cupy
+
+    sig = []
+    for a in arrays:
+        if a is None:
+            sig.append(None)
+        elif type(a) is cupy.ndarray:
+            sig.append((a.shape, a.strides, a.dtype, a.data.device_id))
+        else:
+            return None
+    out = []
+    for v in rest:
+        if isinstance(v, np.ndarray):
+            out.append((v.dtype.str, v.shape, v.tobytes()))
+        elif v is None or isinstance(v, (bool, int, float, str, np.integer, np.bool_)):
+            out.append((type(v), v))
+        elif isinstance(v, tuple) and all(isinstance(e, (int, float)) for e in v):
+            out.append((tuple, tuple((type(e), e) for e in v)))
+        else:
+            return None
+    return tuple(sig), tuple(out)
+
+
+def _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                   dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out):
+    """``_validate`` with a memo: a signature seen before (shapes, strides, dtypes, devices, scalars, host
+    metadata values) gives the same _Call with this call's arrays, without re-checking."""
+    arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, out)
+    sig = _signature(arrays, (chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
+                              return_varlen_states, return_chunk_states, state_dtype, family))
+    if sig is not None:
+        hit = _call_memo.get(sig)
+        if hit is not None:
+            c = _Call.__new__(_Call)
+            c.__dict__.update(hit.__dict__)  # shares launch_memo with the template
+            c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, c.out = arrays
+            return c
+    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    if sig is not None:
+        if len(_call_memo) >= 256:
+            _call_memo.clear()
+        _call_memo[sig] = c
+    return c
+
+
+def _check_memory(c: _Call) -> None:
+    """Before any launch: every device array 16-byte aligned (the kernels' vector accesses), and ``out``
+    overlapping no input (``ValueError`` naming the argument)."""
+    inputs = (("x", c.x), ("dt", c.dt), ("A", c.A), ("B", c.B), ("C", c.C), ("D", c.D), ("z", c.z),
+              ("dt_bias", c.dt_bias), ("initial_states", c.init))
+    for name, a in inputs + (("out", c.out),):
+        if a is not None and a.data.ptr % 16:
+            check_aligned(a, name)
+    if c.out is not None:  # every array here passed the C-contiguity check
+        check_disjoint_spans((("out", contiguous_span(c.out)),),
+                             tuple((n, contiguous_span(a)) for n, a in inputs if a is not None))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -510,7 +593,25 @@ def _exact_nbuf(c: _Call, sm_count: int) -> int:
     return _nbuf(c)
 
 
+_plan_memo: dict = {}
+
+
 def _plan(c: _Call, family: str) -> SsdPlan:
+    """The plan of a call, memoized on everything it depends on (shapes, dtypes, segment counts, the
+    switches in force); the returned object is shared: treat it as read-only."""
+    key = (c.device, family, c.x.dtype, c.dt.dtype, c.state_dtype, c.nheads, c.headdim, c.ngroups, c.dstate,
+           c.chunk, c.nseg, c.total_chunks, c.max_chunks, os.environ.get(ENV_MODE), os.environ.get(ENV_CAP),
+           os.environ.get(ENV_NARROW))
+    hit = _plan_memo.get(key)
+    if hit is None:
+        hit = _plan_uncached(c, family)
+        if len(_plan_memo) >= 256:
+            _plan_memo.clear()
+        _plan_memo[key] = hit
+    return hit
+
+
+def _plan_uncached(c: _Call, family: str) -> SsdPlan:
     from ..launch.arch import device_info
     from ..launch.grid import CooperativeLaunchError
 
@@ -547,28 +648,49 @@ def _plan(c: _Call, family: str) -> SsdPlan:
     return plan
 
 
-_tables: "OrderedDict" = OrderedDict()
-_tables_lock = threading.Lock()
+class _DeviceTable(Guarded):
+    """A segment table in device memory, uploaded on the first caller's stream (``streams.upload``); other
+    streams wait for the upload once. Freed after the kernels that read it (``Guarded``); pinned once a
+    graph captured it."""
+
+    def __init__(self, host: np.ndarray, handle: int, stream_obj=None):
+        import cupy
+        from cupy_backends.cuda.api import runtime
+
+        super().__init__()
+        self._host = host
+        self.array = upload(host, handle, stream_obj)
+        self.ready = cupy.cuda.Event(block=False, disable_timing=True)
+        runtime.eventRecord(self.ready.ptr, handle)
+        self._ordered = {handle}
+
+    def order_after_upload(self, handle: int, capturing: bool) -> None:
+        if handle in self._ordered:
+            return
+        from cupy_backends.cuda.api import runtime
+
+        # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
+        runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
+        if not capturing:  # a graph node orders the replays, not later eager calls on the stream
+            self._ordered.add(handle)
+
+
+_tables = GuardedLRU(64)
 _tls = threading.local()
 
 
-def _device_table(c: _Call):
+def _device_table(c: _Call, handle: int, stream_obj, capturing: bool) -> _DeviceTable:
     """The segment table on the device, cached by content (no upload on repeated layouts)."""
-    import cupy
-
     key = (c.device, c.table.tobytes())
-    with _tables_lock:
-        hit = _tables.get(key)
-        if hit is not None:
-            _tables.move_to_end(key)
-            return hit
-    with cupy.cuda.Device(c.device):
-        arr = cupy.asarray(c.table)
-    with _tables_lock:
-        _tables[key] = arr
-        while len(_tables) > 64:
-            _tables.popitem(last=False)
-    return arr
+    hit = _tables.get(key)
+    if hit is not None:
+        return hit
+    if capturing:
+        raise CaptureError(
+            "ssd_combined: a new sequence layout cannot be uploaded during CUDA graph capture; make one eager "
+            "call with the same shapes and cu_seqlens / seq_idx on this stream before capturing")
+    collect()
+    return _tables.put(key, _DeviceTable(c.table, handle, stream_obj))
 
 
 def last_plan():
@@ -610,51 +732,70 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     """
     import cupy
 
-    from ..interop import resolve_stream
-    from ..launch.grid import launch, launch_cooperative
-    from ..launch.tickets import stream_ticket_words
-    from ..launch.workspace import get_workspace
-
-    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
-                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
-    with cupy.cuda.Device(c.device):
-        s = resolve_stream(stream)
+    if out is not None:
+        out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
+    c = _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens,
+                       dt_softplus, dt_limit, return_final_states, return_varlen_states, return_chunk_states,
+                       state_dtype, family, out)
+    _check_memory(c)
+    with current_device(c.device):
+        s, handle = resolve_handle(stream, c.device)
+        capturing = is_capturing(handle)
         plan = _plan(c, family)
         _tls.plan = plan
         itemsize = np.dtype(c.x.dtype).itemsize
-        with s:
-            y = c.out if c.out is not None else cupy.empty(c.x.shape, c.x.dtype)
-            shape = (c.nheads, c.headdim, c.dstate)
-            fin = cupy.empty((c.nfinal,) + shape, c.state_dtype) if c.want_final else None
-            var = cupy.empty((c.nvarlen,) + shape, c.state_dtype) if c.want_varlen else None
-            ck = cupy.empty((c.total_ckpts,) + shape, c.state_dtype) if c.want_chunks else None
-            table = _device_table(c)
-            args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table,
+        table = _device_table(c, handle, s, capturing)
+        state = stream_state(c.device, handle, capturing, s) if plan.family == "chunkpar" else None
+        table.begin()
+        if state is not None:
+            state.begin()
+        try:
+            with s:
+                y = c.out if c.out is not None else cupy.empty(c.x.shape, c.x.dtype)
+                shape = (c.nheads, c.headdim, c.dstate)
+                fin = cupy.empty((c.nfinal,) + shape, c.state_dtype) if c.want_final else None
+                var = cupy.empty((c.nvarlen,) + shape, c.state_dtype) if c.want_varlen else None
+                ck = cupy.empty((c.total_ckpts,) + shape, c.state_dtype) if c.want_chunks else None
+            table.order_after_upload(handle, capturing)
+            args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table.array,
                     np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
                     np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
+            memo = c.launch_memo  # per argument signature: program choices that depend only on it
             if plan.family == "exact":
-                wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
-                k = _kernel(c, "ssd_exact", nb, wn)
-                launch(k, plan.work_items, 128 * wn, args,
-                       shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=s, tag="ssd_exact")
+                mk = ("exact", plan.work_items, os.environ.get(ENV_NARROW))
+                hit = memo.get(mk)
+                if hit is None:
+                    wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
+                    hit = memo[mk] = (_kernel(c, "ssd_exact", nb, wn), 128 * wn,
+                                      smem_bytes(itemsize, c.dstate, c.chunk, True, nb))
+                k, block, smem = hit
+                launch_cached(k, plan.work_items, block, args, shared_mem=smem, stream=handle, tag="ssd_exact",
+                              memo=memo)
             else:
-                nb = _nbuf(c)
-                k = _kernel(c, "ssd_chunkpar", nb)
-                smem = smem_bytes(itemsize, c.dstate, c.chunk, False, nb)
-                # The grid comes from this kernel's real occupancy (checked again by launch_cooperative).
-                grid = min(plan.grid, _coop_capacity(k, smem))
+                mk = ("chunkpar", plan.grid)
+                hit = memo.get(mk)
+                if hit is None:
+                    nb = _nbuf(c)
+                    k = _kernel(c, "ssd_chunkpar", nb)
+                    smem = smem_bytes(itemsize, c.dstate, c.chunk, False, nb)
+                    # The grid comes from this kernel's real occupancy (checked again at the launch).
+                    hit = memo[mk] = (k, smem, min(plan.grid, _coop_capacity(k, smem)))
+                k, smem, grid = hit
                 n = c.total_chunks * c.nheads * c.headdim * c.dstate
                 o1 = _align(n * 4)
                 o2 = o1 + _align(n * itemsize)
-                ws = get_workspace("ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, device=c.device,
-                                   stream=s)
-                local = ws[0:o1]
-                prev = ws[o1:o2]
-                dec = ws[o2:plan.workspace_bytes]
-                words = stream_ticket_words(s, device=c.device)
-                with words.guard(s):
-                    launch_cooperative(k, grid, THREADS, args + (local, prev, dec, words.array), shared_mem=smem,
-                                       stream=s, tag="ssd_chunkpar")
+                ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
+                                     handle=handle, stream_obj=s, capturing=capturing)
+                base = ws.data  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, workspace_bytes)
+                words = state_ticket_words(state, handle, c.device, 4, s, capturing)
+                with words.guard(handle):
+                    launch_cached(k, grid, THREADS, args + (base, base + o1, base + o2, words.array),
+                                  shared_mem=smem, stream=handle, tag="ssd_chunkpar", cooperative=True,
+                                  memo=c.launch_memo)
+        finally:
+            if state is not None:
+                state.end(handle, capturing)
+            table.end(handle, capturing)
     outs = [y]
     if c.want_final:
         outs.append(fin)

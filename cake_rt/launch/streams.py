@@ -1,0 +1,432 @@
+"""Streams and the lifetime of library-owned device memory.
+
+The rules (``docs/design.md``, "Streams, graphs and lifetimes"):
+
+- **Stream order.** Library buffers (plan tables, segment tables, ticket words, workspaces) are allocated
+  from the memory pool of the stream that uses them and written on that stream (``upload``: an
+  asynchronous copy; ``zero``: an asynchronous memset), never by a synchronous copy: a pool block may still
+  be written by a kernel queued earlier on that stream.
+- **Lifetimes.** A ``Guarded`` object (a cached plan, a stream's state, a grown-out workspace) records an
+  event on every stream that used it, after the launch; when it is evicted or replaced it goes to a
+  retirement list and is freed only when those events have completed and no call is using it.
+- **Graph capture.** A call captured into a CUDA graph pins the ``Guarded`` objects it touched: they are
+  never freed (the graph may replay at any time). A capture that would need new library memory (a new
+  plan, a new stream's state, a larger workspace) is refused with ``CaptureError``.
+- **Handles.** ``resolve`` turns any stream spelling into ``(stream object, handle)``; an integer or foreign
+  handle is checked with the driver (``cuStreamGetCtx``) and must belong to the current device's context.
+- **Per-stream state** is keyed by ``stream_key``: the per-thread default stream (handle 2) is a different
+  stream in every host thread, so its state is kept per (device, thread); the legacy default stream
+  (handles 0 and 1) is one stream. At most ``MAX_STREAM_STATES`` states are kept (LRU); an evicted state is
+  retired like any ``Guarded`` object.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+
+import numpy as np
+
+try:  # bound once: the per-call paths must not pay an import statement each
+    import cupy
+    from cupy_backends.cuda.api import driver, runtime
+except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
+    cupy = driver = runtime = None
+
+LEGACY, PER_THREAD = 1, 2
+_NULL = contextlib.nullcontext()
+MAX_STREAM_STATES = 64
+
+
+class CaptureError(RuntimeError):
+    """A call under CUDA graph capture would need library memory the graph could outlive."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# stream handles
+# ----------------------------------------------------------------------------------------------------
+
+_validated: dict = {}  # (device, handle) -> context, for handles that passed the driver check
+
+
+def _context_of_current_device():
+    return driver.ctxGetCurrent()
+
+
+_mem_fd = None
+
+
+def _readable(addr: int) -> bool:
+    """Whether ``addr`` points at readable memory of this process (Linux: a read of ``/proc/self/mem``,
+    which fails cleanly instead of faulting). A stream handle is a pointer the driver dereferences without
+    checking, so an unmapped value must never reach it. True where the check is unavailable."""
+    global _mem_fd
+    import os
+
+    if _mem_fd is None:
+        try:
+            fd = os.open("/proc/self/mem", os.O_RDONLY)
+        except OSError:
+            fd = -1
+        probe = bytearray(16)
+        if fd >= 0:  # a sandbox that refuses even a known-good address gets no check (never a false refusal)
+            try:
+                ok = len(os.pread(fd, 16, id(probe))) == 16
+            except (OSError, OverflowError, ValueError):
+                ok = False
+            if not ok:
+                os.close(fd)
+                fd = -1
+        _mem_fd = fd
+    if _mem_fd < 0:
+        return True
+    try:
+        return len(os.pread(_mem_fd, 16, addr)) == 16
+    except (OSError, OverflowError, ValueError):
+        return False
+
+
+def check_handle(handle: int, device: int, name: str = "stream") -> int:
+    """``handle`` if it is a stream of ``device``'s context (0, 1 and 2, the default streams, always are);
+    ``ValueError`` naming ``name`` otherwise. Call with ``device`` current.
+
+    The driver dereferences a handle without validating it (a garbage value crashes the process), so a
+    handle must first point at readable memory of this process; then ``cuStreamGetCtx`` must name the
+    device's context. A handle that passed is remembered (``forget_handle`` drops it)."""
+    handle = int(handle)
+    if handle in (0, LEGACY, PER_THREAD):
+        return handle
+    if handle < 0 or handle >= 1 << 64:
+        raise ValueError(f"{name}: {handle:#x} is not a CUDA stream handle")
+    ctx = _context_of_current_device()
+    if _validated.get((device, handle)) == ctx:
+        return handle
+    if not _readable(handle):
+        raise ValueError(f"{name}: {handle:#x} is not a valid CUDA stream handle (it points at no memory of this "
+                         f"process)")
+    try:
+        sctx = driver.streamGetCtx(handle)
+    except Exception as exc:
+        raise ValueError(f"{name}: {handle:#x} is not a valid CUDA stream handle ({exc})") from None
+    if sctx != ctx:
+        raise ValueError(f"{name}: handle {handle:#x} is a stream of another device or context, not of "
+                         f"device {device} (the inputs' device)")
+    _validated[(device, handle)] = ctx
+    return handle
+
+
+def forget_handle(handle: int) -> None:
+    """Drop a handle from the validated set (a stream the caller destroyed)."""
+    for key in [k for k in _validated if k[1] == int(handle)]:
+        _validated.pop(key, None)
+
+
+def resolve(stream, device: int):
+    """``(stream object, handle)`` for ``stream`` on ``device`` (call with ``device`` current).
+
+    None: the current stream of ``device``; a CuPy stream: as is (its device must be ``device``); an int,
+    or an object with ``.cuda_stream`` (PyTorch) or ``.ptr``: checked with the driver, then wrapped in a
+    ``cupy.cuda.ExternalStream``.
+    """
+    if stream is None:
+        s = cupy.cuda.get_current_stream()
+        return s, s.ptr
+    if isinstance(stream, (cupy.cuda.Stream, cupy.cuda.ExternalStream)):
+        dev = getattr(stream, "device_id", -1)
+        if dev not in (-1, None) and int(dev) != device:
+            raise ValueError(f"stream: a stream of device {dev}, but the inputs are on device {device}")
+        ptr = stream.ptr
+        if isinstance(stream, cupy.cuda.ExternalStream):
+            check_handle(ptr, device)
+        return stream, ptr
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        h = check_handle(int(stream), device)
+        return cupy.cuda.ExternalStream(h), h
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None:
+        handle = getattr(stream, "ptr", None)
+    if isinstance(handle, (int, np.integer)) and not isinstance(handle, bool):
+        h = check_handle(int(handle), device)
+        return cupy.cuda.ExternalStream(h), h
+    raise TypeError(f"stream: expected None, a cupy.cuda.Stream, an object with .ptr or .cuda_stream, or an int "
+                    f"handle, got {type(stream).__name__}")
+
+
+def current_device(dev: int):
+    """A context that makes device ``dev`` current (a no-op, and no driver call, when it already is)."""
+    if runtime.getDevice() == dev:
+        return _NULL
+    return cupy.cuda.Device(dev)
+
+
+def stream_key(device: int, handle: int):
+    """The key of a stream's library state: the per-thread default stream is one stream per host thread."""
+    if handle == PER_THREAD:
+        return (device, PER_THREAD, threading.get_ident())
+    if handle == LEGACY:
+        handle = 0
+    return (device, handle, 0)
+
+
+def is_capturing(handle: int) -> bool:
+    """Whether ``handle`` is capturing a CUDA graph (legacy default stream: never, by definition)."""
+    try:
+        return runtime.streamIsCapturing(handle) == runtime.streamCaptureStatusActive
+    except Exception:
+        return False
+
+
+# ----------------------------------------------------------------------------------------------------
+# stream-ordered writes
+# ----------------------------------------------------------------------------------------------------
+
+def upload(host: np.ndarray, handle: int, stream_obj=None):
+    """A device copy of ``host`` allocated from ``handle``'s pool and written by an asynchronous copy on
+    that stream (pageable host memory is staged by the driver before the call returns, so ``host`` may
+    change afterwards)."""
+    host = np.ascontiguousarray(host)
+    s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
+    with s:
+        dev = cupy.empty(host.shape, dtype=host.dtype)
+    if host.nbytes:
+        runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes, runtime.memcpyHostToDevice, handle)
+    return dev
+
+
+def zeros(nbytes_or_shape, dtype, handle: int, stream_obj=None):
+    """A zeroed device array allocated from ``handle``'s pool and zeroed by a memset on that stream."""
+    s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
+    with s:
+        arr = cupy.empty(nbytes_or_shape, dtype=dtype)
+    if arr.nbytes:
+        runtime.memsetAsync(arr.data.ptr, 0, arr.nbytes, handle)
+    return arr
+
+
+# ----------------------------------------------------------------------------------------------------
+# event-guarded lifetimes
+# ----------------------------------------------------------------------------------------------------
+
+_retired: list = []
+_pinned: list = []
+_life_lock = threading.Lock()
+
+
+class Guarded:
+    """Device memory whose release waits for the stream work that reads it.
+
+    ``begin()`` / ``end(handle, capturing)`` bracket a call that uses the object: ``end`` records an event
+    on the call's stream (or, under capture, pins the object for the life of the process). ``retire()``
+    hands the object to the retirement list: it is freed once every recorded event has completed and no
+    call is between ``begin`` and ``end``.
+    """
+
+    __slots__ = ("_events", "_inflight", "pinned", "__weakref__")
+
+    def __init__(self):
+        self._events = {}
+        self._inflight = 0
+        self.pinned = False
+
+    def begin(self) -> None:
+        with _life_lock:
+            self._inflight += 1
+
+    def end(self, handle: int, capturing: bool, pin: bool = True) -> None:
+        """After the launches of a call on stream ``handle``: record the release event; under capture pin
+        the object instead (``pin=False``: its owner, held by the caller, keeps it alive for the graph)."""
+        with _life_lock:
+            self._inflight -= 1
+        if capturing:
+            if pin:
+                self.pin()
+            return
+        ev = self._events.get(handle)
+        if ev is None:
+            ev = self._events[handle] = cupy.cuda.Event(block=False, disable_timing=True)
+        runtime.eventRecord(ev.ptr, handle)
+
+    def abort(self) -> None:
+        """``end`` for a call that raised before launching anything."""
+        with _life_lock:
+            self._inflight -= 1
+
+    def pin(self) -> None:
+        if not self.pinned:
+            self.pinned = True
+            with _life_lock:
+                _pinned.append(self)
+
+    def idle(self) -> bool:
+        """No call in flight and every recorded event complete (an event that cannot be queried, e.g. of a
+        destroyed context, counts as complete: its work can no longer run)."""
+        if self._inflight:
+            return False
+        for ev in list(self._events.values()):
+            try:
+                if not ev.done:
+                    return False
+            except Exception:
+                pass
+        return True
+
+    def retire(self) -> None:
+        if self.pinned:
+            return  # a captured graph may still replay with it: kept for the life of the process
+        with _life_lock:
+            _retired.append(self)
+        collect()
+
+
+def collect() -> int:
+    """Free retired objects whose work has completed; returns how many are still waiting."""
+    with _life_lock:
+        waiting = list(_retired)
+    keep = [obj for obj in waiting if not obj.idle()]
+    with _life_lock:
+        gone = set(map(id, waiting)) - set(map(id, keep))
+        _retired[:] = [o for o in _retired if id(o) not in gone]
+        return len(_retired)
+
+
+def retired_count() -> int:
+    with _life_lock:
+        return len(_retired)
+
+
+def pinned_count() -> int:
+    with _life_lock:
+        return len(_pinned)
+
+
+class GuardedLRU:
+    """A bounded map of ``Guarded`` values; an evicted value is retired (freed after its work)."""
+
+    def __init__(self, size: int):
+        self.size = int(size)
+        self._d = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        d = self._d
+        v = d.get(key)
+        if v is not None:
+            try:
+                d.move_to_end(key)
+            except KeyError:  # evicted by another thread in between: still valid until retired
+                pass
+        return v
+
+    def put(self, key, value):
+        """Insert ``value`` (or return the value another thread inserted first)."""
+        evicted = []
+        with self._lock:
+            old = self._d.get(key)
+            if old is not None:
+                return old
+            self._d[key] = value
+            while len(self._d) > self.size:
+                evicted.append(self._d.popitem(last=False)[1])
+        for v in evicted:
+            v.retire()
+        return value
+
+    def values(self):
+        return list(self._d.values())
+
+    def __len__(self):
+        return len(self._d)
+
+    def clear(self):
+        with self._lock:
+            vals = list(self._d.values())
+            self._d.clear()
+        for v in vals:
+            v.retire()
+
+
+class Buffer(Guarded):
+    """One guarded device array (a grown-out workspace, an uploaded table)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        super().__init__()
+        self.array = array
+
+
+# ----------------------------------------------------------------------------------------------------
+# per-stream state: ticket words and workspaces of one (device, stream)
+# ----------------------------------------------------------------------------------------------------
+
+class StreamState(Guarded):
+    """Library memory private to one stream: ticket words (by size) and grow-only workspaces (by name)."""
+
+    __slots__ = ("key", "handle", "tickets", "workspaces", "_old", "watch")
+
+    def __init__(self, key, handle):
+        super().__init__()
+        self.key, self.handle = key, handle
+        self.watch = None
+        self.tickets = {}
+        self.workspaces = {}
+        self._old = []  # grown-out workspaces: retired with their own events
+
+    def pin(self) -> None:
+        super().pin()
+
+
+_states = GuardedLRU(MAX_STREAM_STATES)
+_dead: list = []  # keys of states whose CuPy stream object was collected (appended by a weakref callback)
+
+
+def _drop_dead() -> None:
+    while _dead:
+        key = _dead.pop()
+        with _states._lock:
+            st = _states._d.pop(key, None)
+        if st is not None:
+            st.retire()
+        forget_handle(key[1])
+
+
+def stream_state(device: int, handle: int, capturing: bool = False, stream_obj=None) -> StreamState:
+    """The state of (device, stream); created on first use (refused under capture: ``CaptureError``).
+
+    When ``stream_obj`` is a CuPy stream the state is released (after its queued work) once that object is
+    collected, so a later stream that reuses the handle starts with fresh state."""
+    if _dead:
+        _drop_dead()
+    key = stream_key(device, handle)
+    st = _states.get(key)
+    if st is None:
+        if capturing:
+            raise CaptureError(
+                "this stream has no cake-rt state yet and none can be created during CUDA graph capture: make "
+                "one eager call with the same arguments on this stream before capturing (or capture a "
+                "prepared runner)")
+        st = StreamState(key, handle)
+        if stream_obj is not None and handle not in (0, LEGACY, PER_THREAD):
+            if type(stream_obj) is cupy.cuda.Stream:
+                import weakref
+
+                st.watch = weakref.ref(stream_obj, lambda _ref, key=key: _dead.append(key))
+        st = _states.put(key, st)
+    return st
+
+
+def stream_states():
+    return _states
+
+
+def release_stream(stream) -> None:
+    """Forget the state of ``stream`` (a handle or stream object) on every device: its memory is freed once
+    its queued work has run. Call it before destroying a stream you will not use again (optional: at most
+    ``MAX_STREAM_STATES`` states are kept)."""
+    handle = int(getattr(stream, "ptr", stream))
+    with _states._lock:
+        keys = [k for k in _states._d if k[1] == handle]
+        vals = [_states._d.pop(k) for k in keys]
+    for v in vals:
+        v.retire()
+    forget_handle(handle)

@@ -1,0 +1,406 @@
+"""Robustness without a GPU (issue #9): the disk cache (permissions, corrupt / truncated / planted /
+unreadable files, atomic writes), argument checks that must fire before any launch (alignment, aliasing,
+writability, requires_grad, stream handles), per-stream state keys, retirement of guarded memory, host
+metadata overflow. Device arrays are stand-ins: CuPy arrays over unowned addresses (never dereferenced).
+"""
+import os
+import stat
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import cake_rt.launch.compile as cc
+from cake_rt.interop import BF16
+
+SRC = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 2.0f; }'
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(d))
+    monkeypatch.setattr(cc, "_cubin_cache", {})
+    monkeypatch.setattr(cc, "_warned_dirs", set())
+    return d
+
+
+def _compile():
+    return cc.compile_cubin(SRC, name="k.cu", target="sm_80")
+
+
+def _only_file(d):
+    files = [p for p in d.iterdir()]
+    assert len(files) == 1, files
+    return files[0]
+
+
+# ----------------------------------------------------------------------------------------------------
+# disk cache
+# ----------------------------------------------------------------------------------------------------
+
+def test_cache_dir_is_created_0700_whatever_the_umask(cache):
+    old = os.umask(0)
+    try:
+        _compile()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+def test_group_or_world_writable_dir_is_bypassed_with_a_warning(cache, mode):
+    cache.mkdir()
+    os.chmod(cache, mode)
+    with pytest.warns(cc.CacheWarning, match="writable by group or others"):
+        data = _compile()
+    assert data[:4] == b"\x7fELF"
+    assert list(cache.iterdir()) == []  # nothing written to (or read from) an untrusted directory
+
+
+def test_dir_owned_by_another_user_is_bypassed(cache, monkeypatch):
+    cache.mkdir(mode=0o700)
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(cache).st_uid + 1)
+    with pytest.warns(cc.CacheWarning, match="owned by uid"):
+        _compile()
+    assert list(cache.iterdir()) == []
+
+
+def _corrupt(path, how):
+    blob = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(blob[: len(blob) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(os.urandom(len(blob)))
+    elif how == "bitflip":
+        b = bytearray(blob)
+        b[-100] ^= 0x10
+        path.write_bytes(bytes(b))
+    elif how == "planted_raw_cubin":  # a cubin of another program, no header
+        path.write_bytes(cc.compile_cubin('extern "C" __global__ void k(float* a) { a[0] = 1; }', name="o.cu",
+                                          target="sm_80"))
+    elif how == "planted_header_only":  # a valid header of other bytes
+        path.write_bytes(cc._pack_file(b"\x7fELF" + b"\0" * 64)[: cc._HEADER] + blob[cc._HEADER:])
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "bitflip", "planted_raw_cubin",
+                                 "planted_header_only"])
+def test_bad_cache_file_is_discarded_named_and_recompiled(cache, monkeypatch, how):
+    good = _compile()
+    path = _only_file(cache)
+    _corrupt(path, how)
+    monkeypatch.setattr(cc, "_cubin_cache", {})
+    with pytest.warns(cc.CacheWarning, match=str(path.name)):
+        again = _compile()
+    assert again == good  # recompiled: the same bytes, not the bad ones
+    assert path.read_bytes() == cc._pack_file(good)  # the fresh program replaced the bad file
+    monkeypatch.setattr(cc, "_cubin_cache", {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _compile() == good  # and it now loads silently
+
+
+def test_unreadable_cache_file_is_recompiled_not_fatal(cache, monkeypatch):
+    good = _compile()
+    path = _only_file(cache)
+    monkeypatch.setattr(cc, "_cubin_cache", {})
+    real = type(path).read_bytes
+
+    def deny(self):
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(type(path), "read_bytes", deny)
+    with pytest.warns(cc.CacheWarning, match="unreadable"):
+        assert _compile() == good
+
+
+def test_failed_write_leaves_no_temp_file(cache, monkeypatch):
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cc.os, "replace", boom)
+    assert _compile()[:4] == b"\x7fELF"
+    assert list(cache.iterdir()) == []
+
+
+def test_failed_fsync_leaves_no_temp_file(cache, monkeypatch):
+    def boom(fd):
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(cc.os, "fsync", boom)
+    _compile()
+    assert list(cache.iterdir()) == []
+
+
+def test_cache_off_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", "off")
+    monkeypatch.setattr(cc, "_cubin_cache", {})
+    assert cc.cache_dir() is None
+    assert _compile()[:4] == b"\x7fELF"
+
+
+def test_forget_cubin_drops_memory_and_disk_copies(cache):
+    _compile()
+    cc.forget_cubin(SRC, name="k.cu", target="sm_80")
+    assert list(cache.iterdir()) == [] and cc._cubin_cache == {}
+
+
+# ----------------------------------------------------------------------------------------------------
+# argument checks before any launch (device arrays are stand-ins)
+# ----------------------------------------------------------------------------------------------------
+
+cupy = pytest.importorskip("cupy")
+
+_BASE = 1 << 32
+
+
+def fake(shape, dtype, offset=0, base=_BASE):
+    """A CuPy array header over an address that is never touched (no GPU needed)."""
+    mem = cupy.cuda.UnownedMemory(base, 1 << 30, None, device_id=0)
+    return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, offset))
+
+
+def test_check_aligned_names_the_argument():
+    from cake_rt.interop import check_aligned
+
+    check_aligned(fake((4, 8), np.float32), "x")
+    with pytest.raises(ValueError, match=r"^x: the data pointer .* not 16-byte aligned"):
+        check_aligned(fake((4, 8), np.float32, offset=4), "x")
+    v = fake((5, 3), np.float32)[1:]  # a C-contiguous view 12 bytes in
+    assert v.flags.c_contiguous
+    with pytest.raises(ValueError, match="^q:"):
+        check_aligned(v, "q")
+
+
+def test_check_disjoint_outputs_vs_inputs_and_each_other():
+    from cake_rt.interop import check_disjoint
+
+    x = fake((4, 8), np.float32)
+    y = fake((4, 8), np.float32, offset=4 * 8 * 4)  # right after x: fine
+    check_disjoint((("out", y),), (("x", x),))
+    with pytest.raises(ValueError, match="^out: its memory overlaps x"):
+        check_disjoint((("out", x),), (("x", x),))
+    half = fake((4, 8), np.float32, offset=64)
+    with pytest.raises(ValueError, match="^scores: its memory overlaps indices"):
+        check_disjoint((("indices", x), ("scores", half)))
+    check_disjoint((("out", x[:0]),), (("x", x),))  # empty arrays touch nothing
+
+
+class _JaxLike:
+    """Stands in for a jax.Array (immutable): only its module name matters to the check."""
+    __module__ = "jaxlib.xla_extension"
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("must be refused before export")
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+class _ReadOnlyCAI:
+    def __init__(self):
+        self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (_BASE, True), "version": 3}
+
+
+class _GradTensor:
+    requires_grad = True
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.detached = False
+
+    def detach(self):
+        self.detached = True
+        return self.inner
+
+
+def test_read_only_exports_are_refused_as_outputs():
+    from cake_rt.interop import as_device_array
+
+    with pytest.raises(ValueError, match="^indices: cannot be written in place: a JAX array is immutable"):
+        as_device_array(_JaxLike(), "indices", output=True)
+    with pytest.raises(ValueError, match="^out: cannot be written in place: .*read-only"):
+        as_device_array(_ReadOnlyCAI(), "out", output=True)
+
+
+def test_requires_grad_input_is_a_read_only_view_output_is_refused():
+    from cake_rt.interop import as_device_array
+
+    inner = fake((4,), np.float32)
+    t = _GradTensor(inner)
+    assert as_device_array(t, "x") is inner and t.detached
+    with pytest.raises(ValueError, match="^out: a tensor that requires grad cannot be an output"):
+        as_device_array(_GradTensor(inner), "out", output=True)
+
+
+def _dsa_inputs(T=32, Tkv=100, H=32, D=64, q_off=0):
+    q = fake((T, H, D), BF16, offset=q_off)
+    k = fake((Tkv, D), BF16, offset=1 << 24)
+    w = fake((T, H), np.float32, offset=2 << 24)
+    return q, k, w
+
+
+def test_dsa_misaligned_inputs_and_aliased_outputs_are_named_errors():
+    from cake_rt.ops.dsa import dsa_indexer_det_topk
+
+    q, k, w = _dsa_inputs()
+    with pytest.raises(ValueError, match="^q: the data pointer"):
+        dsa_indexer_det_topk(fake((32, 32, 64), BF16, offset=2), k, w, 8)
+    with pytest.raises(ValueError, match="^k: the data pointer"):
+        dsa_indexer_det_topk(q, fake((100, 64), BF16, offset=(1 << 24) + 8), w, 8)
+    idx = fake((32, 8), np.int32, offset=3 << 24)
+    sc = fake((32, 8), np.float32, offset=(3 << 24) + 16)  # overlaps idx
+    with pytest.raises(ValueError, match="^scores: its memory overlaps indices"):
+        dsa_indexer_det_topk(q, k, w, 8, indices=idx, scores=sc)
+    with pytest.raises(ValueError, match="^scores: its memory overlaps weights"):
+        dsa_indexer_det_topk(q, k, w, 8, indices=idx, scores=fake((32, 8), np.float32, offset=2 << 24))
+    with pytest.raises(ValueError, match="^indices: cannot be written in place"):
+        dsa_indexer_det_topk(q, k, w, 8, indices=_JaxLike(), scores=sc)
+
+
+def _ssd_inputs(off_x=0):
+    b, L, H, P, G, N = 1, 100, 4, 64, 1, 64
+    x = fake((b, L, H, P), BF16, offset=off_x)
+    dt = fake((b, L, H), np.float32, offset=1 << 24)
+    A = fake((H,), np.float32, offset=2 << 24)
+    B = fake((b, L, G, N), BF16, offset=3 << 24)
+    C = fake((b, L, G, N), BF16, offset=4 << 24)
+    return x, dt, A, B, C
+
+
+def test_ssd_out_aliasing_x_and_misalignment_are_named_errors():
+    from cake_rt.ops.ssd import ssd_combined
+
+    x, dt, A, B, C = _ssd_inputs()
+    with pytest.raises(ValueError, match="^out: its memory overlaps x"):
+        ssd_combined(x, dt, A, B, C, 64, out=x)
+    with pytest.raises(ValueError, match="^x: the data pointer"):
+        ssd_combined(fake(x.shape, BF16, offset=2), dt, A, B, C, 64)
+    with pytest.raises(ValueError, match="^C: the data pointer"):
+        ssd_combined(x, dt, A, B, fake(C.shape, BF16, offset=(4 << 24) + 8), 64)
+    with pytest.raises(ValueError, match="^out: cannot be written in place"):
+        ssd_combined(x, dt, A, B, C, 64, out=_JaxLike())
+
+
+def test_dsa_offset_out_of_range_in_second_segment_names_q_causal_offsets():
+    from cake_rt.ops.dsa import _check_metadata
+
+    cu_q = np.array([0, 4, 8], np.int32)
+    cu_k = np.array([0, 10, 20], np.int32)
+    with pytest.raises(ValueError, match="^q_causal_offsets: value .* of segment 1"):
+        _check_metadata(cu_q, cu_k, np.array([0, 2**31 - 2], np.int32), True, 8, 20)
+    with pytest.raises(ValueError, match="^q_causal_offsets: value .* of segment 1"):
+        _check_metadata(cu_q, cu_k, np.array([0, -2**31], np.int32), True, 8, 20)
+    _check_metadata(cu_q, cu_k, np.array([-5, 3], np.int32), True, 8, 20)
+
+
+@pytest.mark.parametrize("doc_lens,cp_size,words", [
+    ([2**62, 2**62], 2, "does not fit"),       # int64 sum overflow: used to segfault inside NumPy
+    ([2**40], 1, "does not fit"),
+    ([0, 0], 2**40, "cp_size"),
+    ([2**31 - 2], 1, "does not fit"),
+    (np.array([2**63 - 2, 2], np.uint64), 1, "doc_lens"),
+])
+def test_cp_zigzag_layout_huge_lengths_are_value_errors(doc_lens, cp_size, words):
+    from cake_rt.cp import cp_zigzag_layout
+
+    with pytest.raises(ValueError, match=words):
+        cp_zigzag_layout(doc_lens, cp_size, 0)
+
+
+def test_cp_zigzag_layout_many_ranks_with_empty_docs_is_fast():
+    from cake_rt.cp import cp_zigzag_layout
+
+    lay = cp_zigzag_layout([0, 0], 2**30, 5)  # used to loop over every rank
+    assert lay.num_queries == 0 and lay.k_index_allgather.size == 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# streams, per-stream state, retirement
+# ----------------------------------------------------------------------------------------------------
+
+def test_per_thread_default_stream_state_is_per_thread():
+    from cake_rt.launch.streams import stream_key
+
+    keys = []
+    t = threading.Thread(target=lambda: keys.append(stream_key(0, 2)))
+    t.start()
+    t.join()
+    assert stream_key(0, 2) != keys[0]
+    assert stream_key(0, 1) == stream_key(0, 0)  # the legacy stream is one stream
+    assert stream_key(0, 0x1234) == stream_key(0, 0x1234) != stream_key(1, 0x1234)
+
+
+def test_bad_int_handles_are_refused_without_touching_the_driver():
+    from cake_rt.launch.streams import check_handle
+
+    for h in (-1, 1 << 64):
+        with pytest.raises(ValueError, match="^stream:"):
+            check_handle(h, 0)
+    assert check_handle(0, 0) == 0 and check_handle(2, 0) == 2
+
+
+def test_unmapped_int_handles_never_reach_the_driver(monkeypatch):
+    from cake_rt.launch import streams
+
+    calls = []
+    monkeypatch.setattr(streams, "_context_of_current_device", lambda: 77)
+    monkeypatch.setattr(streams.driver, "streamGetCtx", lambda h: calls.append(h) or 77, raising=False)
+    for h in (0xDEADBEEF000, 12345, 1 << 63):
+        with pytest.raises(ValueError, match="^stream: .* not a valid CUDA stream handle"):
+            streams.check_handle(h, 0)
+    assert calls == []
+    mapped = id(calls)  # readable memory of this process: goes on to the driver's check
+    assert streams.check_handle(mapped, 0) == mapped and calls == [mapped]
+    monkeypatch.setattr(streams.driver, "streamGetCtx", lambda h: 78, raising=False)
+    streams.forget_handle(mapped)
+    with pytest.raises(ValueError, match="another device or context"):
+        streams.check_handle(mapped, 0)
+
+
+def test_resolve_refuses_other_types():
+    from cake_rt.launch.streams import resolve
+
+    with pytest.raises(TypeError, match="^stream:"):
+        resolve("s", 0)
+    with pytest.raises(TypeError, match="^stream:"):
+        resolve(True, 0)
+
+
+def test_retired_objects_wait_for_in_flight_calls():
+    from cake_rt.launch import streams
+
+    g = streams.Guarded()
+    g.begin()
+    g.retire()
+    assert g in streams._retired
+    streams.collect()
+    assert g in streams._retired  # a call still uses it
+    g.abort()
+    streams.collect()
+    assert g not in streams._retired
+
+
+def test_pinned_objects_are_never_retired():
+    from cake_rt.launch import streams
+
+    g = streams.Guarded()
+    g.pin()
+    g.retire()
+    assert g not in streams._retired and g in streams._pinned
+
+
+def test_guarded_lru_is_bounded_and_retires_evicted_values():
+    from cake_rt.launch import streams
+
+    lru = streams.GuardedLRU(3)
+    vals = [streams.Guarded() for _ in range(5)]
+    for i, v in enumerate(vals):
+        assert lru.put(i, v) is v
+    assert len(lru) == 3 and lru.get(0) is None and lru.get(4) is vals[4]
+    assert lru.put(4, streams.Guarded()) is vals[4]  # first insert wins
