@@ -19,6 +19,6 @@ if [[ $PHASES == *sanitize* ]]; then
   fi
 fi
 if [[ $PHASES == *bench* ]]; then
-  timeout ${BENCH_TIMEOUT:-200} python3 tests/dsa/bench_dsa.py ${BENCH_ARGS} --json $OUT/bench_dsa.json > $OUT/bench.log 2>&1
+  timeout ${BENCH_TIMEOUT:-200} python3 -m cake_rt.cli bench dsa ${BENCH_ARGS:---rows S1,A1} --json $OUT/bench_dsa.json > $OUT/bench.log 2>&1
   echo "bench rc=$?" >> $OUT/bench.log; cat $OUT/bench.log | cut -c1-400
 fi
