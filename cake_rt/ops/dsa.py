@@ -25,7 +25,7 @@ from ..interop import BF16, as_device_array, as_host_int32, check_array, dtype_n
 
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256
-MERGE_ROUND = SCAN_THREADS * 4  # keys the in-kernel merge appends per round (merge.cuh MERGE_ROUND)
+MERGE_ROUND = SCAN_THREADS * 16  # keys the in-kernel merge appends per round (layout.cuh MERGE_ROUND)
 PAIRS = 128  # (query, head) columns of one block's score product (layout.cuh PAIRS)
 CAP_MAX = 4096  # candidate capacity per query: the register selection's reach (layout.cuh REG_R <= 4)
 CAP_MIN = 2048 + 256  # a block keeps topk = 2048 with room for a tile and a merge round

@@ -48,7 +48,7 @@ constexpr int MMA_WARPS = TILE / 16;      // mma.sync loop: warps computing 16 k
 constexpr int SC_BUFS = WG ? 2 : 1;       // wgmma loop: the epilogue of tile it and the append of it-1
 constexpr int HIST_WORDS = 2048;
 constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
-constexpr int MERGE_E = 4;                // keys per thread per merge append round
+constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
 constexpr int MERGE_ROUND = NT * MERGE_E;
 
 static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");

@@ -3,7 +3,8 @@
 // A block whose keys are cut into `nparts` units writes one part per unit (its <= topk best candidates per
 // query, ascending id) to the workspace, then counts itself on the block's arrival word. The unit that
 // arrives last (all other parts are complete and visible) merges: for each query it streams the parts in
-// key order through one candidate buffer with the scan's floor / compaction rule and writes the exact top-k.
+// key order through one candidate buffer with the scan's floor / compaction rule (starting from a floor that a
+// histogram pass over the parts gives) and writes the exact top-k.
 // The top-k set is unique, so the result does not depend on which unit arrives last. The last arrival
 // resets the word to 0: a completed launch leaves every arrival word at zero (the ticket-word rules).
 #pragma once
@@ -28,6 +29,64 @@ CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
     return *flag != 0;
 }
 
+// A floor for query qq's merge: the lowest key of the bin (top 11 key bits) that holds the k-th largest
+// part key, so every key below it is out of the top-k. One pass over the parts (warp w reads parts w,
+// w + NWARPS, ... coalesced) into a shared histogram; 0 when the parts hold at most topk keys.
+CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
+                                 const int* ws_cnt) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int i = tid; i < HIST_WORDS; i += NT) s.hist[i] = 0u;
+    __syncthreads();
+    constexpr int E = 4;
+#pragma unroll 1
+    for (int p = warp; p < un.nparts; p += NWARPS) {
+        const size_t part = (size_t)(un.slot0 + p) * BQ + qq;
+        const int c = __ldcg(ws_cnt + part);
+        const uint64_t* src = ws_ent + part * topk;
+#pragma unroll 1
+        for (int i0 = 0; i0 < c; i0 += 32 * E) {
+            uint64_t x[E];
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const int i = i0 + e * 32 + lane;
+                x[e] = i < c ? __ldcg(src + i) : 0ull;
+            }
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const bool in = i0 + e * 32 + lane < c;
+                const unsigned bin = in ? (unsigned)(x[e] >> 53) : 0xffffffffu;
+                const unsigned peers = __match_any_sync(0xffffffffu, bin);
+                if (in && (__ffs(peers) - 1) == lane) atomicAdd(&s.hist[bin], (unsigned)__popc(peers));
+            }
+        }
+    }
+    __syncthreads();
+    // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
+    constexpr int PER = HIST_WORDS / NT;
+    const int top = HIST_WORDS - tid * PER;
+    int cnt = 0;
+    for (int b = top - 1; b >= top - PER; --b) cnt += (int)s.hist[b];
+    int total;
+    const int above = block_excl_scan<NT>(cnt, s.scratch, total);
+    uint64_t* result = &s.st->result;
+    if (tid == 0) *result = 0ull;
+    __syncthreads();
+    if (total > topk && above < topk && above + cnt >= topk) {
+        int cum = above;
+        for (int b = top - 1; b >= top - PER; --b) {
+            cum += (int)s.hist[b];
+            if (cum >= topk) {
+                *result = (uint64_t)b << 53;
+                break;
+            }
+        }
+    }
+    __syncthreads();
+    const uint64_t f = *result;
+    __syncthreads();
+    return f;
+}
+
 // Merge the parts slot0 .. slot0 + nparts of every query of the block into its output row.
 // buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
 CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint64_t* ws_ent, const int* ws_cnt,
@@ -38,7 +97,8 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
 #pragma unroll 1
     for (int qq = 0; qq < un.nq; ++qq) {
         int n = 0;
-        uint64_t floor_key = 0ull;
+        // Keys below the k-th largest key's top-digit bin never enter: usually about topk keys are appended.
+        uint64_t floor_key = merge_floor(s, un, qq, topk, ws_ent, ws_cnt);
 #pragma unroll 1
         for (int pb = 0; pb < un.nparts; pb += NT) {
             const int nb = min(NT, un.nparts - pb);
