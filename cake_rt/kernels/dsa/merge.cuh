@@ -37,7 +37,7 @@ CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk,
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (int i = tid; i < HIST_WORDS; i += NT) s.hist[i] = 0u;
     __syncthreads();
-    constexpr int E = 4;
+    constexpr int E = 8;  // loads in flight per lane
 #pragma unroll 1
     for (int p = warp; p < un.nparts; p += NWARPS) {
         const size_t part = (size_t)(un.slot0 + p) * BQ + qq;
