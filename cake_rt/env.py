@@ -9,7 +9,6 @@
     CAKE_RT_SSD_WORKSPACE_CAP    byte cap of the SSD chunk-parallel workspace (default 256 MiB).
     CAKE_RT_DSA_MMA              ``sync``: the mma.sync DSA scan program on Hopper instead of wgmma (A/B runs).
     CAKE_RT_DSA_LINEINFO         on: compile the DSA kernels with ``-lineinfo`` (compute-sanitizer source lines).
-    CAKE_RT_DSA_PROFILE          on: compile the DSA scan with per-phase cycle counters (``profile_counters``).
     CAKE_RT_GIT_HASH             the commit a bench run's tree was copied from, recorded in the run's JSON
                                  when the tree has no ``.git`` (a copied working tree).
 
@@ -29,7 +28,6 @@ SWITCHES = {
     "CAKE_RT_SSD_WORKSPACE_CAP": "byte cap of the SSD chunk-parallel workspace",
     "CAKE_RT_DSA_MMA": "sync: the mma.sync DSA scan on Hopper instead of wgmma",
     "CAKE_RT_DSA_LINEINFO": "boolean: compile the DSA kernels with -lineinfo",
-    "CAKE_RT_DSA_PROFILE": "boolean: compile the DSA scan with per-phase cycle counters",
     "CAKE_RT_GIT_HASH": "commit recorded by cake-rt bench when the tree has no .git",
 }
 

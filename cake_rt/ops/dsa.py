@@ -7,17 +7,14 @@ For every query ``t`` the ``topk`` visible keys of largest score (ties to the la
 same for any schedule, key split, stream, number of free SMs and entry point. Contract:
 ``shared/spec/dsa_indexer.md``; user guide: ``docs/dsa.md``.
 
-Two kernels (``cake_rt/kernels/dsa/indexer.cu``): ``dsa_scan`` (fused scores + exact streaming top-k over
-work units = query block x key range) and, only when some query block's keys are split over several
-units, ``dsa_merge`` (exact top-k of the parts). Nothing else is launched per call.
-
-The scan runs its performance variant by default (see ``fast_enabled``); ``CAKE_RT_DSA_FAST=0`` selects the
-first GPU-verified program (same bits).
+One kernel per call (``cake_rt/kernels/dsa/indexer.cu``, ``dsa_scan``): fused scores + exact streaming
+top-k over work units (query block x key range); when a block's keys are split over several units, the
+last of them to finish merges their parts in the same launch. One program per (architecture, H, D):
+``q`` H any multiple of 8 from 8 to 128, D 64 or 128.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 
 import numpy as np
@@ -33,15 +30,20 @@ from ..launch.workspace import state_workspace
 
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256
-MERGE_THREADS = 1024
-MERGE_ROUND = MERGE_THREADS * 4  # keys the merge appends per round (dsa_merge's MERGE_E = 4)
-HIST_BYTES = 2048 * 4
+MERGE_ROUND = SCAN_THREADS * 16  # keys the in-kernel merge appends per round (layout.cuh MERGE_ROUND)
+PAIRS = 128  # (query, head) columns of one block's score product (layout.cuh PAIRS)
+CAP_MAX = 4096  # candidate capacity per query: the register selection's reach (layout.cuh REG_R <= 4)
+CAP_MIN = 2048 + 256  # a block keeps topk = 2048 with room for a tile and a merge round
+HEADS = tuple(range(8, 129, 8))
+HEAD_DIMS = (64, 128)
 SCHEDULES = ("ticket", "static")
 # Default schedule per compile target, chosen by measurement (docs/dsa.md, "History of measurements"): on the H200 ticket was
 # 8% faster on S1 (dynamic draws balance the causal triangle), equal on C1, and 1.0-1.06x under a held SM
 # where static took 1.76x.
 DEFAULT_SCHEDULE = {"sm_90a": "ticket"}
 _FALLBACK_SCHEDULE = "ticket"
+# Shared memory of a compile target's blocks (opt-in), for programs() and the CPU tests.
+TARGET_SMEM = {"sm_90a": 232448, "sm_100a": 232448, "sm_80": 166912, "sm_86": 101376, "sm_89": 101376}
 
 __all__ = [
     "dsa_indexer_det_topk",
@@ -50,6 +52,7 @@ __all__ = [
     "DSAIndexerRunner",
     "visible_pairs",
     "dsa_flops_bytes",
+    "programs",
 ]
 
 
@@ -60,122 +63,124 @@ __all__ = [
 @dataclasses.dataclass(frozen=True)
 class DsaConfig:
     """One compiled program: heads H, head dim D, queries per block BQ, keys per tile TILE, candidate
-    capacity per query CAP (scan) and MCAP (merge), and their dynamic shared-memory sizes."""
+    capacity per query CAP, the tile loop (wgmma on sm_90a, else mma.sync) and its dynamic shared memory.
+    A function of (H, D, device) only, never of topk or the metadata: every call with the same H and D
+    runs the same float32 operations per score."""
 
     H: int
     D: int
     BQ: int
     TILE: int
     CAP: int
-    MCAP: int
     smem_scan: int
-    smem_merge: int
+    merge_keys: int
     wgmma: bool = False
-    fast: bool = False
 
     @property
     def defines(self) -> dict:
-        d = {"DSA_H": self.H, "DSA_D": self.D, "DSA_BQ": self.BQ, "DSA_TILE": self.TILE,
-             "DSA_CAP": self.CAP, "DSA_MCAP": self.MCAP}
+        d = {"DSA_H": self.H, "DSA_D": self.D, "DSA_BQ": self.BQ, "DSA_TILE": self.TILE, "DSA_CAP": self.CAP}
         if self.wgmma:
             d["DSA_WGMMA"] = 1
-        if self.fast:
-            d["DSA_FAST"] = 1
         return d
+
+    @property
+    def max_topk(self) -> int:
+        """Largest topk: a compacted buffer takes a whole tile, the merge buffer a whole round."""
+        return min(self.CAP - self.TILE, self.merge_keys - MERGE_ROUND)
 
 
 def _round_up(x: int, m: int) -> int:
     return (int(x) + m - 1) // m * m
 
 
-def _scan_smem(H, D, BQ, TILE, CAP, wgmma=False, fast=False) -> int:
-    G = BQ * H // 32
-    extra = (BQ * H * D * 2 + 1024) if wgmma else 0  # q resident in smem + 1024-byte alignment pad
-    score_tiles = 2 if (fast and wgmma) else 1  # the fast wgmma loop double-buffers the score tile
-    return 2 * TILE * D * 2 + extra + BQ * CAP * 8 + score_tiles * G * TILE * 4 + HIST_BYTES + 256 + 12 * BQ
+def _layout(H, D, BQ, TILE, CAP, wgmma):
+    """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout."""
+    qrows = PAIRS if wgmma else _round_up(BQ * H, 16)
+    cand = 2 * TILE * D * 2 + qrows * D * 2
+    sc = cand + BQ * CAP * 8
+    hist = sc + (2 if wgmma else 1) * BQ * TILE * 4
+    end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
+    return (1024 if wgmma else 0) + end, sc // 8
 
 
-def _merge_smem(MCAP) -> int:
-    return MCAP * 8 + HIST_BYTES + 256 + 4 * (MERGE_THREADS + 1)
-
-
-def _layout_ok(H, BQ, TILE) -> bool:
-    if BQ < 1 or (BQ * H) % 32:
-        return False
-    G = BQ * H // 32
-    if 8 % G:
-        return False
-    kw = TILE // (8 // G)
-    return kw % 16 == 0 and BQ * H <= 2 * TILE and BQ <= 8
-
-
-def _try_config(H: int, D: int, topk: int, smem_optin: int, wgmma: bool = False, fast: bool = False):
-    options = [(128 // H, 128, False), (64 // H, 64, False), (1, 128, False), (1, 64, False)]
-    if wgmma:
-        options.insert(0, (128 // H, 128, True))
-    for BQ, TILE, wg in options:
-        if not _layout_ok(H, BQ, TILE):
-            continue
-        # The buffer must take a whole tile above topk; twice topk halves the number of compactions.
-        cap_min = _round_up(max(topk + TILE, 2 * TILE), SCAN_THREADS)
-        cap = _round_up(max(2 * topk, topk + TILE, 1024), SCAN_THREADS)
-        while cap > cap_min and _scan_smem(H, D, BQ, TILE, cap, wg, fast) > smem_optin:
-            cap -= SCAN_THREADS
-        if _scan_smem(H, D, BQ, TILE, cap, wg, fast) > smem_optin:
-            continue
-        mcap = min(32768, (smem_optin - _merge_smem(0)) // 8 // 1024 * 1024)
-        if mcap < topk + MERGE_ROUND or mcap < 2 * MERGE_ROUND:  # keeps topk, appends a round of keys
-            continue
-        return DsaConfig(H, D, BQ, TILE, cap, mcap, _scan_smem(H, D, BQ, TILE, cap, wg, fast), _merge_smem(mcap), wg,
-                         bool(fast))
-    return None
+def _try_config(H: int, D: int, smem_optin: int, wgmma: bool):
+    """The largest block (then the largest capacity) that fits, preferring CAP >= CAP_MIN."""
+    best = None
+    for TILE in ((128,) if wgmma else (128, 64)):
+        for BQ in range(PAIRS // H, 0, -1):
+            cap = CAP_MAX
+            while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma)[0] > smem_optin:
+                cap -= SCAN_THREADS
+            smem, mkeys = _layout(H, D, BQ, TILE, cap, wgmma)
+            if smem > smem_optin or mkeys < 2 * MERGE_ROUND or cap < 2 * TILE:
+                continue
+            cfg = DsaConfig(H, D, BQ, TILE, cap, smem, mkeys, wgmma)
+            if cap >= CAP_MIN:
+                return cfg
+            if best is None or cfg.max_topk > best.max_topk:
+                best = cfg
+    return best
 
 
 def wgmma_allowed(target) -> bool:
     """The Hopper wgmma scan is used on sm_90a unless ``CAKE_RT_DSA_MMA=sync`` asks for the mma.sync
-    program (a debugging / A-B knob: the two programs may differ in the last bits of a score)."""
+    program (a testing / A-B knob: it runs the sm_80 tile loop on a Hopper; the two programs may differ in
+    the last bits of a score)."""
     return target == "sm_90a" and env.choice("CAKE_RT_DSA_MMA", ("", "wgmma", "sync"), "") != "sync"
 
 
-def fast_enabled() -> bool:
-    """Whether the scan uses its performance variant (compiled with ``-DDSA_FAST=1``): register-resident
-    radix selections with one block scan per ordered keep, and on sm_90a a software-pipelined tile loop (the
-    wgmma of a tile runs while the block compacts and appends the previous tile). Same contract, same bits.
-
-    On by default since the H200 run of 2026-11-29 (GPU tests and the contract's acceptance tests passed
-    with it, bits equal to the first program on every benchmark row, 8-9% faster at H = 64, equal at
-    H = 32). ``CAKE_RT_DSA_FAST=0`` (read per eager call, and at prepare for a runner) selects the first
-    program."""
-    v = os.environ.get("CAKE_RT_DSA_FAST", "").strip().lower()
-    return v not in ("0", "false", "off", "no")
+def check_heads(H, D, name="q"):
+    if H not in HEADS or D not in HEAD_DIMS:
+        raise ValueError(f"{name}: expected H (dimension 1) a multiple of 8 from 8 to 128 and D (dimension 2) "
+                         f"64 or 128, got H={H}, D={D}")
 
 
-def select_config(H: int, D: int, topk: int, smem_optin: int, target=None, fast=None) -> DsaConfig:
-    """The program for (H, D, topk) on a device whose blocks may opt in to ``smem_optin`` bytes.
-
-    Prefers 128 (query, head) pairs per CTA and 128-key tiles (on sm_90a with wgmma); falls back to
-    smaller blocks and tiles when shared memory is short (sm_86/sm_89). Raises ValueError naming
-    ``topk`` when nothing fits. ``fast``: the performance variant (None: ``fast_enabled()``).
-    """
-    if fast is None:
-        fast = fast_enabled()
-    cfg = _try_config(int(H), int(D), int(topk), int(smem_optin), wgmma_allowed(target), bool(fast))
+def config_for(H: int, D: int, smem_optin: int, target=None) -> DsaConfig:
+    """The program for (H, D) on a device whose blocks may opt in to ``smem_optin`` bytes (topk-free)."""
+    check_heads(H, D)
+    cfg = _try_config(int(H), int(D), int(smem_optin), wgmma_allowed(target))
     if cfg is None:
-        raise ValueError(f"topk: {int(topk)} is larger than this device supports for H={H}, D={D} "
-                         f"({smem_optin} bytes of shared memory per block); at most {max_topk(H, D, smem_optin)}")
+        raise ValueError(f"q: H={H}, D={D} does not fit this device ({smem_optin} bytes of shared memory per block)")
     return cfg
 
 
-def max_topk(H: int, D: int, smem_optin: int) -> int:
+def select_config(H: int, D: int, topk: int, smem_optin: int, target=None) -> DsaConfig:
+    """``config_for(H, D, ...)`` checked against ``topk``: ValueError naming ``topk`` when the program's
+    buffers cannot hold it (``max_topk``)."""
+    cfg = config_for(H, D, smem_optin, target)
+    if int(topk) > cfg.max_topk:
+        raise ValueError(f"topk: {int(topk)} is larger than this device supports for H={H}, D={D} "
+                         f"({smem_optin} bytes of shared memory per block); at most {cfg.max_topk}")
+    return cfg
+
+
+def max_topk(H: int, D: int, smem_optin: int, target=None) -> int:
     """Largest topk ``select_config`` accepts on such a device."""
-    lo, hi = 0, 1 << 16
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _try_config(H, D, mid, smem_optin) is not None:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return config_for(H, D, smem_optin, target).max_topk
+
+
+# (H, D) of the programs the GPU tests and the bench suite run: the bench geometries (H 32 / 64, D 128),
+# every tested head count at D 64, the extremes at D 128; the mma.sync loop on sm_90a where the GPU tests
+# run it through CAKE_RT_DSA_MMA=sync.
+_PROGRAM_SHAPES = ((32, 128), (64, 128), (8, 128), (16, 128), (48, 128), (128, 128),
+                   (8, 64), (16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (128, 64))
+_SYNC_ON_SM90 = ((32, 128), (64, 128))
+
+
+def programs(target) -> list:
+    """Every (source path relative to ``cake_rt/kernels``, defines) the GPU tests and the bench suite
+    compile for ``target`` (one program per (loop, H, D); topk and the metadata never change it)."""
+    smem = TARGET_SMEM.get(target, TARGET_SMEM["sm_80"])
+    out, seen = [], set()
+    wg = target == "sm_90a"
+    shapes = [(H, D, wg) for H, D in _PROGRAM_SHAPES] + ([(H, D, False) for H, D in _SYNC_ON_SM90] if wg else [])
+    for H, D, loop in shapes:
+        cfg = _try_config(H, D, smem, loop)
+        key = tuple(sorted(cfg.defines.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append((KERNEL_PATH, cfg.defines))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -235,14 +240,15 @@ def dsa_flops_bytes(T, Tkv, H, D, topk, visible_pairs) -> tuple:
 class DsaPlan:
     """Work units for one (shapes, metadata, config, key split) and the workspace they need.
 
-    units: int32 [nunits, 8] = (q0, nq, ks0, lenk, pbase, klo, khi, slot), longest first;
-    merge: int32 [nmerge, 4] = (t, first slot, parts, query index in block);
+    units: int32 [nunits, 12] = (q0, nq, ks0, lenk, pbase, klo, khi, slot, mblock, slot0, nparts, 0), longest
+    first; a split block's units have slot = slot0 + part, mblock = its arrival word (0 .. nsplit), the last
+    of its nparts units to finish merges the parts in the same launch; unsplit units have slot = mblock = -1.
     nslots: parts written to the workspace (slot = one split unit's BQ candidate lists).
     """
 
     units: np.ndarray
-    merge: np.ndarray
     nslots: int
+    nsplit: int
     topk: int
     BQ: int
     causal: bool
@@ -250,10 +256,6 @@ class DsaPlan:
     @property
     def nunits(self) -> int:
         return int(self.units.shape[0])
-
-    @property
-    def nmerge(self) -> int:
-        return int(self.merge.shape[0])
 
     @property
     def counts_offset(self) -> int:
@@ -265,6 +267,13 @@ class DsaPlan:
             return 0
         return self.counts_offset + _round_up(self.nslots * self.BQ * 4, 256)
 
+    @property
+    def ticket_words(self) -> int:
+        """uint32 words a launch needs: the ticket word, 3 spare, one arrival word per split block (rounded
+        up to a power of two so calls of similar plans share a stream's words)."""
+        n = 4 + self.nsplit
+        return 1 << (n - 1).bit_length()
+
 
 def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, key_split=None) -> DsaPlan:
     """Cut the problem into work units.
@@ -272,52 +281,59 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
     A query block is BQ consecutive queries of one segment; it needs the keys [ks0, ks0 + L) where L is
     what its last query sees. Blocks are split along the keys only when there are fewer blocks than SMs
     (then into parts of about one wave of tiles) or when ``key_split`` (keys per part, rounded up to a
-    whole tile) asks for it. Units are ordered longest first (stable).
+    whole tile) asks for it. When the blocks are split and there are at most ``sm_count`` queries, every
+    block holds one query, so the merges of the queries run in parallel (the matrix products are small).
+    Units are ordered longest first (stable).
     """
     cu_q, cu_k, off = _segments(T, Tkv, cu_q, cu_k, offsets)
-    blocks = []  # (q0, nq, ks0, lenk, pbase, L)
-    for s in range(len(cu_q) - 1):
-        qs0, qs1, ks0, ks1 = (int(v) for v in (cu_q[s], cu_q[s + 1], cu_k[s], cu_k[s + 1]))
-        lenq, lenk = qs1 - qs0, ks1 - ks0
-        if lenq <= 0:
-            continue
-        vis = _visible_counts(lenq, lenk, int(off[s]), causal)
-        pbase = int(off[s]) - qs0
-        for b in range(0, lenq, BQ):
-            nq = min(BQ, lenq - b)
-            L = int(vis[b:b + nq].max())
-            blocks.append((qs0 + b, nq, ks0, lenk, pbase, L))
+
+    def blocks_of(bq):
+        out = []  # (q0, nq, ks0, lenk, pbase, L)
+        for s in range(len(cu_q) - 1):
+            qs0, qs1, ks0, ks1 = (int(v) for v in (cu_q[s], cu_q[s + 1], cu_k[s], cu_k[s + 1]))
+            lenq, lenk = qs1 - qs0, ks1 - ks0
+            if lenq <= 0:
+                continue
+            vis = _visible_counts(lenq, lenk, int(off[s]), causal)
+            pbase = int(off[s]) - qs0
+            for b in range(0, lenq, bq):
+                nq = min(bq, lenq - b)
+                L = int(vis[b:b + nq].max())
+                out.append((qs0 + b, nq, ks0, lenk, pbase, L))
+        return out
+
+    blocks = blocks_of(BQ)
+    split = (key_split is not None) or (0 < len(blocks) < sm_count)
+    if split and BQ > 1 and int(T) <= sm_count:
+        blocks = blocks_of(1)
     tiles = [(-(-L // TILE)) for (*_, L) in blocks]
     if key_split is None:
-        if len(blocks) >= sm_count or not blocks:
-            chunk_tiles = None
-        else:
-            chunk_tiles = max(1, -(-sum(tiles) // sm_count))
+        chunk_tiles = max(1, -(-sum(tiles) // sm_count)) if split else None
     else:
         chunk_tiles = max(1, -(-int(key_split) // TILE))
-    units, merge = [], []
-    nslots = 0
+    units = []
+    nslots = nsplit = 0
     for (q0, nq, ks0, lenk, pbase, L), nt in zip(blocks, tiles):
         parts = 1 if chunk_tiles is None or nt <= chunk_tiles else -(-nt // chunk_tiles)
         if parts == 1:
-            units.append((q0, nq, ks0, lenk, pbase, ks0, ks0 + L, -1))
+            units.append((q0, nq, ks0, lenk, pbase, ks0, ks0 + L, -1, -1, -1, 1, 0))
             continue
         step = chunk_tiles * TILE
         for p in range(parts):
             klo = ks0 + p * step
-            units.append((q0, nq, ks0, lenk, pbase, klo, min(ks0 + L, klo + step), nslots + p))
-        for qi in range(nq):
-            merge.append((q0 + qi, nslots, parts, qi))
+            units.append((q0, nq, ks0, lenk, pbase, klo, min(ks0 + L, klo + step), nslots + p, nsplit, nslots,
+                          parts, 0))
         nslots += parts
-    u = np.asarray(units, dtype=np.int64).reshape(-1, 8)
+        nsplit += 1
+    u = np.asarray(units, dtype=np.int64).reshape(-1, 12)
     if u.size:
         span = u[:, 6] - u[:, 5]
         u = u[np.argsort(-span, kind="stable")]
     if u.size and (u.max() > np.iinfo(np.int32).max or u.min() < np.iinfo(np.int32).min):
         name = "q_causal_offsets" if offsets is not None else "cu_seqlens_q"
         raise ValueError(f"{name}: sizes or offsets overflow int32 in the work plan")
-    return DsaPlan(units=u.astype(np.int32), merge=np.asarray(merge, dtype=np.int32).reshape(-1, 4),
-                   nslots=nslots, topk=int(topk), BQ=BQ, causal=bool(causal))
+    return DsaPlan(units=u.astype(np.int32), nslots=nslots, nsplit=nsplit, topk=int(topk), BQ=BQ,
+                   causal=bool(causal))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -417,9 +433,9 @@ def _check_arrays(q, k, weights, topk):
     check_array(q, "q", dtypes=BF16, ndim=3)
     dev = q.device.id
     T, H, D = (int(v) for v in q.shape)
-    if H not in (32, 64):
-        raise ValueError(f"q: expected H (dimension 1) of 32 or 64, got shape {tuple(q.shape)}")
-    if D not in (64, 128):
+    if H not in HEADS:
+        raise ValueError(f"q: expected H (dimension 1) a multiple of 8 from 8 to 128, got shape {tuple(q.shape)}")
+    if D not in HEAD_DIMS:
         raise ValueError(f"q: expected D (dimension 2) of 64 or 128, got shape {tuple(q.shape)}")
     k = as_device_array(k, "k")
     check_array(k, "k", dtypes=BF16, shape=(None, D), device=dev)
@@ -525,7 +541,7 @@ def _plan_for(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
 
 
 class _DevicePlan(Guarded):
-    """A plan's tables in device memory (one int32 array: units then merge rows) plus its packed launches.
+    """A plan's unit table in device memory plus its packed launch.
 
     The table is allocated from the pool of stream ``handle`` and written there by an asynchronous copy
     (``streams.upload``); a call on another stream first waits for that copy (``ready``). As a ``Guarded``
@@ -540,17 +556,11 @@ class _DevicePlan(Guarded):
 
         super().__init__()
         self.plan, self.cfg, self.device = plan, cfg, dev
-        host = np.concatenate([plan.units.reshape(-1), plan.merge.reshape(-1)]).astype(np.int32)
-        host = np.ascontiguousarray(host if host.size else np.zeros(1, np.int32))
-        defines, options = _debug_build(cfg.defines)
-        self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=defines, options=options, device=dev)
-        self.merge = (get_kernel(KERNEL_PATH, "dsa_merge", defines=defines, options=options, device=dev)
-                      if plan.nmerge else None)
+        host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
+        self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=_debug_options(), device=dev)
         occ = occupancy_per_sm(self.scan, SCAN_THREADS, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")
-        if self.merge is not None and occupancy_per_sm(self.merge, MERGE_THREADS, cfg.smem_merge) < 1:
-            raise RuntimeError(f"dsa_merge cannot run with {cfg.smem_merge} B of shared memory on device {dev}")
         self.table = upload(host, handle, stream_obj)
         self.ready = cupy.cuda.Event(block=False, disable_timing=True)
         from cupy_backends.cuda.api import runtime
@@ -559,7 +569,6 @@ class _DevicePlan(Guarded):
         self._ordered = {handle}  # streams ordered after the upload
         info = _device_facts(dev)
         self.grid = max(1, min(plan.nunits, occ * info.sm_count))
-        self.merge_ptr = self.table.data.ptr + plan.units.size * 4
         self._host = host
         self._packed = {}
         self.owned = ()  # a runner's ticket words and workspace: freed with the plan
@@ -575,62 +584,30 @@ class _DevicePlan(Guarded):
         if not capturing:  # a graph node orders the replays, not later eager calls on the stream
             self._ordered.add(handle)
 
-    def packed(self, schedule: str, prof: int, Tkv: int):
-        """(scan, merge or None) ``PackedLaunch`` objects; slots: q, k, w, tickets, indices, scores, ent, cnt."""
-        key = (schedule, prof, Tkv)
-        hit = self._packed.get(key)
+    def packed(self, schedule: str):
+        """The ``PackedLaunch`` of dsa_scan; slots: q, k, w, tickets, arrivals, indices, scores, ent, cnt.
+
+        Arguments: q, k, weights, unit table, nunits, ticket word, use_ticket, arrival words (ticket word + 4
+        words, one per split block), topk, causal, indices, scores, workspace parts, workspace part counts."""
+        hit = self._packed.get(schedule)
         if hit is not None:
             return hit
         from ..launch.grid import PackedLaunch, Slot
 
         plan, cfg = self.plan, self.cfg
-        use_ticket = schedule == "ticket"
-        scan = PackedLaunch(
+        hit = PackedLaunch(
             self.scan, self.grid, SCAN_THREADS,
             (Slot("q"), Slot("k"), Slot("w"), np.uint64(self.table.data.ptr), np.int32(plan.nunits),
-             Slot("tickets"), np.int32(1 if use_ticket else 0), np.int32(plan.topk),
-             np.int32(1 if plan.causal else 0), np.int32(Tkv), Slot("indices"), Slot("scores"), Slot("ent"),
-             Slot("cnt"), np.uint64(prof)),
+             Slot("tickets"), np.int32(1 if schedule == "ticket" else 0), Slot("arrivals"), np.int32(plan.topk),
+             np.int32(1 if plan.causal else 0), Slot("indices"), Slot("scores"), Slot("ent"), Slot("cnt")),
             shared_mem=cfg.smem_scan, tag=f"dsa_scan:{schedule}")
-        merge = None
-        if plan.nmerge:
-            merge = PackedLaunch(self.merge, plan.nmerge, MERGE_THREADS,
-                                 (np.uint64(self.merge_ptr), np.int32(plan.topk), Slot("ent"), Slot("cnt"),
-                                  Slot("indices"), Slot("scores")),
-                                 shared_mem=cfg.smem_merge, tag="dsa_merge")
-        self._packed[key] = hit = (scan, merge)
+        self._packed[schedule] = hit
         return hit
 
 
-def _debug_build(defines):
-    """Diagnostics (never on by default): CAKE_RT_DSA_LINEINFO=1 adds -lineinfo (sanitizer source lines);
-    CAKE_RT_DSA_PROFILE=1 compiles per-phase cycle counters that runs add into ``profile_counters()``."""
-    defines = dict(defines)
-    options = ()
-    if env.flag("CAKE_RT_DSA_LINEINFO"):
-        options = ("-lineinfo",)
-    if env.flag("CAKE_RT_DSA_PROFILE"):
-        defines["DSA_PROFILE"] = 1
-    return defines, options
-
-
-_profile = {}
-
-
-def profile_counters(device=None):
-    """The per-phase cycle counters of profiled scans on ``device`` (CuPy uint64 [8]), created zeroed on
-    first use: 0 unit setup, 1 copy wait + barrier, 2 compactions, 3 matrix product + epilogue, 4 barrier
-    after the epilogue, 5 appends, 6 final selection and output, 7 ticket draws. Summed over CTAs, counted by
-    thread 0 of each CTA; only scans compiled with CAKE_RT_DSA_PROFILE=1 add to them."""
-    import cupy
-
-    dev = _device_facts(device).index
-    buf = _profile.get(dev)
-    if buf is None:
-        with cupy.cuda.Device(dev):
-            buf = _profile[dev] = cupy.zeros(8, dtype=cupy.uint64)
-            cupy.cuda.runtime.deviceSynchronize()
-    return buf
+def _debug_options():
+    """Diagnostics (never on by default): CAKE_RT_DSA_LINEINFO=1 adds -lineinfo (sanitizer source lines)."""
+    return ("-lineinfo",) if env.flag("CAKE_RT_DSA_LINEINFO") else ()
 
 
 _PLAN_CACHE_SIZE = 64
@@ -653,7 +630,7 @@ def _plan_key(p: _Problem, key_split, meta_key=None, target=None):
         return None if a is None else a.tobytes()
 
     wg = (wgmma_allowed(target if target is not None else _device_facts(p.device).target),
-          env.flag("CAKE_RT_DSA_PROFILE"), env.flag("CAKE_RT_DSA_LINEINFO"), fast_enabled())
+          env.flag("CAKE_RT_DSA_LINEINFO"))
     meta = meta_key if meta_key is not None else (b(p.cu_q), b(p.cu_k), b(p.offsets))
     return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, meta, p.causal, key_split, wg)
 
@@ -680,24 +657,25 @@ def _default_schedule(dev) -> str:
 
 
 def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, schedule, handle: int):
-    """Launch dsa_scan (and dsa_merge when the plan splits keys) on stream ``handle``."""
+    """Launch dsa_scan, the only kernel of a call, on stream ``handle``. ``tickets`` (``plan.ticket_words``
+    words: the ticket word, then the arrival words of split blocks from word 4) is needed by the ticket
+    schedule and by split plans."""
     plan = dp.plan
     if plan.nunits == 0:
         return
     use_ticket = schedule == "ticket"
     ws_ptr = workspace.data.ptr if (workspace is not None and plan.nslots) else 0
     cnt = ws_ptr + plan.counts_offset if ws_ptr else 0
-    prof = profile_counters(dp.device).data.ptr if env.flag("CAKE_RT_DSA_PROFILE") else 0
-    scan, merge = dp.packed(schedule, prof, p.Tkv)
+    scan = dp.packed(schedule)
+    tptr = tickets.ptr if tickets is not None else 0
+    arrivals = tptr + 16 if (tptr and plan.nsplit) else 0
     iptr, sptr = indices.data.ptr, scores.data.ptr
 
     def go():
-        scan.run(handle, p.q.data.ptr, p.k.data.ptr, p.w.data.ptr, tickets.ptr if use_ticket else 0, iptr, sptr,
+        scan.run(handle, p.q.data.ptr, p.k.data.ptr, p.w.data.ptr, tptr if use_ticket else 0, arrivals, iptr, sptr,
                  ws_ptr, cnt)
-        if merge is not None:
-            merge.run(handle, ws_ptr, cnt, iptr, sptr)
 
-    if use_ticket:
+    if tickets is not None:
         if tickets.dirty:
             tickets.before_launch(handle)
         try:
@@ -707,6 +685,10 @@ def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, s
             raise
     else:
         go()
+
+
+def _needs_words(plan: DsaPlan, schedule) -> bool:
+    return plan.nunits > 0 and (schedule == "ticket" or plan.nsplit > 0)
 
 
 def _meta_key(v):
@@ -736,8 +718,9 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
         T, H, D = (int(v) for v in q.shape)
     except Exception:
         raise ValueError(f"q: expected shape [T, H, D], got {getattr(q, 'shape', q)!r}") from None
-    if H not in (32, 64) or D not in (64, 128):
-        raise ValueError(f"q: expected H in (32, 64) and D in (64, 128), got shape {tuple(q.shape)}")
+    if H not in HEADS or D not in HEAD_DIMS:
+        raise ValueError(f"q: expected H a multiple of 8 from 8 to 128 and D in (64, 128), got shape "
+                         f"{tuple(q.shape)}")
     try:
         Tkv = int(k.shape[0])
     except Exception:
@@ -772,7 +755,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     key split, stream and entry point.
 
     Args:
-        q: bf16 [T, H, D], H in (32, 64), D in (64, 128) (CuPy, or anything with DLPack / CUDA array interface).
+        q: bf16 [T, H, D], H a multiple of 8 in [8, 128], D in (64, 128) (CuPy, or anything with DLPack / CUDA array interface).
         k: bf16 [Tkv, D].
         weights: float32 [T, H].
         topk: int >= 1 (topk > Tkv is legal; the tail is padding).
@@ -840,8 +823,8 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             if ws is None and need:
                 ws = state_workspace(state, "dsa_indexer", need, handle=handle, stream_obj=st, capturing=capturing)
             tickets = None
-            if schedule == "ticket" and dp.plan.nunits:
-                tickets = state_ticket_words(state, handle, p.device, 4, st, capturing)
+            if _needs_words(dp.plan, schedule):
+                tickets = state_ticket_words(state, handle, p.device, dp.plan.ticket_words, st, capturing)
             dp.order_after_upload(handle, capturing)
             _launch(dp, p, indices, scores, ws, tickets, schedule, handle)
         finally:
@@ -902,7 +885,8 @@ class DSAIndexerRunner:
             from ..launch.tickets import TicketWords
 
             s = cupy.cuda.ExternalStream(handle)
-            tickets = TicketWords(4, device=self._p.device, stream=s, sync=False) if self.tickets else None
+            tickets = (TicketWords(self.plan.ticket_words, device=self._p.device, stream=s, sync=False)
+                       if self.tickets else None)
             ws = self.workspace
             if ws is not None and not self._caller_ws:
                 with s:
@@ -913,7 +897,7 @@ class DSAIndexerRunner:
 
     @property
     def launches_per_call(self) -> int:
-        return (1 if self.plan.nunits else 0) + (1 if self.plan.nmerge else 0)
+        return 1 if self.plan.nunits else 0
 
     def __call__(self, stream=None):
         p, dp = self._p, self._dp
@@ -969,7 +953,8 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
             schedule = _default_schedule(p.device)
         from ..launch.tickets import TicketWords
 
-        tickets = TicketWords(4, device=p.device, stream=st, sync=False) if schedule == "ticket" else None
+        tickets = (TicketWords(dp.plan.ticket_words, device=p.device, stream=st, sync=False)
+                   if _needs_words(dp.plan, schedule) else None)
         dp.ready.record(st)
         dp.ready.synchronize()  # the table and the zero are complete: ordered before a run on any stream
         dp.order_after_upload = lambda handle, capturing: None
@@ -997,28 +982,3 @@ def selftest():
     return same_i and same_s, (f"T={T} Tkv={Tkv} H={H} topk={topk} causal: ids "
                                f"{'equal' if same_i else 'DIFFERENT'}, scores {'equal' if same_s else 'DIFFERENT'}"
                                f" to the float64 reference")
-
-
-# Opt-in shared memory per block of each target's GPUs (bytes), for planning programs without a GPU.
-SMEM_OPTIN = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90a": 232448, "sm_100a": 232448}
-# topk values with programs of their own in ``programs`` (a program depends on topk only through its candidate
-# capacities, so nearby values share programs): the serving value 2048 and the test suite's.
-PROGRAM_TOPKS = (1, 8, 16, 32, 37, 40, 50, 64, 100, 128, 256, 300, 512, 700, 1500, 2048, 3000)
-
-
-def programs(target: str) -> list:
-    """Every program of this op for ``target``: [(source path relative to cake_rt/kernels, defines)], the
-    list ``cake-rt warmup`` and ``scripts/prewarm`` compile ahead of time."""
-    smem = SMEM_OPTIN.get(target, 101376)
-    seen = {}
-    for H in (32, 64):
-        for D in (64, 128):
-            for topk in PROGRAM_TOPKS:
-                for fast in (True, False):
-                    try:
-                        cfg = _try_config(H, D, topk, smem, wgmma_allowed(target), fast)
-                    except ValueError:
-                        cfg = None
-                    if cfg is not None:
-                        seen[tuple(sorted(cfg.defines.items()))] = cfg.defines
-    return [(KERNEL_PATH, d) for d in seen.values()]

@@ -66,7 +66,7 @@ def _run(q, k, w, topk, **kw):
     return idx.get(), sc.get()
 
 
-@pytest.mark.parametrize("H,D", [(32, 128), (64, 64)])
+@pytest.mark.parametrize("H,D", [(32, 128), (64, 64), (8, 64), (24, 64), (48, 128), (128, 128)])
 def test_packed_segments_with_offsets_exact_ties(H, D):
     rng = np.random.default_rng(H + D)
     lq, lk = [5, 0, 37, 64], [300, 10, 100, 700]
@@ -192,3 +192,32 @@ def test_errors_name_the_argument_before_launch():
                                          indices=idx, scores=sc, **args)
     cupy.cuda.runtime.deviceSynchronize()
     assert np.all(idx.get() == 5) and np.all(sc.get() == 1.5)
+
+
+@pytest.mark.parametrize("H", [32, 64, 16])
+def test_split_tail_is_one_launch_and_exact(H):
+    """A split tail (4 queries x 22018 keys, the A1 row): the parts and their merge run in one kernel, the
+    result equals the float64 selection and the unsplit plan bit for bit, and every ticket word is 0 after."""
+    import cupy
+
+    import cake_rt
+    from cake_rt.launch.grid import record_launches
+
+    rng = np.random.default_rng(6 + H)
+    T, Tkv, D, topk = 4, 22018, 128, 2048
+    q, k, w = _exact_inputs(rng, T, Tkv, H, D)
+    dq, dk, dw = cupy.asarray(q), cupy.asarray(k), cupy.asarray(w)
+    idx = cupy.full((T, topk), 7, np.int32)
+    sc = cupy.full((T, topk), np.nan, np.float32)
+    runner = cake_rt.prepare_dsa_indexer_det_topk(dq, dk, dw, topk, indices=idx, scores=sc)
+    assert runner.plan.nsplit > 0
+    for _ in range(2):
+        with record_launches() as recs:
+            runner()
+        assert [r.name for r in recs] == ["dsa_scan"]
+        cupy.cuda.runtime.deviceSynchronize()
+        want_i, want_s = brute_force(q, k, w, topk, [0, T], [0, Tkv], None, True)
+        assert np.array_equal(idx.get(), want_i) and np.array_equal(sc.get(), want_s.astype(np.float32))
+    ui, us = _run(q, k, w, topk, key_split=10 ** 6)
+    assert np.array_equal(ui, idx.get()) and us.tobytes() == sc.get().tobytes()
+    assert np.all(runner.tickets.read() == 0)

@@ -60,33 +60,44 @@ def test_metadata_accepts_good_values():
     assert cu_q.dtype == np.int32 and cu_k.tolist() == [0, 3, 9] and off.tolist() == [-1, 5]
 
 
-@pytest.mark.parametrize("smem", [232448, 166912, 101376])
-@pytest.mark.parametrize("H", [32, 64])
+@pytest.mark.parametrize("smem,target", [(232448, "sm_90a"), (232448, None), (166912, None), (101376, None)])
+@pytest.mark.parametrize("H", dsa.HEADS)
 @pytest.mark.parametrize("D", [64, 128])
-def test_config_fits_and_holds_topk(smem, H, D):
-    for topk, target in ((1, None), (7, "sm_90a"), (64, None), (1000, "sm_90a"), (2048, None), (2048, "sm_90a")):
-        cfg = dsa.select_config(H, D, topk, smem, target)
-        if cfg.wgmma:
-            assert target == "sm_90a" and cfg.BQ * H == 128 and cfg.TILE == 128
-    if smem >= 232448:
-        assert dsa.select_config(H, D, 2048, smem, "sm_90a").wgmma
-        assert cfg.smem_scan <= smem and cfg.smem_merge <= smem
-        assert cfg.CAP - cfg.TILE >= topk          # a compaction always frees room for a tile
-        assert cfg.MCAP >= topk + dsa.MERGE_ROUND   # the merge keeps topk and appends a round
-        assert cfg.CAP % dsa.SCAN_THREADS == 0
-        assert dsa._layout_ok(H, cfg.BQ, cfg.TILE)
-    assert dsa.max_topk(H, D, smem) >= 2048
+def test_config_fits_and_holds_topk(smem, target, H, D):
+    cfg = dsa.config_for(H, D, smem, target)
+    assert cfg.wgmma == (target == "sm_90a")
+    assert 1 <= cfg.BQ <= 16 and cfg.BQ * H <= dsa.PAIRS and cfg.TILE in (64, 128)
+    assert cfg.smem_scan <= smem
+    assert cfg.CAP % dsa.SCAN_THREADS == 0 and 2 * cfg.TILE <= cfg.CAP <= dsa.CAP_MAX
+    assert cfg.merge_keys >= 2 * dsa.MERGE_ROUND
+    for topk in (1, 7, 64, 1000, 2048):
+        assert dsa.select_config(H, D, topk, smem, target) == cfg  # the program never depends on topk
+    assert cfg.max_topk >= 2048 and dsa.max_topk(H, D, smem, target) == cfg.max_topk
+    assert cfg.CAP - cfg.TILE >= cfg.max_topk                 # a compaction always frees room for a tile
+    assert cfg.merge_keys >= cfg.max_topk + dsa.MERGE_ROUND   # the merge keeps topk and appends a round
     with pytest.raises(ValueError, match="topk"):
-        dsa.select_config(H, D, dsa.max_topk(H, D, smem) + 1, smem)
+        dsa.select_config(H, D, cfg.max_topk + 1, smem, target)
+
+
+def test_bench_geometries_keep_their_blocks():
+    # H = 32 / 64 at D = 128 on the H200: 128 (query, head) pairs per block, as measured before.
+    assert dsa.config_for(32, 128, 232448, "sm_90a").BQ == 4
+    assert dsa.config_for(64, 128, 232448, "sm_90a").BQ == 2
+
+
+@pytest.mark.parametrize("H,D", [(0, 128), (4, 128), (12, 64), (136, 128), (256, 64), (32, 96), (32, 256)])
+def test_unsupported_heads_and_dims_name_q(H, D):
+    with pytest.raises(ValueError, match="q:"):
+        dsa.config_for(H, D, 232448, "sm_90a")
 
 
 def _units_cover(plan, T, Tkv, cu_q, cu_k, off, causal):
     """Every query's visible keys are covered exactly once by the units of its block."""
     start, end = ref.visible_key_ranges(T, Tkv, cu_q, cu_k, off, causal)
     cover = {}
-    for (q0, nq, ks0, lenk, pbase, klo, khi, slot) in plan.units.tolist():
+    for (q0, nq, ks0, lenk, pbase, klo, khi, slot, mblock, slot0, nparts, _) in plan.units.tolist():
         for t in range(q0, q0 + nq):
-            cover.setdefault(t, []).append((klo, khi, slot))
+            cover.setdefault(t, []).append((klo, khi, slot, mblock, slot0, nparts))
     assert sorted(cover) == list(range(T))
     for t in range(T):
         parts = sorted(cover[t])
@@ -94,7 +105,13 @@ def _units_cover(plan, T, Tkv, cu_q, cu_k, off, causal):
         for a, b in zip(parts, parts[1:]):
             assert a[1] == b[0]
         assert parts[-1][1] >= end[t]
-        assert (len(parts) == 1) == (parts[0][2] == -1)
+        if len(parts) == 1:
+            assert parts[0][2:] == (-1, -1, -1, 1)
+        else:  # parts in key order = consecutive slots from slot0; one arrival word per block
+            slot0 = parts[0][4]
+            assert [p[2] for p in parts] == list(range(slot0, slot0 + len(parts)))
+            assert all(p[4] == slot0 and p[5] == len(parts) and p[3] == parts[0][3] for p in parts)
+            assert 0 <= parts[0][3] < plan.nsplit
 
 
 @pytest.mark.parametrize("key_split", [None, 1, 128, 300, 10 ** 6])
@@ -105,19 +122,24 @@ def test_plan_covers_keys_and_orders_longest_first(key_split):
     _units_cover(plan, T, Tkv, cu_q, cu_k, off, True)
     span = plan.units[:, 6] - plan.units[:, 5]
     assert np.all(np.diff(span) <= 0)
-    # merge rows: one per query of each split block, parts consecutive slots
-    for t, slot0, parts, qi in plan.merge.tolist():
-        rows = plan.units[(plan.units[:, 7] >= slot0) & (plan.units[:, 7] < slot0 + parts)]
-        assert len(rows) == parts and np.all(rows[:, 0] + qi == t)
     assert plan.workspace_bytes >= plan.nslots * plan.BQ * 16 * 8
+    assert plan.ticket_words >= 4 + plan.nsplit
+    assert len(set(plan.units[plan.units[:, 8] >= 0, 8].tolist())) == plan.nsplit
 
 
 def test_plan_splits_few_long_blocks_and_not_many():
+    # A1: 4 queries; each becomes its own block (the merges of the 4 run in parallel), split over the SMs.
     a1 = dsa.plan_units(4, 22018, None, None, None, True, 2048, 4, 128, 132)
-    assert a1.nslots > 1 and a1.nmerge == 4 and a1.nunits >= 66
+    assert a1.nslots > 1 and a1.nsplit == 4 and a1.nunits >= 66
+    assert np.all(a1.units[:, 1] == 1)
+    _units_cover(a1, 4, 22018, None, None, None, True)
     s1 = dsa.plan_units(8192, 8192, None, None, None, True, 2048, 4, 128, 132)
-    assert s1.nslots == 0 and s1.nmerge == 0 and s1.workspace_bytes == 0 and s1.nunits == 2048
+    assert s1.nslots == 0 and s1.nsplit == 0 and s1.workspace_bytes == 0 and s1.nunits == 2048
     assert s1.units[0, 6] - s1.units[0, 5] == 8192  # the longest unit first
+    # many queries, a forced split: blocks keep BQ queries
+    ks = dsa.plan_units(1000, 5000, None, None, None, False, 64, 4, 128, 132, key_split=1000)
+    assert ks.nsplit == 250 and int(ks.units[:, 1].max()) == 4
+    _units_cover(ks, 1000, 5000, None, None, None, False)
 
 
 def test_visible_pairs_match_the_benchmark_table():

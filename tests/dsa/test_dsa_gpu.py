@@ -1,7 +1,6 @@
 """GPU tests of the deterministic DSA indexer top-k: against the float64 reference on fresh random inputs,
 bitwise determinism across schedules / key splits / entries / streams / graph replays, launch records,
 ticket words, argument errors on device arrays. Skipped without a GPU (marker ``gpu``)."""
-import time
 
 import numpy as np
 import pytest
@@ -272,54 +271,113 @@ def test_torch_tensors_through_dlpack():
 
 
 
-# ------------------------------------------------------------------------------------------------ fast variant
+# ------------------------------------------------------------------------------------------------ head counts
 
-FAST_CASES = {
+@pytest.mark.parametrize("H,D", [(8, 64), (16, 64), (24, 64), (48, 64), (128, 64), (8, 128), (128, 128)])
+def test_any_head_count_against_reference(H, D):
+    """Every multiple of 8: blocks of 128 // H queries (or fewer), the same head-sum order in every block."""
+    host, dev = make_inputs(60 + H + D, 53, 1300, H=H, D=D)
+    for topk in (1, 37, 300):
+        base = run_eager(dev, topk)
+        check_against_reference(*base, host, topk)
+        assert same_bits(base, run_eager(dev, topk, key_split=256, schedule="static")), (H, D, topk)
+
+
+@pytest.mark.parametrize("H", [24, 48, 8])
+def test_score_bits_independent_of_query_position(H):
+    """score(t, j) depends on q[t], k[j], w[t] only: shifting the queries by one moves every query to another
+    block position (and block), the rows' bits stay the same."""
+    host, dev = make_inputs(70 + H, 29, 900, H=H, D=64)
+    q, k, w = dev
+    a = run_eager((q, k, w), 900, causal=False)
+    b = run_eager((q[1:], k, w[1:]), 900, causal=False)
+    assert same_bits((a[0][1:], a[1][1:]), b)
+
+
+# ------------------------------------------------------------------------------------------------ adversarial orders
+
+def _ascending_inputs(seed, T, Tkv, H=32, D=128, plateau=False):
+    """Scores that never decrease with the key id (every tile beats the running floor: a compaction every
+    few tiles), or one all-equal plateau (the radix passes run down to the id bits)."""
+    cupy = _cp()
+    rng = np.random.default_rng(seed)
+    q = np.zeros((T, H, D), np.float32)
+    q[:, :, 0] = rng.uniform(0.5, 2.0, (T, H))
+    k = np.zeros((Tkv, D), np.float32)
+    k[:, 0] = 1.0 if plateau else np.linspace(0.25, 64.0, Tkv)
+    w = rng.uniform(0.01, 1.0, (T, H)).astype(np.float32)
+    qb, kb = q.astype(BF16), k.astype(BF16)
+    return (qb, kb, w), (cupy.asarray(qb), cupy.asarray(kb), cupy.asarray(w))
+
+
+@pytest.mark.parametrize("plateau", [False, True])
+@pytest.mark.parametrize("H", [32, 64])
+def test_adversarial_ascending_and_plateau_scores(plateau, H):
+    host, dev = _ascending_inputs(80 + H, 70, 9000, H=H, plateau=plateau)
+    for topk, kw in ((2048, {}), (2048, dict(key_split=10 ** 6)), (512, dict(key_split=700, schedule="static"))):
+        out = run_eager(dev, topk, **kw)
+        check_against_reference(*out, host, topk)
+        if not kw:
+            base = out
+        elif topk == 2048:
+            assert same_bits(base, out)
+    if plateau:  # all scores equal: the largest visible ids, ascending
+        idx = base[0]
+        T, Tkv = 70, 9000
+        for t in (0, 35, 69):
+            end = Tkv - T + t + 1
+            assert idx[t].tolist() == list(range(end - 2048, end))
+
+
+# ------------------------------------------------------------------------------------------------ program cases
+
+PROGRAM_CASES = {
     # many compactions per query inside one unit (no key split), partial last tile, T not a multiple of BQ
     "long_rows_unsplit": dict(seed=50, T=67, Tkv=9001, topk=2048, kw=dict(key_split=10 ** 6)),
-    # few blocks: the key range is split, parts written by finish, merged by dsa_merge
+    # few queries: one query per block, the key range split, the parts merged by the last arrival
     "long_rows_split": dict(seed=51, T=9, Tkv=12345, topk=2048, kw={}),
     "h64": dict(seed=52, T=41, Tkv=7000, topk=2048, H=64, kw=dict(key_split=10 ** 6)),
     # compaction boundary inside exact 0.0 plateaus: the radix passes run down to the id bits
     "zero_plateau": dict(seed=53, T=40, Tkv=6000, topk=700, kw=dict(causal=False, key_split=10 ** 6),
                          make=dict(positive_q=True, negative_frac=0.8, dup_pairs=40)),
-    # topk above the register selection's reach on some programs (the block-wide fallback), tight buffers
+    # topk close to the program's limit: tight buffers, a merge round on top of topk
     "topk_3000": dict(seed=54, T=12, Tkv=8000, topk=3000, kw=dict(key_split=10 ** 6)),
     "small_topk": dict(seed=55, T=130, Tkv=2000, topk=37, kw={}),
+    # A-row geometry: 4 queries, 22018 keys, one launch
+    "a1_tail": dict(seed=56, T=4, Tkv=22018, topk=2048, kw={}),
 }
 
 
 @pytest.mark.parametrize("mma", ["", "sync"])
-@pytest.mark.parametrize("case", sorted(FAST_CASES))
-def test_fast_variant_matches_default_bitwise(monkeypatch, case, mma):
-    """CAKE_RT_DSA_FAST=1 (register selections, pipelined wgmma loop) gives the default program's bits."""
-    c = FAST_CASES[case]
+@pytest.mark.parametrize("case", sorted(PROGRAM_CASES))
+def test_program_cases_reference_and_entries(monkeypatch, case, mma):
+    """Against the reference (wgmma program; the mma.sync program on this GPU with CAKE_RT_DSA_MMA=sync),
+    then the same bits from a split / unsplit plan, the static schedule and a prepared runner run twice."""
+    c = PROGRAM_CASES[case]
     H = c.get("H", 32)
     host, dev = make_inputs(c["seed"], c["T"], c["Tkv"], H=H, **c.get("make", {}))
     monkeypatch.setenv("CAKE_RT_DSA_MMA", mma)
-    out = {}
-    for fast in ("0", "1"):
-        monkeypatch.setenv("CAKE_RT_DSA_FAST", fast)
-        out[fast] = run_eager(dev, c["topk"], **c["kw"])
-    if not mma:
-        causal = c["kw"].get("causal", True)
-        check_against_reference(*out["1"], host, c["topk"], causal=causal)
-    assert same_bits(out["0"], out["1"]), case
-    # the fast runner: prepared once, twice run, ticket and static schedules, same bits
-    monkeypatch.setenv("CAKE_RT_DSA_FAST", "1")
+    causal = c["kw"].get("causal", True)
+    base = run_eager(dev, c["topk"], **c["kw"])
+    check_against_reference(*base, host, c["topk"], causal=causal)
+    other = dict(causal=causal, key_split=(1000 if "key_split" in c["kw"] else 10 ** 6), schedule="static")
+    assert same_bits(base, run_eager(dev, c["topk"], **other)), case
     cupy = _cp()
+    from cake_rt.launch.grid import record_launches
+
     for sched in ("ticket", "static"):
         idx, sc = poisoned(c["T"], c["topk"])
-        kw = {k: v for k, v in c["kw"].items()}
-        r = _op().prepare_dsa_indexer_det_topk(*dev, c["topk"], indices=idx, scores=sc, schedule=sched, **kw)
-        assert r.config.fast
+        r = _op().prepare_dsa_indexer_det_topk(*dev, c["topk"], indices=idx, scores=sc, schedule=sched, **c["kw"])
+        assert r.launches_per_call == 1
         for _ in range(2):
-            r()
+            with record_launches() as recs:
+                r()
+            assert [x.name for x in recs] == ["dsa_scan"]
             cupy.cuda.get_current_stream().synchronize()
-            assert same_bits(out["0"], (idx.get(), sc.get())), (case, sched)
+            assert same_bits(base, (idx.get(), sc.get())), (case, sched)
             idx.fill(POISON_IDX)
         if r.tickets is not None:
-            assert np.all(r.tickets.read() == 0)
+            assert np.all(r.tickets.read() == 0)  # ticket word and arrival words
 
 
 # ------------------------------------------------------------------------------------------------ determinism
@@ -357,31 +415,25 @@ def test_bitwise_identical_across_runs_schedules_splits_entries(det_problem):
             assert np.all(runner.tickets.read() == 0)
 
 
-def _hold_sms(n, ms, stream):
-    from cake_rt.launch.compile import get_kernel
-    from cake_rt.launch.grid import launch
-
-    kern = get_kernel("dsa/spin.cu", "dsa_hold_sm")
-    launch(kern, n, 32, (np.uint64(int(ms * 1e6)), None), shared_mem=160 * 1024, stream=stream)
-
-
 @pytest.mark.parametrize("held", [1, 32])
 def test_bitwise_identical_while_side_stream_holds_sms(det_problem, held):
     cupy = _cp()
     host, dev, meta = det_problem
     topk = 512
     base = run_eager(dev, topk, **meta)
-    side = cupy.cuda.Stream(non_blocking=True)
+    from cake_rt.bench.spinner import SMHolder
+
+    holder = SMHolder()
     main = cupy.cuda.Stream(non_blocking=True)
     for sched in ("ticket", "static"):
-        idx, sc = poisoned(dev[0].shape[0], topk)
-        runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule=sched)
-        _hold_sms(held, 200, side)
-        time.sleep(0.02)  # the holders are resident before the call starts
-        runner(stream=main)
-        main.synchronize()
-        side.synchronize()
-        assert same_bits(base, (idx.get(), sc.get())), sched
+        for ks in (None, 300):  # also a split plan: the last-arrival merges with SMs held
+            idx, sc = poisoned(dev[0].shape[0], topk)
+            runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule=sched,
+                                                        key_split=ks)
+            with holder.hold(held):  # the holders are resident before the call starts
+                runner(stream=main)
+                main.synchronize()
+            assert same_bits(base, (idx.get(), sc.get())), (sched, ks)
 
 
 def test_graph_capture_replays_prepared_and_eager(det_problem):
@@ -413,9 +465,10 @@ def test_graph_capture_replays_prepared_and_eager(det_problem):
         assert same_bits(base, (idx.get(), sc.get()))
         assert same_bits(base, (eidx.get(), esc.get()))
     assert np.all(runner.tickets.read() == 0)
-    from cake_rt.launch.tickets import stream_ticket_words
+    from cake_rt.launch.streams import stream_state
 
-    assert np.all(stream_ticket_words(s).read() == 0)
+    words = stream_state(cupy.cuda.Device().id, s.ptr).tickets
+    assert words and all(np.all(w.read() == 0) for w in words.values())  # the eager call's words, left at zero
 
 
 def test_eager_capture_with_device_metadata_is_a_clear_error(det_problem):
@@ -439,7 +492,7 @@ def test_eager_with_workspace_launches_only_scan_kernels(det_problem):
 
     host, dev, meta = det_problem
     topk = 128
-    for key_split, expect in ((None, ["dsa_scan"]), (300, ["dsa_scan", "dsa_merge"])):
+    for key_split, expect in ((None, ["dsa_scan"]), (300, ["dsa_scan"])):
         nbytes = _op().dsa_indexer_workspace_bytes(*dev, topk, **meta, key_split=key_split)
         ws = cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
         idx, sc = poisoned(dev[0].shape[0], topk)
@@ -477,7 +530,8 @@ def test_bad_arguments_on_device_leave_outputs_untouched():
     idx, sc = poisoned(16, 8)
     cases = [
         (TypeError, "q", dict(q=q.astype(cupy.float32))),
-        (ValueError, "q", dict(q=q[:, :16])),
+        (ValueError, "q", dict(q=q[:, :12])),
+        (ValueError, "q", dict(q=cupy.concatenate([q, q, q, q, q], axis=1)[:, :136])),
         (ValueError, "q", dict(q=q[:, :, :96])),
         (ValueError, "q", dict(q=cupy.ascontiguousarray(q.transpose(1, 0, 2)).transpose(1, 0, 2))),
         (ValueError, "k", dict(k=k[:, :64])),

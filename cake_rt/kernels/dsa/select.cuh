@@ -155,10 +155,8 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
     return K;
 }
 
-#if defined(DSA_FAST) && DSA_FAST
 // ---------------------------------------------------------------------------------------------------
-// Fast path (CAKE_RT_DSA_FAST=1; compiled only with -DDSA_FAST=1, so the default program is unchanged).
-// The buffer is read from shared memory once, into registers: R rounds of 4 consecutive keys per thread,
+// Register-resident selection. The buffer is read from shared memory once, into registers: R rounds of 4 consecutive keys per thread,
 // entry i = (r * NT + tid) * 4 + e (the order of ordered_keep). The radix passes then count from
 // registers (no reload; a warp with no key in the current prefix skips its match/atomics), and the
 // ordered keep writes from the same registers with ONE block scan (the R rounds' counts packed in
@@ -308,7 +306,7 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
     return base;
 }
 
-// ---- Several queries at once (fast path): the passes of NQ buffers share their barriers and scans. ----
+// ---- Several queries at once: the passes of NQ buffers share their barriers and scans. ----
 
 struct DsaMultiState {
     uint64_t prefix, mask;
@@ -511,4 +509,3 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
         kept[q] = base;
     }
 }
-#endif  // DSA_FAST

@@ -1,0 +1,115 @@
+// DSA indexer program configuration, work units and the shared-memory layout.
+//
+// One program per (architecture, H, D): the host (cake_rt/ops/dsa.py, DsaConfig) passes
+//   DSA_H     heads, any multiple of 8 from 8 to 128
+//   DSA_D     head dim, 64 or 128
+//   DSA_BQ    queries per block (BQ * H <= 128 (query, head) pairs)
+//   DSA_TILE  keys per tile (128; 64 on small-shared-memory parts, mma.sync only)
+//   DSA_CAP   candidate capacity per query (a multiple of 256, <= 4096: the register selection's reach)
+//   DSA_WGMMA 1 on sm_90a (wgmma tile loop), else the mma.sync tile loop
+// None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
+#pragma once
+#include "../common/types.cuh"
+
+#ifndef DSA_H
+#define DSA_H 32
+#endif
+#ifndef DSA_D
+#define DSA_D 128
+#endif
+#ifndef DSA_BQ
+#define DSA_BQ (128 / DSA_H)
+#endif
+#ifndef DSA_TILE
+#define DSA_TILE 128
+#endif
+#ifndef DSA_CAP
+#define DSA_CAP 4096
+#endif
+#if defined(DSA_WGMMA) && DSA_WGMMA
+#define DSA_USE_WGMMA 1
+#else
+#define DSA_USE_WGMMA 0
+#endif
+
+namespace dsa {
+
+constexpr int H = DSA_H, D = DSA_D, BQ = DSA_BQ, TILE = DSA_TILE, CAP = DSA_CAP;
+constexpr bool WG = DSA_USE_WGMMA;
+constexpr int NT = 256, NWARPS = NT / 32;
+constexpr int PAIRS = 128;                // N of the score product: (query, head) columns, zero-padded
+constexpr int HB = H / 8;                 // 8-column accumulator blocks per query
+constexpr int NB = BQ * HB;               // blocks holding real pairs
+constexpr int KS = D / 16;                // k-steps of 16
+constexpr int ROWB = D * 2;               // bytes per bf16 row
+constexpr int CHUNKS = D / 8;             // 16-byte chunks per row
+constexpr int QROWS = WG ? PAIRS : (BQ * H + 15) / 16 * 16;  // q rows staged (zero rows pad the product)
+constexpr int MMA_WARPS = TILE / 16;      // mma.sync loop: warps computing 16 keys each
+constexpr int SC_BUFS = WG ? 2 : 1;       // wgmma loop: the epilogue of tile it and the append of it-1
+constexpr int HIST_WORDS = 2048;
+constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
+constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
+constexpr int MERGE_ROUND = NT * MERGE_E;
+
+static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");
+static_assert(D == 64 || D == 128, "D must be 64 or 128");
+static_assert(BQ >= 1 && BQ <= 16 && BQ * H <= PAIRS, "a block holds at most 128 (query, head) pairs");
+static_assert(!WG || TILE == 128, "wgmma loop: 2 warpgroups x 64 keys");
+static_assert(TILE % 16 == 0 && MMA_WARPS <= NWARPS, "mma.sync loop: 16 keys per warp");
+static_assert(CAP % NT == 0 && CAP >= 2 * TILE && REG_R <= 4, "candidate capacity");
+
+// Shared memory, byte offsets from a 1024-byte aligned base (wgmma operands need it). The merge reuses
+// everything from `kt` to `sc` as one candidate buffer (no copy or product runs while it merges).
+struct Layout {
+    static constexpr int kt = 0;                                   // 2 key tiles [TILE x D] bf16, swizzled
+    static constexpr int q = kt + 2 * TILE * ROWB;                 // q of the unit [QROWS x D] bf16, swizzled
+    static constexpr int cand = q + QROWS * ROWB;                  // candidates [BQ][CAP] uint64, ascending id
+    static constexpr int sc = cand + BQ * CAP * 8;                 // score tiles [SC_BUFS][BQ][TILE] f32
+    static constexpr int hist = sc + SC_BUFS * BQ * TILE * 4;      // radix histogram [2048] u32
+    static constexpr int st = hist + HIST_WORDS * 4;               // DsaSelState
+    static constexpr int scratch = st + 64;                        // block-scan scratch (32 ints)
+    static constexpr int flags = scratch + 128;                    // ticket slot, last-arrival flag
+    static constexpr int lo = flags + 64;                          // per-query floors [16] uint64
+    static constexpr int cnt = lo + 16 * 8;                        // per-query counts [16] int
+    static constexpr int pstart = cnt + 16 * 4;                    // merge: flattened part starts [NT + 1]
+    static constexpr int bytes = pstart + (NT + 4) * 4;
+    static constexpr int merge_keys = sc / 8;                      // merge buffer capacity (kt .. sc)
+};
+static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0, "alignment of the operand tiles");
+
+// A work unit: queries [q0, q0 + nq) of one segment x keys [klo, khi). Split blocks (slot >= 0) write a
+// part (their <= topk candidates per query) to the workspace; the last of the block's `nparts` units to
+// finish merges the parts `slot0 ..` (mblock: the block's arrival word).
+constexpr int UNIT_INTS = 12;
+struct Unit {
+    int q0, nq, ks0, lenk, pbase, klo, khi, slot, mblock, slot0, nparts;
+};
+
+CAKE_DEVICE Unit load_unit(const int* units, int u) {
+    const int* p = units + (size_t)u * UNIT_INTS;
+    Unit r;
+    r.q0 = p[0]; r.nq = p[1]; r.ks0 = p[2]; r.lenk = p[3];
+    r.pbase = p[4]; r.klo = p[5]; r.khi = p[6]; r.slot = p[7];
+    r.mblock = p[8]; r.slot0 = p[9]; r.nparts = p[10];
+    return r;
+}
+
+// Exclusive end of the keys query t sees (global ids; its first key is ks0).
+CAKE_DEVICE int visible_end(const Unit& u, int t, int causal) {
+    if (!causal) return u.ks0 + u.lenk;
+    const long long p = (long long)u.pbase + t;  // causal position of t in its segment's keys
+    long long n = p + 1;
+    if (n > u.lenk) n = u.lenk;
+    if (n < 0) n = 0;
+    return u.ks0 + (int)n;
+}
+
+// Byte offset of 16-byte chunk c of row r in a tile of `rows` rows. mma.sync: whole rows with the chunk
+// XOR-swizzled (conflict-free ldmatrix). wgmma: the 128-byte-swizzle K-major layout of common/wgmma.cuh,
+// one [rows x 64-element] block per 64 columns of D.
+CAKE_DEVICE int swz_rows(int r, int c, int rows) {
+    if (WG) return (c >> 3) * rows * 128 + (r * 128 + (((c & 7) ^ (r & 7)) << 4));
+    return r * ROWB + ((c ^ (r & 7)) << 4);
+}
+
+}  // namespace dsa

@@ -1,0 +1,170 @@
+// Split blocks in the same launch: parts plus a last-arrival merge.
+//
+// A block whose keys are cut into `nparts` units writes one part per unit (its <= topk best candidates per
+// query, ascending id) to the workspace, then counts itself on the block's arrival word. The unit that
+// arrives last (all other parts are complete and visible) merges: for each query it streams the parts in
+// key order through one candidate buffer with the scan's floor / compaction rule (starting from a floor that a
+// histogram pass over the parts gives) and writes the exact top-k.
+// The top-k set is unique, so the result does not depend on which unit arrives last. The last arrival
+// resets the word to 0: a completed launch leaves every arrival word at zero (the ticket-word rules).
+#pragma once
+#include "selection.cuh"
+
+namespace dsa {
+
+// Called by every thread after the unit wrote its part. Returns (block-uniform) whether this unit merges.
+CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
+    __threadfence();  // this thread's part writes are visible device-wide before the arrival
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned old = atomicAdd(arrivals + un.mblock, 1u);
+        const int last = old == (unsigned)(un.nparts - 1);
+        if (last) {
+            __threadfence();               // every other part's writes happen-before our reads
+            arrivals[un.mblock] = 0u;      // nobody else touches the word in this launch
+        }
+        *flag = last;
+    }
+    __syncthreads();
+    return *flag != 0;
+}
+
+// A floor for query qq's merge: the lowest key of the bin (top 11 key bits) that holds the k-th largest
+// part key, so every key below it is out of the top-k. One pass over the parts (warp w reads parts w,
+// w + NWARPS, ... coalesced) into a shared histogram; 0 when the parts hold at most topk keys.
+CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
+                                 const int* ws_cnt) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int i = tid; i < HIST_WORDS; i += NT) s.hist[i] = 0u;
+    __syncthreads();
+    constexpr int E = 8;  // loads in flight per lane
+#pragma unroll 1
+    for (int p = warp; p < un.nparts; p += NWARPS) {
+        const size_t part = (size_t)(un.slot0 + p) * BQ + qq;
+        const int c = __ldcg(ws_cnt + part);
+        const uint64_t* src = ws_ent + part * topk;
+#pragma unroll 1
+        for (int i0 = 0; i0 < c; i0 += 32 * E) {
+            uint64_t x[E];
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const int i = i0 + e * 32 + lane;
+                x[e] = i < c ? __ldcg(src + i) : 0ull;
+            }
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const bool in = i0 + e * 32 + lane < c;
+                const unsigned bin = in ? (unsigned)(x[e] >> 53) : 0xffffffffu;
+                const unsigned peers = __match_any_sync(0xffffffffu, bin);
+                if (in && (__ffs(peers) - 1) == lane) atomicAdd(&s.hist[bin], (unsigned)__popc(peers));
+            }
+        }
+    }
+    __syncthreads();
+    // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
+    constexpr int PER = HIST_WORDS / NT;
+    const int top = HIST_WORDS - tid * PER;
+    int cnt = 0;
+    for (int b = top - 1; b >= top - PER; --b) cnt += (int)s.hist[b];
+    int total;
+    const int above = block_excl_scan<NT>(cnt, s.scratch, total);
+    uint64_t* result = &s.st->result;
+    if (tid == 0) *result = 0ull;
+    __syncthreads();
+    if (total > topk && above < topk && above + cnt >= topk) {
+        int cum = above;
+        for (int b = top - 1; b >= top - PER; --b) {
+            cum += (int)s.hist[b];
+            if (cum >= topk) {
+                *result = (uint64_t)b << 53;
+                break;
+            }
+        }
+    }
+    __syncthreads();
+    const uint64_t f = *result;
+    __syncthreads();
+    return f;
+}
+
+// Merge the parts slot0 .. slot0 + nparts of every query of the block into its output row.
+// buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
+CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint64_t* ws_ent, const int* ws_cnt,
+                             uint64_t* buf, int* pstart, int* out_idx, float* out_sc) {
+    constexpr int MC = Layout::merge_keys;
+    static_assert(MC >= 2 * MERGE_ROUND, "merge capacity");
+    const int tid = threadIdx.x;
+#pragma unroll 1
+    for (int qq = 0; qq < un.nq; ++qq) {
+        int n = 0;
+        // Keys below the k-th largest key's top-digit bin never enter: usually about topk keys are appended.
+        uint64_t floor_key = merge_floor(s, un, qq, topk, ws_ent, ws_cnt);
+#pragma unroll 1
+        for (int pb = 0; pb < un.nparts; pb += NT) {
+            const int nb = min(NT, un.nparts - pb);
+            const int c = tid < nb ? __ldcg(ws_cnt + (size_t)(un.slot0 + pb + tid) * BQ + qq) : 0;
+            int total;
+            const int ex = block_excl_scan<NT>(c, s.scratch, total);
+            if (tid < nb) pstart[tid] = ex;
+            if (tid == 0) pstart[nb] = total;
+            __syncthreads();
+#pragma unroll 1
+            for (int r0 = 0; r0 < total; r0 += MERGE_ROUND) {
+                if (n + MERGE_ROUND > MC) {  // make room: keep exactly topk (n > MC - ROUND >= topk)
+                    const uint64_t K = block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch);
+                    n = ordered_keep(buf, n, K, s.scratch, [&](int pos, uint64_t x) { buf[pos] = x; });
+                    floor_key = K + 1ull;
+                    __syncthreads();
+                }
+                // Thread tid takes flattened entries i0 .. i0 + E of the batch (parts in key order).
+                const int i0 = r0 + tid * MERGE_E;
+                uint64_t x[MERGE_E];
+                int mine = 0;
+                if (i0 < total) {
+                    int lo_p = 0, hi_p = nb;  // the last part p with pstart[p] <= i0
+                    while (hi_p - lo_p > 1) {
+                        const int mid = (lo_p + hi_p) >> 1;
+                        if (pstart[mid] <= i0) lo_p = mid; else hi_p = mid;
+                    }
+                    int p = lo_p;
+#pragma unroll
+                    for (int e = 0; e < MERGE_E; ++e) {
+                        const int i = i0 + e;
+                        x[e] = 0ull;
+                        if (i < total) {
+                            while (pstart[p + 1] <= i) ++p;
+                            x[e] = __ldcg(ws_ent + ((size_t)(un.slot0 + pb + p) * BQ + qq) * topk + (i - pstart[p]));
+                        }
+                    }
+#pragma unroll
+                    for (int e = 0; e < MERGE_E; ++e) mine += (i0 + e < total && x[e] >= floor_key) ? 1 : 0;
+                }
+                int added;
+                int pos = n + block_excl_scan<NT>(mine, s.scratch, added);
+                if (i0 < total) {
+#pragma unroll
+                    for (int e = 0; e < MERGE_E; ++e)
+                        if (i0 + e < total && x[e] >= floor_key) buf[pos++] = x[e];
+                }
+                n += added;
+            }
+            __syncthreads();  // pstart is rewritten by the next batch
+        }
+        // Exact top-k of the merged buffer, in buffer (= ascending id) order.
+        const uint64_t K = (n > topk) ? block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch) : 0ull;
+        const int row = un.q0 + qq;
+        int* oi = out_idx + (size_t)row * topk;
+        float* os = out_sc + (size_t)row * topk;
+        const int kept = ordered_keep(buf, n, K, s.scratch, [&](int pos, uint64_t x) {
+            oi[pos] = (int)(uint32_t)x;
+            os[pos] = score_of(x);
+        });
+        for (int i = kept + tid; i < topk; i += NT) {
+            oi[i] = -1;
+            os[i] = __int_as_float(0xff800000);  // -inf
+        }
+        __syncthreads();  // buf is refilled by the next query
+    }
+}
+
+}  // namespace dsa

@@ -1,0 +1,238 @@
+// Streaming exact top-k of a unit: one candidate buffer per query, appended in ascending key id.
+//
+// Candidate key x = (float_order_key(score) << 32) | j. Query qq keeps cand[qq][0 .. cnt[qq]) in ascending
+// j and a floor lo[qq]: only x >= lo enters. When a buffer could not take another tile, an exact radix
+// select finds K with exactly topk keys >= K; the buffer keeps those (stable) and lo = K + 1. The top-k
+// set under a total order is unique, so any key split, any schedule and any compaction moment give the
+// same set, and buffer order gives ascending ids.
+#pragma once
+#include "layout.cuh"
+#include "select.cuh"
+#include "../common/float_key.cuh"
+
+namespace dsa {
+
+CAKE_DEVICE float score_of(uint64_t x) { return float_from_order_key((uint32_t)(x >> 32)); }
+
+// The shared-memory state of the selection (pointers into Layout).
+struct Sel {
+    uint64_t* cand;    // [BQ][CAP]
+    int* cnt;          // [BQ]
+    uint64_t* lo;      // [BQ]
+    uint32_t* hist;    // [2048]
+    DsaSelState* st;
+    int* scratch;
+};
+
+// All queries of a block select together (select.cuh multi_*) when they fit the register reach: one
+// histogram per query in a free key-tile buffer, the passes' barriers and scans shared.
+constexpr bool MULTI = BQ <= 4;
+constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
+constexpr bool MULTI_COMPACT = WG && MULTI && MULTI_HIST_BYTES <= TILE * ROWB;  // one key tile buffer is free
+static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
+
+// Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n). Sink(pos, x)
+// receives each kept key with its output position. Safe in place: every round reads before its barriers
+// and writes only at positions <= those it read.
+constexpr int KEEP_E = 4;
+template <class Sink>
+CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratch, Sink sink) {
+    int base = 0;
+    for (int r0 = 0; r0 < n; r0 += NT * KEEP_E) {
+        const int i0 = r0 + (int)threadIdx.x * KEEP_E;
+        uint64_t x[KEEP_E];
+        int mine = 0;
+#pragma unroll
+        for (int e = 0; e < KEEP_E; ++e) {
+            x[e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
+            mine += (i0 + e < n && x[e] >= K) ? 1 : 0;
+        }
+        int total;
+        int pos = base + block_excl_scan<NT>(mine, scratch, total);
+#pragma unroll
+        for (int e = 0; e < KEEP_E; ++e) {
+            if (i0 + e < n && x[e] >= K) sink(pos++, x[e]);
+        }
+        base += total;
+    }
+    return base;
+}
+
+// Final selection of one query's buffer (n <= CAP keys, in registers): output row `row` (padded with
+// -1 / -inf), or a part in the workspace.
+CAKE_DEVICE void finish_query(const Sel& s, int qq, int n, int topk, int row, int* out_idx, float* out_sc,
+                              uint64_t* part, int* part_count) {
+    uint64_t x[REG_R][4];
+    dsa_reg_load<NT, REG_R>(x, s.cand + qq * CAP, n);
+    const uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch) : 0ull;
+    if (part != nullptr) {
+        const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { part[pos] = v; });
+        if (threadIdx.x == 0) *part_count = kept;
+    } else {
+        int* oi = out_idx + (size_t)row * topk;
+        float* os = out_sc + (size_t)row * topk;
+        const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) {
+            oi[pos] = (int)(uint32_t)v;
+            os[pos] = score_of(v);
+        });
+        for (int i = kept + (int)threadIdx.x; i < topk; i += NT) {
+            oi[i] = -1;
+            os[i] = __int_as_float(0xff800000);  // -inf
+        }
+    }
+}
+
+// Cut query qq's buffer to exactly topk keys and raise its floor. Block-uniform; ends with a barrier.
+CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
+    uint64_t* cb = s.cand + qq * CAP;
+    const int n = s.cnt[qq];
+    uint64_t x[REG_R][4];
+    dsa_reg_load<NT, REG_R>(x, cb, n);
+    const uint64_t K = reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch);
+    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s.cnt[qq] = kept;
+        s.lo[qq] = K + 1ull;
+    }
+    __syncthreads();
+}
+
+// Compact the buffers of the queries in `mask` together (MULTI; each has cnt > topk). hists:
+// MULTI_HIST_BYTES of free shared memory. Ends with a barrier.
+CAKE_DEVICE void compact_multi(const Sel& s, unsigned mask, int topk, uint32_t* hists) {
+    if constexpr (MULTI) {
+        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
+        uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
+        int n[BQ];
+#pragma unroll
+        for (int q = 0; q < BQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q] : 0;
+        uint64_t K[BQ];
+        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, mask, hists, ms, scratch64, K);
+        int kept[BQ];
+        multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, mask, K, scratch64, kept,
+                                                [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
+        __syncthreads();
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int q = 0; q < BQ; ++q)
+                if ((mask >> q) & 1u) {
+                    s.cnt[q] = kept[q];
+                    s.lo[q] = K[q] + 1ull;
+                }
+        }
+        __syncthreads();
+    }
+}
+
+// Compact every buffer that could not take another full tile. `freebuf`: a key-tile buffer no copy or
+// product uses now (MULTI_COMPACT: the histograms of all nearly full buffers, compacted together).
+// Ends with a barrier: every thread has read the counts before the appends rewrite them.
+CAKE_DEVICE void compact_full(const Sel& s, int topk, unsigned char* freebuf) {
+    unsigned m = 0u;
+#pragma unroll
+    for (int qq = 0; qq < BQ; ++qq)
+        if (s.cnt[qq] > CAP - TILE) m |= 1u << qq;
+    if (m) {  // block-uniform
+        if constexpr (MULTI_COMPACT) {
+#pragma unroll
+            for (int qq = 0; qq < BQ; ++qq) {
+                const int n = s.cnt[qq];
+                if (n > CAP - 2 * TILE && n > topk) m |= 1u << qq;  // nearly full: join the batch
+            }
+            compact_multi(s, m, topk, reinterpret_cast<uint32_t*>(freebuf));
+        } else {
+#pragma unroll 1
+            for (int qq = 0; qq < BQ; ++qq)
+                if ((m >> qq) & 1u) compact_query(s, qq, topk);
+        }
+    }
+    __syncthreads();
+}
+
+// Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
+// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE.
+CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, int j0, int causal) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll 1
+    for (int qq = warp; qq < un.nq; qq += NWARPS) {
+        int vend = visible_end(un, un.q0 + qq, causal);
+        if (vend > un.khi) vend = un.khi;
+        const uint64_t floor_key = s.lo[qq];
+        int c0 = s.cnt[qq];
+        const float* scp = scores + qq * TILE;
+#pragma unroll
+        for (int c = 0; c < TILE / 32; ++c) {
+            const int r = c * 32 + lane;
+            const int j = j0 + r;
+            const uint64_t x = score_id_key(scp[r], (uint32_t)j);
+            const bool take = j < vend && x >= floor_key;
+            const unsigned b = __ballot_sync(0xffffffffu, take);
+            if (take) s.cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
+            c0 += __popc(b);
+        }
+        __syncwarp();  // every lane has read cnt[qq] before lane 0 rewrites it
+        if (lane == 0) s.cnt[qq] = c0;
+    }
+}
+
+// Final selection of all queries of a unit: output rows, or (split unit) parts in the workspace.
+// hists: MULTI_HIST_BYTES of free shared memory (the key tiles: nothing is in flight after the loop).
+CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_idx, float* out_sc,
+                             uint64_t* ws_ent, int* ws_cnt, uint32_t* hists) {
+    if constexpr (MULTI) {
+        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
+        uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
+        int n[BQ];
+        unsigned todo = 0u, active = 0u;
+#pragma unroll
+        for (int q = 0; q < BQ; ++q) {
+            n[q] = q < un.nq ? s.cnt[q] : 0;
+            if (q < un.nq) todo |= 1u << q;
+            if (q < un.nq && n[q] > topk) active |= 1u << q;
+        }
+        uint64_t K[BQ];
+        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
+        int kept[BQ];
+        const bool split = un.slot >= 0;
+        multi_ordered_keep<NT, REG_R, BQ, false>(s.cand, CAP, n, todo, K, scratch64, kept,
+                                                 [&](int q, int pos, uint64_t x) {
+            if (split) {
+                ws_ent[((size_t)un.slot * BQ + q) * topk + pos] = x;
+            } else {
+                out_idx[(size_t)(un.q0 + q) * topk + pos] = (int)(uint32_t)x;
+                out_sc[(size_t)(un.q0 + q) * topk + pos] = score_of(x);
+            }
+        });
+#pragma unroll
+        for (int q = 0; q < BQ; ++q) {
+            if (q >= un.nq) continue;
+            if (split) {
+                if (threadIdx.x == 0) ws_cnt[(size_t)un.slot * BQ + q] = kept[q];
+            } else {
+                int* oi = out_idx + (size_t)(un.q0 + q) * topk;
+                float* os = out_sc + (size_t)(un.q0 + q) * topk;
+                for (int i = kept[q] + (int)threadIdx.x; i < topk; i += NT) {
+                    oi[i] = -1;
+                    os[i] = __int_as_float(0xff800000);  // -inf
+                }
+            }
+        }
+        __syncthreads();
+    } else {
+        (void)hists;
+#pragma unroll 1
+        for (int qq = 0; qq < un.nq; ++qq) {
+            uint64_t* part = nullptr;
+            int* pc = nullptr;
+            if (un.slot >= 0) {
+                part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
+                pc = ws_cnt + (size_t)un.slot * BQ + qq;
+            }
+            finish_query(s, qq, s.cnt[qq], topk, un.q0 + qq, out_idx, out_sc, part, pc);
+            __syncthreads();
+        }
+    }
+}
+
+}  // namespace dsa

@@ -1,0 +1,73 @@
+// Pieces both tile loops share: key-tile copies, q staging, the weights and the fixed-order head sum.
+#pragma once
+#include "layout.cuh"
+#include "../common/mma.cuh"
+
+namespace dsa {
+
+// Copy keys [klo + it * TILE, + TILE) of the unit into key-tile buffer it & 1 (zero rows past khi).
+CAKE_DEVICE void load_key_tile(unsigned char* kt, const bf16_t* kmat, const Unit& un, int it) {
+    unsigned char* dst = kt + (it & 1) * (TILE * ROWB);
+    const int j0 = un.klo + it * TILE;
+    const char* kb = (const char*)kmat;
+    for (int i = threadIdx.x; i < TILE * CHUNKS; i += NT) {
+        const int r = i / CHUNKS, c = i % CHUNKS;
+        const int j = j0 + r;
+        const bool ok = j < un.khi;
+        const char* src = kb + (ok ? ((size_t)j * ROWB + c * 16) : 0);
+        cp_async_16_zfill(dst + swz_rows(r, c, TILE), src, ok ? 16 : 0);
+    }
+    cp_async_commit();
+}
+
+// Stage q[q0 .. q0 + nq) as QROWS (query, head) rows, row = qq * H + h; rows past nq * H are zero.
+CAKE_DEVICE void load_q(unsigned char* qs, const bf16_t* q, const Unit& un) {
+    const char* qb = (const char*)q;
+    for (int i = threadIdx.x; i < QROWS * CHUNKS; i += NT) {
+        const int r = i / CHUNKS, c = i % CHUNKS;
+        const bool ok = r < un.nq * H;
+        const char* src = qb + (ok ? (((size_t)un.q0 * H + r) * ROWB + c * 16) : 0);
+        cp_async_16_zfill(qs + swz_rows(r, c, QROWS), src, ok ? 16 : 0);
+    }
+    cp_async_commit();
+}
+
+// The weights of the heads this thread sums, for every query of the block: head 8 j + 2 (lane % 4) + e
+// (the columns an accumulator block gives this lane). 0 for queries past nq.
+CAKE_DEVICE void load_weights(float (&wq)[BQ][HB][2], const float* w, const Unit& un) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int qq = 0; qq < BQ; ++qq)
+#pragma unroll
+        for (int j = 0; j < HB; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                wq[qq][j][e] = qq < un.nq ? w[(size_t)(un.q0 + qq) * H + j * 8 + 2 * (lane & 3) + e] : 0.0f;
+}
+
+// score = sum_h w[h] * max(0, dot_h) for key rows `row` (hr = 0) and `row + 8` (hr = 1) of every query.
+// acc[4 b + 2 hr + e] is the dot product of key row + 8 hr with pair column 8 b + 2 (lane % 4) + e
+// (block b = qq * HB + j). Fixed order for every (t, j) whatever H-aligned column a query starts at: an
+// fmaf chain over (j, e) ascending from 0, then the xor-1 and xor-2 shuffle adds, so the four lanes of a
+// quad end with identical bits. Lane quad leader writes sc[qq * TILE + row + 8 hr].
+template <int NACC>
+CAKE_DEVICE void head_sum_store(const float (&acc)[NACC], const float (&wq)[BQ][HB][2], float* sc, int row) {
+    static_assert(NACC >= NB * 4, "accumulators of every real pair");
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int qq = 0; qq < BQ; ++qq) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < HB; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) s = fmaf(wq[qq][j][e], fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + e], 0.0f), s);
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            if ((lane & 3) == 0) sc[qq * TILE + row + hr * 8] = s;
+        }
+    }
+}
+
+}  // namespace dsa

@@ -1,0 +1,58 @@
+// sm_80+ tile loop (mma.sync): scores of one unit's key tiles, appended in key order.
+//
+// Score tile = K_tile [TILE x D] * Q_block^T [D x pairs]: warp w < MMA_WARPS computes keys 16 w .. 16 w + 15
+// against every pair of the block (m16n8k16, one 8-column block per accumulator quad), so each thread holds
+// whole queries' heads and the head sum is the same fixed-order code as the wgmma loop (tile_common.cuh).
+#pragma once
+#include "tile_common.cuh"
+#include "selection.cuh"
+
+namespace dsa {
+
+constexpr int NBP = (NB + 1) / 2;  // pairs of 8-column blocks (one ldmatrix_x4 of q each)
+
+// q must be staged (load_q, waited) and key tile 0 in flight; wq loaded.
+CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned char* kt, const unsigned char* qs,
+                           float* sc, const bf16_t* kmat, const float (&wq)[BQ][HB][2], int topk, int causal) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll 1
+    for (int it = 0; it < ntiles; ++it) {
+        if (it + 1 < ntiles) {
+            load_key_tile(kt, kmat, un, it + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // tile it landed; the previous append (counts, floors, scores) is done
+        compact_full(s, topk, nullptr);
+        const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
+        if (warp < MMA_WARPS) {
+            float acc[NBP * 8];
+#pragma unroll
+            for (int i = 0; i < NBP * 8; ++i) acc[i] = 0.0f;
+            // S[16 keys x pairs] = K_w Q^T, k-steps in order
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                uint32_t afr[4];
+                ldmatrix_x4(afr, tb + swz_rows(warp * 16 + (lane & 15), 2 * ks + (lane >> 4), TILE));
+#pragma unroll
+                for (int np = 0; np < NBP; ++np) {
+                    const int m = lane >> 3, r = lane & 7;
+                    uint32_t x[4];
+                    ldmatrix_x4(x, qs + swz_rows(np * 16 + (m >> 1) * 8 + r, 2 * ks + (m & 1), QROWS));
+                    const uint32_t b0[2] = {x[0], x[1]}, b1[2] = {x[2], x[3]};
+                    mma_bf16_16816(&acc[(2 * np) * 4], afr, b0);
+                    mma_bf16_16816(&acc[(2 * np + 1) * 4], afr, b1);
+                }
+            }
+            // score = sum_h w_h relu(S_h)
+            head_sum_store(acc, wq, sc, warp * 16 + (lane >> 2));
+        }
+        __syncthreads();  // scores ready; every warp is done reading this key tile
+        // The next iteration's barrier orders this append before the next epilogue overwrites the scores.
+        append_tile(s, un, sc, un.klo + it * TILE, causal);
+    }
+    __syncthreads();  // the last append is done
+}
+
+}  // namespace dsa
