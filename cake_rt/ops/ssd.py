@@ -21,11 +21,11 @@ import numpy as np
 
 from ..interop import BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_array, dtype_name, parse_dtype
 
-__all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "COST_MODELS",
-           "DEFAULT_WORKSPACE_CAP", "last_plan"]
+__all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "predict_us", "CostModel",
+           "COST_MODELS", "DEFAULT_WORKSPACE_CAP", "last_plan", "programs"]
 
 KERNEL_PATH = "ssd/ssd_combined.cu"
-THREADS = 256                   # 8 warps (kernel: SSD_THREADS)
+THREADS = 128                   # 4 warps (kernel: SSD_THREADS)
 PBLK = 64                       # headdim rows per tile (kernel: SSD_PB)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 HEADDIMS = (64, 128)
@@ -40,14 +40,15 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 
 # ----------------------------------------------------------------------------------------------------
 # Cost model. Times in microseconds. A "step" is one 64-token sub-block round of a chunk tile
-# (``_steps_per_chunk``): the unit both families are made of.
-#   exact    = e0 + rounds * (e_step * steps + e_chunk)          items <= SMs (each CTA has an SM to itself)
-#            = e0 + rounds * e_step_shared * steps               items >  SMs (CTAs queue for the SMs)
-#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs), EXACT_CTAS_PER_SM resident per SM
-#   chunkpar = p0 + p1 * steps * max(1, chunk tiles / cooperative grid) + p2 * longest segment's chunks
-#              + 2.5 * workspace bytes / bw                       (phase 1 writes it, phase 2 reads and writes)
-# Constants per compute capability, fitted to H200 measurements (bench/notes/ssd.md: the runs, the rows,
-# the residuals).
+# (``_steps_per_chunk``): the unit both families are made of; a tile is one chunk of one block of units
+# (a unit: one head's 64 headdim rows; a block: the units that share C B^T in one CTA).
+#   exact    = e0 + rounds * (e_step * steps + e_chunk)
+#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs)      (CTAs queue for the SMs)
+#   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * longest segment's chunks
+#              + 3 * workspace traffic bytes / bw + e_chunk * slices           (phase 1 writes S_loc, phase 2
+#              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
+# Constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows, the
+# residuals).
 @dataclasses.dataclass(frozen=True)
 class CostModel:
     e0: float
@@ -62,39 +63,35 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=10.0, e_step=1.836, e_chunk=5.94, e_step_shared=2.536, p0=9.35, p1=3.155, p2=0.1262,
+    (9, 0): CostModel(e0=10.0, e_step=0.5, e_chunk=2.0, e_step_shared=0.5, p0=12.0, p1=0.5, p2=0.12,
                       bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-29: suite rows, both families, 8-warp kernels (bench/notes/ssd.md, run 4)"),
+                      source="H200, 2026-11-29: placeholder before the first timing of the 4-warp kernels"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 
-EXACT_CTAS_PER_SM = 1   # the exact scan's 8-warp CTA holds ~200 registers per thread: one CTA per SM
-
-
-def _steps_per_chunk(Q: int, N: int) -> int:
+def _steps_per_chunk(Q: int, N: int, hb: int = 1) -> float:
+    """64-token rounds of one tile, weighted by its units: C B^T once per block, the rest per unit."""
     nsub = Q // SUB
-    npass = N // (128 if N == 128 else 64)
-    # output: nsub C loads + nsub*(nsub+1)/2 (i, j) rounds; state: nsub rounds per pass
-    return nsub + nsub * (nsub + 1) // 2 + nsub * npass
+    pairs = nsub * (nsub + 1) // 2
+    per_unit = pairs * 0.5 + nsub * (N / 128.0) * 2.0  # M X (half the C B^T work), C S^T and the state
+    return pairs * (N / 128.0) + hb * per_unit
 
 
 def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
-               max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None) -> dict:
-    """Predicted microseconds of each family for a call's quantities."""
-    pb = headdim // PBLK
-    steps = _steps_per_chunk(chunk, dstate)
-    items = nseg * nheads * pb
-    tiles = total_chunks * nheads * pb
-    if items <= sm_count:
-        rounds = max(max_chunks, tiles / sm_count)
-        exact = model.e0 + rounds * (model.e_step * steps + model.e_chunk)
-    else:
-        rounds = max(max_chunks, tiles / (EXACT_CTAS_PER_SM * sm_count))
-        exact = model.e0 + rounds * model.e_step_shared * steps
+               max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None,
+               hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1) -> dict:
+    """Predicted microseconds of each family for a call's quantities (``hb`` / ``hbx``: units per CTA of
+    the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given)."""
+    units = nheads * (headdim // PBLK)
+    slots_x = exact_slots if exact_slots else 2 * sm_count
+    tiles_x = total_chunks * units / hbx
+    rounds = max(max_chunks, tiles_x / slots_x)
+    exact = model.e0 + rounds * (model.e_step * _steps_per_chunk(chunk, dstate, hbx) + model.e_chunk)
     slots = coop_slots if coop_slots else 2 * sm_count
-    chunkpar = (model.p0 + model.p1 * steps * max(1.0, tiles / slots) + model.p2 * max_chunks
-                + 2.5 * ws_bytes / model.bw_bytes_per_us)
+    tiles = total_chunks * units / hb
+    chunkpar = (model.p0 + model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
+                + model.p2 * max_chunks + 3.0 * ws_bytes * slices / model.bw_bytes_per_us + model.e_chunk * slices)
     return {"exact": exact, "chunkpar": chunkpar}
 
 
@@ -115,6 +112,8 @@ class SsdPlan:
     sm_count: int
     cooperative_capacity: int | None = None
     grid: int | None = None  # chunk-parallel grid (when chosen)
+    slice_units: int = 0     # chunk-parallel: units (head x 64 headdim rows) per workspace slice
+    defines: dict | None = None  # the program's defines (dtypes, shape, units per CTA, buffers)
 
     def __str__(self):
         pred = ", ".join(f"{k} {v:.1f} us" for k, v in self.predicted_us.items())
@@ -128,7 +127,7 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
 
     ``family`` ("auto", "exact", "chunkpar") wins over ``mode`` (CAKE_RT_SSD_CHUNK_PARALLEL: auto, always,
     never). Chunk-parallel needs the workspace within ``cap`` and a possible cooperative launch
-    (``coop_error`` is None); under auto it also needs segments x heads < SMs and a predicted gain >= 5%.
+    (``coop_error`` is None); under auto it also needs a predicted gain >= 5% over the exact scan.
     """
     if family == "exact":
         return "exact", "family='exact' requested"
@@ -148,13 +147,11 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
         return "exact", f"cooperative launch impossible: {coop_error}"
     if mode == "always":
         return "chunkpar", f"{ENV_MODE}=always"
-    if nseg * nheads >= sm_count:
-        return "exact", f"segments x heads = {nseg * nheads} >= {sm_count} SMs"
     if predicted["chunkpar"] > 0.95 * predicted["exact"]:
         return "exact", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us is not 5% faster than "
                          f"exact {predicted['exact']:.1f} us")
     return "chunkpar", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us vs exact "
-                        f"{predicted['exact']:.1f} us; segments x heads = {nseg * nheads} < {sm_count} SMs")
+                        f"{predicted['exact']:.1f} us")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -364,25 +361,116 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
 
 
 # ----------------------------------------------------------------------------------------------------
-def _defines(c: _Call) -> dict:
-    return {"SSD_T": _CODES[np.dtype(c.x.dtype)], "SSD_DT": _CODES[np.dtype(c.dt.dtype)],
-            "SSD_SD": _CODES[np.dtype(c.state_dtype)], "SSD_P": c.headdim, "SSD_N": c.dstate, "SSD_Q": c.chunk}
+# Programs: one source, one define set per (dtypes, shape, configuration); both kernels in each.
+OPTIN_SMEM_H200 = 232448        # bytes a block may opt in to on sm_90 (227 KiB); per SM: 233472
+_SMEM = {"sm_80": (166912, 167936), "sm_86": (101376, 102400), "sm_89": (101376, 102400),
+         "sm_90a": (232448, 233472), "sm_100a": (232448, 233472)}   # (per block opt-in, per SM) by target
 
 
-def smem_bytes(itemsize: int, dstate: int, chunk: int, exact: bool, nbuf: int = 1) -> int:
-    """Dynamic shared memory of a program (mirrors the SSD_OFF_* layout in ssd_tile.cuh)."""
+def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool) -> int:
+    """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh)."""
     pad = 4 if itemsize == 4 else 8
-    ldn, ldx = dstate + pad, PBLK + pad
-    tile = (3 * 4 * chunk + 64 + SUB * ldn * itemsize + nbuf * (SUB * ldn * itemsize + SUB * ldx * itemsize)
-            + PBLK * ldn * itemsize)
-    if exact and itemsize != 4:
-        tile += PBLK * (dstate + 4) * 4
-    return tile
+    ldn, ldx, ldf = dstate + pad, PBLK + pad, dstate + 8
+    arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
+    c_off = (arrays + 15) // 16 * 16
+    tile_n = SUB * ldn * itemsize
+    tile_x = SUB * ldx * itemsize
+    s_unit = PBLK * ldf * 4 if exact else PBLK * ldn * itemsize
+    return c_off + tile_n + nbuf * tile_n + nbuf * hb * tile_x + hb * s_unit
 
 
-def workspace_bytes(c: _Call) -> int:
-    """Chunk-parallel workspace: fp32 local states, round_T(S_prev), per-chunk decays (256-B aligned)."""
-    n = c.total_chunks * c.nheads * c.headdim * c.dstate
+def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, exact: bool,
+                  optin: int = OPTIN_SMEM_H200, per_sm: int = OPTIN_SMEM_H200 + 1024):
+    """(units per CTA, B/X buffers) of a program: the first of (2, 2), (2, 1), (1, 2), (1, 1) whose shared
+    memory lets two CTAs share an SM (C B^T reused by two units before double buffering), else the first
+    that fits at all; units per CTA must divide the units of a group (they share B and C)."""
+    cands = [(hb, nb) for hb, nb in ((2, 2), (2, 1), (1, 2), (1, 1)) if units_per_group % hb == 0]
+    fits = [(hb, nb) for hb, nb in cands if smem_bytes(itemsize, dstate, chunk, hb, nb, exact) <= optin]
+    if not fits:
+        raise ValueError(f"x: no SSD program fits {optin} bytes of shared memory per block for "
+                         f"{itemsize}-byte inputs, dstate {dstate}, chunk {chunk}")
+    for hb, nb in fits:
+        if 2 * (smem_bytes(itemsize, dstate, chunk, hb, nb, exact) + 1024) <= per_sm:
+            return hb, nb
+    return fits[0]
+
+
+def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,
+                    units_per_group: int, target: str = "sm_90a") -> dict:
+    """The defines of the program that serves these dtypes (codes 0 bf16, 1 fp16, 2 fp32) and shape."""
+    itemsize = 4 if x_code == 2 else 2
+    optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
+    hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm)
+    hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm)
+    return {"SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code, "SSD_P": headdim, "SSD_N": dstate,
+            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
+
+
+# (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
+# (tests/ssd, tests/acceptance), the selftest and the bench suite make: ``programs`` compiles these.
+_PROGRAM_CASES = sorted(
+    {(xd, 1 if xd == 1 else 2, sd, 64, 64, 128, 1) for xd in (0, 1, 2) for sd in (0, 1, 2)}   # dtype x state
+    | {(0, 2, 2, 64, 128, q, u) for q in (64, 128, 256) for u in (1, 8)}                         # chunks, groups
+    | {(0, 2, 2, 128, 256, 256, 4), (2, 2, 2, 128, 64, 64, 4), (1, 2, 2, 64, 256, 128, 2),
+       (2, 2, 2, 128, 128, 256, 4)}                                                              # headdim, dstate
+    | {(xd, 2, 2, 64, 64, 64, 4) for xd in (0, 1, 2)}                                            # varlen, selftest
+    | {(0, 2, 2, 64, 64, 64, 1), (0, 2, 2, 64, 128, 128, 8), (2, 2, 2, 64, 128, 256, 8),
+       (0, 2, 2, 64, 128, 256, 8), (0, 2, 2, 64, 64, 64, 132), (0, 2, 2, 64, 64, 256, 256),
+       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8)}                                   # misc GPU tests
+    | {(0, 2, 2, 64, 64, 64, 4), (1, 2, 2, 64, 64, 128, 2), (2, 2, 2, 64, 64, 256, 4),
+       (0, 2, 2, 64, 128, 64, 2), (2, 2, 2, 64, 64, 64, 2), (0, 2, 2, 64, 64, 64, 2),
+       (0, 2, 0, 64, 64, 64, 2), (0, 2, 2, 64, 128, 256, 2)}                                     # acceptance
+    | {(0, 2, 2, 64, 64, 128, 4), (0, 2, 2, 128, 128, 64, 2)}                                     # sanitize script
+    | {(0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 16)})                                # bench suite
+
+
+def programs(target: str = "sm_90a") -> list:
+    """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile
+    for ``target`` (to prewarm the kernel cache or sanitize them); each program holds both kernels."""
+    out, seen = [], set()
+    for case in _PROGRAM_CASES:
+        d = program_defines(*case, target=target)
+        key = tuple(sorted(d.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append((KERNEL_PATH, d))
+    return out
+
+
+def _defines(c: _Call) -> dict:
+    from ..launch.arch import device_info, target_for_capability
+
+    upg = (c.nheads // c.ngroups) * (c.headdim // PBLK)
+    target = target_for_capability(device_info(c.device).capability)
+    return program_defines(_CODES[np.dtype(c.x.dtype)], _CODES[np.dtype(c.dt.dtype)], _CODES[np.dtype(c.state_dtype)],
+                           c.headdim, c.dstate, c.chunk, upg, target)
+
+
+def _smem(c: _Call, defs: dict, exact: bool) -> int:
+    it = np.dtype(c.x.dtype).itemsize
+    if exact:
+        return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HBX"], defs["SSD_NBUFX"], True)
+    return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HB"], defs["SSD_NBUF"], False)
+
+
+def slice_units(c: _Call, hb: int, cap: int) -> int:
+    """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
+    multiple of ``hb``; 0 when not even one block of units fits."""
+    per_unit = c.total_chunks * PBLK * c.dstate * (4 + np.dtype(c.x.dtype).itemsize)
+    fixed = _align(c.total_chunks * c.nheads * 4) + 512
+    units = c.nheads * (c.headdim // PBLK)
+    if per_unit == 0:
+        return units
+    n = max(0, (cap - fixed) // per_unit) // hb * hb
+    return min(units, n)
+
+
+def workspace_bytes(c: _Call, units: int | None = None) -> int:
+    """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
+    round_T(S_prev), per-chunk decays (256-B aligned)."""
+    if units is None:
+        units = c.nheads * (c.headdim // PBLK)
+    n = c.total_chunks * units * PBLK * c.dstate
     it = np.dtype(c.x.dtype).itemsize
     return _align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
 
@@ -415,15 +503,9 @@ _kernels: dict = {}
 _capacity: dict = {}
 
 
-def _kernel(c: _Call, name: str, nbuf: int, wn: int = 2):
+def _kernel(c: _Call, name: str, defs: dict):
     """The loaded program, memoized here: get_kernel re-reads and re-hashes the source on every call
-    (milliseconds of host time, which a short call would otherwise pay each time). ``wn`` 1 selects the
-    4-warp (128-thread) variant of the same arithmetic; the default 2 adds no define, so the default
-    programs keep their verified source text."""
-    defs = _defines(c)
-    defs["SSD_NBUF"] = nbuf
-    if wn != 2:
-        defs["SSD_WN"] = wn
+    (milliseconds of host time, which a short call would otherwise pay each time)."""
     key = (c.device, name, tuple(sorted(defs.items())))
     k = _kernels.get(key)
     if k is None:
@@ -441,30 +523,6 @@ def _coop_capacity(k, smem: int) -> int:
     return cap
 
 
-def _nbuf(c: _Call) -> int:
-    """Double-buffered B/X tiles (loads overlap compute) unless fp32 inputs with dstate 256 (shared memory)."""
-    return 1 if (np.dtype(c.x.dtype).itemsize == 4 and c.dstate == 256) else 2
-
-
-ENV_NARROW = "CAKE_RT_SSD_EXACT_NARROW"
-
-
-def _exact_shape(c: _Call, work_items: int, sm_count: int):
-    """(warps per row block, buffers) of the exact scan. With ``CAKE_RT_SSD_EXACT_NARROW=1`` and more work
-    items than SMs (``force``: always, for tests), the 4-warp single-buffered CTA (two resident per SM) replaces the 8-warp one, which
-    registers hold to one CTA per SM; the arithmetic, and so every bit, is the same."""
-    narrow = os.environ.get(ENV_NARROW, "0").strip().lower()
-    if (narrow == "1" and work_items > sm_count) or narrow == "force":  # "force": tests, any size
-        return 1, 1
-    return 2, _exact_nbuf(c, sm_count)
-
-
-def _exact_nbuf(c: _Call, sm_count: int) -> int:
-    """Exact scan: double buffers (as ``_nbuf``). Its 8-warp CTA is register-bound to one per SM, so a
-    single buffer (which once bought a second resident 4-warp CTA) no longer buys residency."""
-    return _nbuf(c)
-
-
 def _plan(c: _Call, family: str) -> SsdPlan:
     from ..launch.arch import device_info
     from ..launch.grid import CooperativeLaunchError
@@ -472,30 +530,35 @@ def _plan(c: _Call, family: str) -> SsdPlan:
     info = device_info(c.device)
     mode = _env_mode()
     cap = _workspace_cap()
-    ws = workspace_bytes(c)
+    defs = _defines(c)
+    hb, hbx = defs["SSD_HB"], defs["SSD_HBX"]
+    units = c.nheads * (c.headdim // PBLK)
+    su = slice_units(c, hb, cap)
+    slices = -(-units // su) if su else 0
+    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
     model = COST_MODELS.get(tuple(info.capability), _DEFAULT_MODEL)
     coop_error, capacity = None, None
-    need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and ws <= cap)
+    need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and su)
     if need_coop:
-        itemsize = np.dtype(c.x.dtype).itemsize
         try:
-            k = _kernel(c, "ssd_chunkpar", _nbuf(c))
-            capacity = _coop_capacity(k, smem_bytes(itemsize, c.dstate, c.chunk, False, _nbuf(c)))
+            k = _kernel(c, "ssd_chunkpar", defs)
+            capacity = _coop_capacity(k, _smem(c, defs, False))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
     pred = predict_us(model, nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
-                      max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count, ws_bytes=ws,
-                      coop_slots=capacity)
+                      max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
+                      ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1))
     fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
                                 ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
-    items = c.nseg * c.nheads * (c.headdim // PBLK)
+    items = c.nseg * units // hbx
     plan = SsdPlan(family=fam, reason=reason, workspace_bytes=ws if fam == "chunkpar" else 0, workspace_cap=cap,
                    predicted_us=pred, mode=mode, segments=c.nseg, nheads=c.nheads, work_items=items,
                    total_chunks=c.total_chunks, max_chunks=c.max_chunks, sm_count=info.sm_count,
                    cooperative_capacity=capacity)
+    plan.defines, plan.slice_units = defs, su
     if fam == "chunkpar":
-        tiles = c.total_chunks * c.nheads * (c.headdim // PBLK)
-        phase2 = c.nseg * c.nheads * (c.headdim * c.dstate // THREADS)
+        tiles = c.total_chunks * su // hb
+        phase2 = c.nseg * su * (PBLK * c.dstate // THREADS)
         plan.grid = max(1, min(max(tiles, phase2), capacity))
     return plan
 
@@ -585,18 +648,16 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
             args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table,
                     np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
                     np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
+            defs = plan.defines
             if plan.family == "exact":
-                wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
-                k = _kernel(c, "ssd_exact", nb, wn)
-                launch(k, plan.work_items, 128 * wn, args,
-                       shared_mem=smem_bytes(itemsize, c.dstate, c.chunk, True, nb), stream=s, tag="ssd_exact")
+                k = _kernel(c, "ssd_exact", defs)
+                launch(k, plan.work_items, THREADS, args, shared_mem=_smem(c, defs, True), stream=s, tag="ssd_exact")
             else:
-                nb = _nbuf(c)
-                k = _kernel(c, "ssd_chunkpar", nb)
-                smem = smem_bytes(itemsize, c.dstate, c.chunk, False, nb)
+                k = _kernel(c, "ssd_chunkpar", defs)
+                smem = _smem(c, defs, False)
                 # The grid comes from this kernel's real occupancy (checked again by launch_cooperative).
                 grid = min(plan.grid, _coop_capacity(k, smem))
-                n = c.total_chunks * c.nheads * c.headdim * c.dstate
+                n = c.total_chunks * plan.slice_units * PBLK * c.dstate
                 o1 = _align(n * 4)
                 o2 = o1 + _align(n * itemsize)
                 ws = get_workspace("ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, device=c.device,
@@ -606,8 +667,9 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 dec = ws[o2:plan.workspace_bytes]
                 words = stream_ticket_words(s, device=c.device)
                 with words.guard(s):
-                    launch_cooperative(k, grid, THREADS, args + (local, prev, dec, words.array), shared_mem=smem,
-                                       stream=s, tag="ssd_chunkpar")
+                    launch_cooperative(k, grid, THREADS, args + (local, prev, dec, words.array,
+                                                                 np.int32(plan.slice_units)),
+                                       shared_mem=smem, stream=s, tag="ssd_chunkpar")
     outs = [y]
     if c.want_final:
         outs.append(fin)
@@ -636,6 +698,42 @@ def ssd_flops_bytes(*, batch, seqlen, nheads, headdim, dstate, ngroups=1, chunk_
     nstate = (nseq if nseq is not None else batch) * nheads * headdim * dstate * state_bytes
     nb += nstate * ((1 if has_init else 0) + (1 if return_final else 0))
     return int(flops), int(nb)
+
+
+# ----------------------------------------------------------------------------------------------------
+def model_terms(plan: SsdPlan, x, dt, A, B, C, chunk_size) -> dict:
+    """The quantities ``predict_us`` combines for a planned call (what ``fit_cost_model`` regresses on)."""
+    b, L, H, P = (int(v) for v in x.shape)
+    N = int(B.shape[3])
+    d = plan.defines
+    units = H * (P // PBLK)
+    slots = plan.cooperative_capacity or 2 * plan.sm_count
+    tiles_x = plan.total_chunks * units / d["SSD_HBX"]
+    rounds = max(plan.max_chunks, tiles_x / (2 * plan.sm_count))
+    tiles = plan.total_chunks * units / d["SSD_HB"]
+    slices = -(-units // plan.slice_units) if plan.slice_units else 1
+    ws = plan.total_chunks * units * PBLK * N * (4 + np.dtype(x.dtype).itemsize)
+    return {"rounds": rounds, "steps_x": _steps_per_chunk(int(chunk_size), N, d["SSD_HBX"]),
+            "steps_cp": _steps_per_chunk(int(chunk_size), N, d["SSD_HB"]) * max(1.0, tiles / slots),
+            "max_chunks": plan.max_chunks, "slices": slices, "ws_bytes": ws}
+
+
+def fit_cost_model(ex_rows, cp_rows, *, source: str, e0: float = 10.0, p0: float = 12.0,
+                   bw: float = 3.0e6) -> CostModel:
+    """Least-squares constants from measured rows: ``ex_rows`` / ``cp_rows`` are (model_terms, us) pairs."""
+    base = _DEFAULT_MODEL
+    e_step, e_chunk = base.e_step, base.e_chunk
+    if len(ex_rows) >= 2:
+        A_ = np.array([[t["rounds"] * t["steps_x"], t["rounds"]] for t, _ in ex_rows])
+        y_ = np.array([us - e0 for _, us in ex_rows])
+        e_step, e_chunk = (float(v) for v in np.linalg.lstsq(A_, y_, rcond=None)[0])
+    p1, p2 = base.p1, base.p2
+    if len(cp_rows) >= 2:
+        A_ = np.array([[t["steps_cp"], t["max_chunks"]] for t, _ in cp_rows])
+        y_ = np.array([us - p0 - 3.0 * t["ws_bytes"] / bw - e_chunk * t["slices"] for t, us in cp_rows])
+        p1, p2 = (float(v) for v in np.linalg.lstsq(A_, y_, rcond=None)[0])
+    return CostModel(e0=e0, e_step=round(e_step, 4), e_chunk=round(e_chunk, 4), e_step_shared=round(e_step, 4),
+                     p0=p0, p1=round(p1, 4), p2=round(max(p2, 0.0), 4), bw_bytes_per_us=bw, source=source)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -682,7 +780,7 @@ def selftest():
 
 def calibrate(argv=None):
     """``cake-rt calibrate``: time both families on the SSD suite rows and fit the cost-model constants
-    of this GPU (printed as a ``CostModel`` line for ``COST_MODELS``; nothing is written)."""
+    of this GPU (``fit_cost_model``; printed as a ``CostModel`` line for ``COST_MODELS``; nothing is written)."""
     import argparse
 
     import cupy
@@ -710,7 +808,7 @@ def calibrate(argv=None):
             ts.append(cupy.cuda.get_elapsed_time(a, b) * 1000.0)
         return float(np.median(ts[2:]))
 
-    alone, shared, cp_rows = [], [], []
+    ex_rows, cp_rows = [], []
     for r in suite["rows"]:
         p = dict(suite.get("defaults", {}))
         p.update(r)
@@ -718,40 +816,19 @@ def calibrate(argv=None):
         kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=inp["cu_seqlens"], dt_softplus=True,
                   return_final_states=True)
         a = (inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], int(p["chunk"]))
-        c = _validate(*a, kw["D"], kw["z"], kw["dt_bias"], None, None, kw["cu_seqlens"], True, (0.0, math.inf),
-                      True, False, False, None, "auto", None)
-        steps = _steps_per_chunk(c.chunk, c.dstate)
-        items = c.nseg * c.nheads * (c.headdim // PBLK)
-        tiles = c.total_chunks * c.nheads * (c.headdim // PBLK)
         y = cupy.empty_like(inp["x"])
         te = timeit(lambda: ssd_combined(*a, **kw, family="exact", out=y))
-        if items <= info.sm_count:
-            alone.append((max(c.max_chunks, tiles / info.sm_count), steps, te))
-        else:
-            shared.append((max(c.max_chunks, tiles / (EXACT_CTAS_PER_SM * info.sm_count)), steps, te))
+        terms = model_terms(ssd_plan(*a, **kw, family="exact"), *a[:5], a[5])
+        ex_rows.append((terms, te))
         line = f"{p.get('name')}: exact {te:.1f} us"
         try:
             plan = ssd_plan(*a, **kw, family="chunkpar")
             tc = timeit(lambda: ssd_combined(*a, **kw, family="chunkpar", out=y))
-            cp_rows.append((steps * max(1.0, tiles / plan.grid), c.max_chunks, plan.workspace_bytes, tc))
+            cp_rows.append((model_terms(plan, *a[:5], a[5]), tc))
             line += f", chunkpar {tc:.1f} us"
         except Exception as exc:
             line += f", chunkpar not runnable ({exc.__class__.__name__})"
         print(line, flush=True)
-    e0 = 10.0
-    if len(alone) >= 2:
-        A_ = np.array([[r * s, r] for r, s, _ in alone])
-        e_step, e_chunk = np.linalg.lstsq(A_, np.array([t - e0 for *_, t in alone]), rcond=None)[0]
-    else:
-        e_step, e_chunk = _DEFAULT_MODEL.e_step, _DEFAULT_MODEL.e_chunk
-    e_sh = float(np.median([(t - e0) / (r * s) for r, s, t in shared])) if shared else _DEFAULT_MODEL.e_step_shared
-    bw = _DEFAULT_MODEL.bw_bytes_per_us
-    if len(cp_rows) >= 3:
-        A_ = np.array([[1.0, u, ch] for u, ch, _, _ in cp_rows])
-        p0, p1, p2 = np.linalg.lstsq(A_, np.array([t - 2.5 * ws / bw for _, _, ws, t in cp_rows]), rcond=None)[0]
-    else:
-        p0, p1, p2 = _DEFAULT_MODEL.p0, _DEFAULT_MODEL.p1, _DEFAULT_MODEL.p2
-    print(f"COST_MODELS[{tuple(info.capability)}] = CostModel(e0={e0}, e_step={e_step:.3f}, e_chunk={e_chunk:.3f}, "
-          f"e_step_shared={e_sh:.3f}, p0={p0:.3f}, p1={p1:.3f}, p2={p2:.4f}, bw_bytes_per_us={bw:.3g}, "
-          f"source='{info.name}, cake-rt calibrate')")
+    m = fit_cost_model(ex_rows, cp_rows, source=f"{info.name}, cake-rt calibrate")
+    print(f"COST_MODELS[{tuple(info.capability)}] = {m!r}")
     return 0

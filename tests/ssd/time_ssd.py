@@ -42,12 +42,19 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json")
     ap.add_argument("--no-mamba", action="store_true")
-    ap.add_argument("--exact-nbuf", type=int, choices=(1, 2), help="force the exact scan's B/X buffer count")
+    ap.add_argument("--config", help="force the programs' (units per CTA, buffers): HB,NBUF,HBX,NBUFX")
     ap.add_argument("--families", default="exact,chunkpar")
     args = ap.parse_args()
-    if args.exact_nbuf:
+    if args.config:
         import cake_rt.ops.ssd as ops
-        ops._exact_nbuf = lambda c, sm_count, _n=args.exact_nbuf: _n
+        hb, nb, hbx, nbx = (int(v) for v in args.config.split(","))
+        base = ops.program_defines
+
+        def forced(*a, **k):
+            d = base(*a, **k)
+            d.update(SSD_HB=hb, SSD_NBUF=nb, SSD_HBX=hbx, SSD_NBUFX=nbx)
+            return d
+        ops.program_defines = forced
     want = set(args.rows.split(",")) if args.rows else None
     flush = cupy.empty(2 * 60 * 2**20, cupy.uint8)
     try:
@@ -70,7 +77,9 @@ def main():
         a = (inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], int(p["chunk"]))
         y = cupy.empty_like(inp["x"])
         plan = cake_rt.ssd_plan(*a, **kw)
-        rec = {"row": name, "plan": plan.family, "reason": plan.reason, "pred": plan.predicted_us}
+        rec = {"row": name, "plan": plan.family, "reason": plan.reason, "pred": plan.predicted_us,
+               "defines": plan.defines, "slice_units": plan.slice_units, "coop": plan.cooperative_capacity,
+               "max_chunks": plan.max_chunks, "total_chunks": plan.total_chunks, "nseg": plan.segments}
         for fam in args.families.split(","):
             try:
                 rec[fam] = timeit(lambda: cake_rt.ssd_combined(*a, **kw, family=fam, out=y), args.reps, flush)
