@@ -45,7 +45,7 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 #   exact    = e0 + rounds * (e_step * steps + e_chunk)
 #     rounds = max(longest segment's chunks, chunk tiles / resident CTAs)      (CTAs queue for the SMs)
 #   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * longest segment's chunks
-#              + 3 * workspace traffic bytes / bw + e_chunk * slices           (phase 1 writes S_loc, phase 2
+#              + 3 * workspace bytes / bw + e_chunk * slices                   (phase 1 writes S_loc, phase 2
 #              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
 # Constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows, the
 # residuals).
@@ -91,7 +91,7 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
     slots = coop_slots if coop_slots else 2 * sm_count
     tiles = total_chunks * units / hb
     chunkpar = (model.p0 + model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
-                + model.p2 * max_chunks + 3.0 * ws_bytes * slices / model.bw_bytes_per_us + model.e_chunk * slices)
+                + model.p2 * max_chunks + 3.0 * ws_bytes / model.bw_bytes_per_us + model.e_chunk * slices)
     return {"exact": exact, "chunkpar": chunkpar}
 
 

@@ -60,6 +60,10 @@ typedef typename EDT::storage DTT;
 typedef typename ElemOf<SSD_SD>::type ESD;  // state element (returned / initial states)
 typedef typename ESD::storage SDT;
 
+// k steps of the tile GEMMs unrolled together: loads of the next step overlap the mma of this one.
+#ifndef SSD_KUNROLL
+#define SSD_KUNROLL 2
+#endif
 #define SSD_THREADS 128                  // 4 warps; warp w owns rows 16w..16w+15 of every 64-row tile
 #define SSD_PB 64                        // headdim rows per unit
 #define SSD_PBLKS (SSD_P / SSD_PB)       // units per head
@@ -352,7 +356,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
                 }
             }
 #else
-#pragma unroll 1
+#pragma unroll SSD_KUNROLL
             for (int k0 = 0; k0 < SSD_SUB; k0 += 16) {
                 uint32_t b[NT / 2][4];
 #pragma unroll
@@ -407,7 +411,7 @@ __device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs
         }
     }
 #else
-#pragma unroll 1
+#pragma unroll SSD_KUNROLL
     for (int k0 = 0; k0 < SSD_N; k0 += 16) {
         uint32_t av[4];
         ldA_rm(av, Cs, SSD_LDN, m0, k0);
@@ -450,7 +454,7 @@ __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int m0
         }
     }
 #else
-#pragma unroll 1
+#pragma unroll SSD_KUNROLL
     for (int k0 = 0; k0 < SSD_N; k0 += 16) {
         uint32_t av[4];
         ldA_rm(av, Cs, SSD_LDN, m0, k0);
@@ -644,12 +648,34 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 }
             }
         }
-        // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i.
+        // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i. A unit's
+        // D and z values are loaded together before its first store (one round trip, not one per store).
         const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z, perP = a.flags & SSD_F_DP;
 #pragma unroll
         for (int u = 0; u < HB; ++u) {
             const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
             const T* Xi = sX(s, buf, u);  // X_i: the last step was j == i
+            float dv[8][2], zv[2][8][2];
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                const int pc = 8 * t + 2 * tg;
+                dv[t][0] = dv[t][1] = 0.0f;
+                if (hasD) {
+                    if (perP) {
+                        const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
+                        dv[t][0] = d2.x; dv[t][1] = d2.y;
+                    } else {
+                        dv[t][0] = dv[t][1] = __ldg(a.D + h);
+                    }
+                }
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int r = m0 + g + 8 * half;
+                    zv[half][t][0] = zv[half][t][1] = 0.0f;
+                    if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
+                                                     zv[half][t][0], zv[half][t][1]);
+                }
+            }
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int r = m0 + g + 8 * half;
@@ -662,13 +688,11 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     if (hasD) {
                         float x0, x1;
                         ld_pair(Xi + r * SSD_LDX + pc, x0, x1);
-                        const float* Dv = perP ? a.D + h * SSD_P + p0 + pc : a.D + h;
-                        o0 = __fmaf_rn(Dv[0], x0, o0);
-                        o1 = __fmaf_rn(Dv[perP ? 1 : 0], x1, o1);
+                        o0 = __fmaf_rn(dv[t][0], x0, o0);
+                        o1 = __fmaf_rn(dv[t][1], x1, o1);
                     }
                     if (hasZ) {
-                        float z0, z1;
-                        ld_pair(a.z + row + pc, z0, z1);
+                        const float z0 = zv[half][t][0], z1 = zv[half][t][1];
                         o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
                         o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
                     }
