@@ -4,10 +4,11 @@
     h_t   = exp(dt'_t A_h) h_{t-1} + dt'_t outer(x_t, B_t)          h: [headdim, dstate] per head
     y_t   = h_t C_t + D_h x_t,   then  y_t *= z_t sigmoid(z_t)  when z is given
 
-Two kernel families return the same bits: ``exact`` (one CTA per (segment, head, 64 headdim rows)
-walks its chunks in order) and ``chunkpar`` (one cooperative kernel: chunk-local states, a grid
-barrier, the cross-chunk scan, a grid barrier, the outputs). ``family="auto"`` picks one per call
-(see ``select_family``); ``ssd_plan`` explains the choice.
+Two kernel families return the same bits: ``exact`` (one CTA per (segment, block of units) walks its
+chunks in order; a unit is 64 headdim rows of one head) and ``chunkpar`` (one cooperative kernel, per
+workspace slice of units: chunk-local states, a grid barrier, the cross-chunk scan, a grid barrier, the
+outputs). ``family="auto"`` picks one per call (see ``select_family``); ``ssd_plan`` explains the choice.
+``programs(target)`` lists the programs the tests and the bench suite compile.
 """
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 # (``_steps_per_chunk``): the unit both families are made of; a tile is one chunk of one block of units
 # (a unit: one head's 64 headdim rows; a block: the units that share C B^T in one CTA).
 #   exact    = e0 + rounds * (e_step * steps + e_chunk)
-#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs)      (CTAs queue for the SMs)
-#   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * longest segment's chunks
+#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs in whole waves)
+#   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * scan steps per CTA
 #              + 3 * workspace bytes / bw + e_chunk * slices                   (phase 1 writes S_loc, phase 2
 #              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
 # Constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows, the
@@ -63,9 +64,10 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=10.0, e_step=0.5, e_chunk=2.0, e_step_shared=0.5, p0=12.0, p1=0.5, p2=0.12,
+    (9, 0): CostModel(e0=10.0, e_step=1.4528, e_chunk=10.7123, e_step_shared=1.4528, p0=12.0, p1=1.967, p2=0.1731,
                       bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-29: placeholder before the first timing of the 4-warp kernels"),
+                      source="H200, 2026-11-29: the six suite rows, both families, 4-warp tile kernels with one unit per "
+                             "chunk-parallel CTA (docs/ssd.md, bench/notes/ssd_h200_v5_run2_hb1.json; fit_cost_model)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
@@ -78,6 +80,15 @@ def _steps_per_chunk(Q: int, N: int, hb: int = 1) -> float:
     return pairs * (N / 128.0) + hb * per_unit
 
 
+def _exact_rounds(items: float, tiles: float, max_chunks: int, slots: int) -> float:
+    """Chunk steps of the busiest exact-scan CTA slot: the longest segment, or the tiles spread over the
+    slots, counted in whole waves when the items outnumber the slots."""
+    spread = tiles / slots
+    if items > slots:
+        spread *= math.ceil(items / slots) / (items / slots)
+    return max(max_chunks, spread)
+
+
 def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
                max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None,
                hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1) -> dict:
@@ -85,13 +96,13 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
     the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given)."""
     units = nheads * (headdim // PBLK)
     slots_x = exact_slots if exact_slots else 2 * sm_count
-    tiles_x = total_chunks * units / hbx
-    rounds = max(max_chunks, tiles_x / slots_x)
+    rounds = _exact_rounds(nseg * units / hbx, total_chunks * units / hbx, max_chunks, slots_x)
     exact = model.e0 + rounds * (model.e_step * _steps_per_chunk(chunk, dstate, hbx) + model.e_chunk)
     slots = coop_slots if coop_slots else 2 * sm_count
     tiles = total_chunks * units / hb
+    scan = max(max_chunks, total_chunks * units * (PBLK * dstate / THREADS) / slots)  # scan chunk steps per CTA
     chunkpar = (model.p0 + model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
-                + model.p2 * max_chunks + 3.0 * ws_bytes / model.bw_bytes_per_us + model.e_chunk * slices)
+                + model.p2 * scan + 3.0 * ws_bytes / model.bw_bytes_per_us + model.e_chunk * slices)
     return {"exact": exact, "chunkpar": chunkpar}
 
 
@@ -106,7 +117,7 @@ class SsdPlan:
     mode: str
     segments: int
     nheads: int
-    work_items: int          # exact-scan CTAs: segments x heads x headdim blocks
+    work_items: int          # exact-scan CTAs: segments x units / units per CTA
     total_chunks: int
     max_chunks: int
     sm_count: int
@@ -382,9 +393,12 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
 def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, exact: bool,
                   optin: int = OPTIN_SMEM_H200, per_sm: int = OPTIN_SMEM_H200 + 1024):
     """(units per CTA, B/X buffers) of a program: the first of (2, 2), (2, 1), (1, 2), (1, 1) whose shared
-    memory lets two CTAs share an SM (C B^T reused by two units before double buffering), else the first
-    that fits at all; units per CTA must divide the units of a group (they share B and C)."""
-    cands = [(hb, nb) for hb, nb in ((2, 2), (2, 1), (1, 2), (1, 1)) if units_per_group % hb == 0]
+    memory lets two CTAs share an SM, else the first that fits at all. Units per CTA must divide the units of
+    a group (they share B and C). Two units per CTA only in the exact scan with 16-bit inputs: in the
+    chunk-parallel kernel they bought 4% on the long rows, cost 35% on the short one (half the tiles) and
+    made ptxas spill around the scan phase; fp32 programs with two units take a minute to compile."""
+    two = exact and itemsize == 2
+    cands = [(hb, nb) for hb, nb in ((2, 2), (2, 1), (1, 2), (1, 1)) if units_per_group % hb == 0 and (two or hb == 1)]
     fits = [(hb, nb) for hb, nb in cands if smem_bytes(itemsize, dstate, chunk, hb, nb, exact) <= optin]
     if not fits:
         raise ValueError(f"x: no SSD program fits {optin} bytes of shared memory per block for "
@@ -708,14 +722,15 @@ def model_terms(plan: SsdPlan, x, dt, A, B, C, chunk_size) -> dict:
     d = plan.defines
     units = H * (P // PBLK)
     slots = plan.cooperative_capacity or 2 * plan.sm_count
-    tiles_x = plan.total_chunks * units / d["SSD_HBX"]
-    rounds = max(plan.max_chunks, tiles_x / (2 * plan.sm_count))
+    rounds = _exact_rounds(plan.segments * units / d["SSD_HBX"], plan.total_chunks * units / d["SSD_HBX"],
+                           plan.max_chunks, 2 * plan.sm_count)
     tiles = plan.total_chunks * units / d["SSD_HB"]
     slices = -(-units // plan.slice_units) if plan.slice_units else 1
     ws = plan.total_chunks * units * PBLK * N * (4 + np.dtype(x.dtype).itemsize)
     return {"rounds": rounds, "steps_x": _steps_per_chunk(int(chunk_size), N, d["SSD_HBX"]),
             "steps_cp": _steps_per_chunk(int(chunk_size), N, d["SSD_HB"]) * max(1.0, tiles / slots),
-            "max_chunks": plan.max_chunks, "slices": slices, "ws_bytes": ws}
+            "scan": max(plan.max_chunks, plan.total_chunks * units * (PBLK * N / THREADS) / slots),
+            "slices": slices, "ws_bytes": ws}
 
 
 def fit_cost_model(ex_rows, cp_rows, *, source: str, e0: float = 10.0, p0: float = 12.0,
@@ -729,7 +744,7 @@ def fit_cost_model(ex_rows, cp_rows, *, source: str, e0: float = 10.0, p0: float
         e_step, e_chunk = (float(v) for v in np.linalg.lstsq(A_, y_, rcond=None)[0])
     p1, p2 = base.p1, base.p2
     if len(cp_rows) >= 2:
-        A_ = np.array([[t["steps_cp"], t["max_chunks"]] for t, _ in cp_rows])
+        A_ = np.array([[t["steps_cp"], t["scan"]] for t, _ in cp_rows])
         y_ = np.array([us - p0 - 3.0 * t["ws_bytes"] / bw - e_chunk * t["slices"] for t, us in cp_rows])
         p1, p2 = (float(v) for v in np.linalg.lstsq(A_, y_, rcond=None)[0])
     return CostModel(e0=e0, e_step=round(e_step, 4), e_chunk=round(e_chunk, 4), e_step_shared=round(e_step, 4),

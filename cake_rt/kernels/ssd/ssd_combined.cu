@@ -23,6 +23,9 @@
 #ifndef SSD_MINB
 #define SSD_MINB 2
 #endif
+#ifndef SSD_SCAN_BATCH
+#define SSD_SCAN_BATCH 32
+#endif
 #ifndef SSD_NBMAX
 #define SSD_NBMAX 128
 #endif
@@ -199,10 +202,11 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
             const int nch = (len + SSD_Q - 1) / SSD_Q;
             float S = 0.0f;
             if ((a.flags & SSD_F_INIT) && init_idx >= 0) S = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, h, p) + n]);
-            for (int cb = 0; cb < nch; cb += 8) {
-                float loc[8], dec[8];
+            // SSD_SCAN_BATCH chunks' loads in flight at once: the scan waits one memory round trip per batch.
+            for (int cb = 0; cb < nch; cb += SSD_SCAN_BATCH) {
+                float loc[SSD_SCAN_BATCH], dec[SSD_SCAN_BATCH];
 #pragma unroll
-                for (int k = 0; k < 8; ++k) {  // independent loads first (cg: written by other CTAs this launch)
+                for (int k = 0; k < SSD_SCAN_BATCH; ++k) {  // independent loads first (cg: written by other CTAs)
                     const long long c = c0 + cb + k;
                     if (cb + k < nch) {
                         loc[k] = __ldcg(ws_local + (c * un + uu) * UE + e);
@@ -210,7 +214,7 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
                     }
                 }
 #pragma unroll
-                for (int k = 0; k < 8; ++k) {
+                for (int k = 0; k < SSD_SCAN_BATCH; ++k) {
                     if (cb + k < nch) {
                         const long long c = c0 + cb + k;
                         ws_prev[(c * un + uu) * UE + e] = E::from_float(S);
