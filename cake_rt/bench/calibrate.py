@@ -138,11 +138,7 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
         if not plans:
             continue
         plan = plans.get("chunkpar") or plans["exact"]
-        q = dict(nseg=plan.segments, nheads=plan.nheads, headdim=int(p["headdim"]), dstate=int(p["dstate"]),
-                 chunk=int(p["chunk"]), max_chunks=plan.max_chunks, total_chunks=plan.total_chunks,
-                 sm_count=plan.sm_count, ws_bytes=(plans["chunkpar"].workspace_bytes if "chunkpar" in plans else 0),
-                 coop_slots=plan.cooperative_capacity)
-
+        q = plan.model_inputs
         def predict(m, q=q):
             return op.predict_us(m, **q)
 

@@ -4,22 +4,23 @@
     h_t   = exp(dt'_t A_h) h_{t-1} + dt'_t outer(x_t, B_t)          h: [headdim, dstate] per head
     y_t   = h_t C_t + D_h x_t,   then  y_t *= z_t sigmoid(z_t)  when z is given
 
-Two kernel families return the same bits: ``exact`` (one CTA per (segment, head, 64 headdim rows)
-walks its chunks in order) and ``chunkpar`` (one cooperative kernel: chunk-local states, a grid
-barrier, the cross-chunk scan, a grid barrier, the outputs). ``family="auto"`` picks one per call
-(see ``select_family``); ``ssd_plan`` explains the choice.
+Two kernel families return the same bits: ``exact`` (one CTA per (segment, block of units) walks its
+chunks in order; a unit is 64 headdim rows of one head) and ``chunkpar`` (one cooperative kernel, per
+workspace slice of units: chunk-local states, a grid barrier, the cross-chunk scan, a grid barrier, the
+outputs). ``family="auto"`` picks one per call (see ``select_family``); ``ssd_plan`` explains the choice.
+``programs(target)`` lists the programs the tests and the bench suite compile.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import threading
 
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_aligned, check_array,
                        check_disjoint_spans, contiguous_span, dtype_name, parse_dtype)
+from .. import env
 from ..launch.grid import launch_cached
 from ..launch.streams import (CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing, stream_state,
                               upload)
@@ -27,12 +28,11 @@ from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
 
-__all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "COST_MODELS", "CostModel",
-           "predict_us", "cost_model_for", "cost_model_path",
-           "DEFAULT_WORKSPACE_CAP", "last_plan"]
+__all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "predict_us", "CostModel",
+           "COST_MODELS", "cost_model_for", "cost_model_path", "DEFAULT_WORKSPACE_CAP", "last_plan", "programs"]
 
 KERNEL_PATH = "ssd/ssd_combined.cu"
-THREADS = 256                   # 8 warps (kernel: SSD_THREADS)
+THREADS = 128                   # 4 warps (kernel: SSD_THREADS)
 PBLK = 64                       # headdim rows per tile (kernel: SSD_PB)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 HEADDIMS = (64, 128)
@@ -47,20 +47,21 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 
 # ----------------------------------------------------------------------------------------------------
 # Cost model. Times in microseconds. A "step" is one 64-token sub-block round of a chunk tile
-# (``_steps_per_chunk``): the unit both families are made of.
-#   exact    = e0 + rounds * (e_step * steps + e_chunk)          items <= SMs (each CTA has an SM to itself)
-#            = e0 + rounds * e_step_shared * steps               items >  SMs (CTAs queue for the SMs)
-#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs), EXACT_CTAS_PER_SM resident per SM
-#   chunkpar = p0 + p1 * steps * max(1, chunk tiles / cooperative grid) + p2 * longest segment's chunks
-#              + 2.5 * workspace bytes / bw                       (phase 1 writes it, phase 2 reads and writes)
-# Built-in constants per compute capability, fitted to H200 measurements (docs/ssd.md, "History of
-# measurements"); ``cake-rt calibrate`` fits and saves them for another GPU model (``cost_model_for``).
+# (``_steps_per_chunk``): the unit both families are made of; a tile is one chunk of one block of units
+# (a unit: one head's 64 headdim rows; a block: the units that share C B^T in one CTA).
+#   exact    = e0 + rounds * (e_step * steps + e_chunk)
+#     rounds = max(longest segment's chunks, chunk tiles / resident CTAs in whole waves)
+#   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * scan steps per CTA
+#              + 3 * workspace bytes / bw + p_slice * slices                   (phase 1 writes S_loc, phase 2
+#              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
+# Built-in constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows,
+# the residuals); ``cake-rt calibrate`` fits and saves them for another GPU model (``cost_model_for``).
 @dataclasses.dataclass(frozen=True)
 class CostModel:
     e0: float
     e_step: float
     e_chunk: float
-    e_step_shared: float
+    p_slice: float        # chunk-parallel: cost of each workspace slice (its grid barriers and phases)
     p0: float
     p1: float
     p2: float
@@ -69,9 +70,10 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=10.0, e_step=1.836, e_chunk=5.94, e_step_shared=2.536, p0=9.35, p1=3.155, p2=0.1262,
+    (9, 0): CostModel(e0=10.0, e_step=1.4528, e_chunk=10.7123, p_slice=10.7123, p0=12.0, p1=1.967, p2=0.1731,
                       bw_bytes_per_us=3.0e6,
-                      source="H200: suite rows, both families, 8-warp kernels (docs/ssd.md)"),
+                      source="H200, 2026-11-29: the six suite rows, both families, 4-warp tile kernels with one unit per "
+                             "chunk-parallel CTA (docs/ssd.md, bench/results/ssd_h200_v5_run2_hb1.json)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
@@ -84,8 +86,6 @@ def cost_model_path(gpu_name: str):
     """Where ``cake-rt calibrate`` keeps the fitted cost model of a GPU model (None: disk cache off)."""
     import pathlib
     import re
-
-    from .. import env
 
     d = env.cache_dir()
     slug = re.sub(r"[^a-z0-9._-]+", "-", str(gpu_name).lower()).strip("-") or "gpu"
@@ -130,32 +130,37 @@ def forget_cost_models() -> None:
     _saved_models.clear()
 
 
-EXACT_CTAS_PER_SM = 1   # the exact scan's 8-warp CTA holds ~200 registers per thread: one CTA per SM
-
-
-def _steps_per_chunk(Q: int, N: int) -> int:
+def _steps_per_chunk(Q: int, N: int, hb: int = 1) -> float:
+    """64-token rounds of one tile, weighted by its units: C B^T once per block, the rest per unit."""
     nsub = Q // SUB
-    npass = N // (128 if N == 128 else 64)
-    # output: nsub C loads + nsub*(nsub+1)/2 (i, j) rounds; state: nsub rounds per pass
-    return nsub + nsub * (nsub + 1) // 2 + nsub * npass
+    pairs = nsub * (nsub + 1) // 2
+    per_unit = pairs * 0.5 + nsub * (N / 128.0) * 2.0  # M X (half the C B^T work), C S^T and the state
+    return pairs * (N / 128.0) + hb * per_unit
+
+
+def _exact_rounds(items: float, tiles: float, max_chunks: int, slots: int) -> float:
+    """Chunk steps of the busiest exact-scan CTA slot: the longest segment, or the tiles spread over the
+    slots, counted in whole waves when the items outnumber the slots."""
+    spread = tiles / slots
+    if items > slots:
+        spread *= math.ceil(items / slots) / (items / slots)
+    return max(max_chunks, spread)
 
 
 def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
-               max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None) -> dict:
-    """Predicted microseconds of each family for a call's quantities."""
-    pb = headdim // PBLK
-    steps = _steps_per_chunk(chunk, dstate)
-    items = nseg * nheads * pb
-    tiles = total_chunks * nheads * pb
-    if items <= sm_count:
-        rounds = max(max_chunks, tiles / sm_count)
-        exact = model.e0 + rounds * (model.e_step * steps + model.e_chunk)
-    else:
-        rounds = max(max_chunks, tiles / (EXACT_CTAS_PER_SM * sm_count))
-        exact = model.e0 + rounds * model.e_step_shared * steps
+               max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None,
+               hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1) -> dict:
+    """Predicted microseconds of each family for a call's quantities (``hb`` / ``hbx``: units per CTA of
+    the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given)."""
+    units = nheads * (headdim // PBLK)
+    slots_x = exact_slots if exact_slots else 2 * sm_count
+    rounds = _exact_rounds(nseg * units / hbx, total_chunks * units / hbx, max_chunks, slots_x)
+    exact = model.e0 + rounds * (model.e_step * _steps_per_chunk(chunk, dstate, hbx) + model.e_chunk)
     slots = coop_slots if coop_slots else 2 * sm_count
-    chunkpar = (model.p0 + model.p1 * steps * max(1.0, tiles / slots) + model.p2 * max_chunks
-                + 2.5 * ws_bytes / model.bw_bytes_per_us)
+    tiles = total_chunks * units / hb
+    scan = max(max_chunks, total_chunks * units * (PBLK * dstate / THREADS) / slots)  # scan chunk steps per CTA
+    chunkpar = (model.p0 + model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
+                + model.p2 * scan + 3.0 * ws_bytes / model.bw_bytes_per_us + model.p_slice * slices)
     return {"exact": exact, "chunkpar": chunkpar}
 
 
@@ -170,12 +175,15 @@ class SsdPlan:
     mode: str
     segments: int
     nheads: int
-    work_items: int          # exact-scan CTAs: segments x heads x headdim blocks
+    work_items: int          # exact-scan CTAs: segments x units / units per CTA
     total_chunks: int
     max_chunks: int
     sm_count: int
     cooperative_capacity: int | None = None
     grid: int | None = None  # chunk-parallel grid (when chosen)
+    slice_units: int = 0     # chunk-parallel: units (head x 64 headdim rows) per workspace slice
+    defines: dict | None = None  # the program's defines (dtypes, shape, units per CTA, buffers)
+    model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs)
 
     def __str__(self):
         pred = ", ".join(f"{k} {v:.1f} us" for k, v in self.predicted_us.items())
@@ -189,7 +197,7 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
 
     ``family`` ("auto", "exact", "chunkpar") wins over ``mode`` (CAKE_RT_SSD_CHUNK_PARALLEL: auto, always,
     never). Chunk-parallel needs the workspace within ``cap`` and a possible cooperative launch
-    (``coop_error`` is None); under auto it also needs segments x heads < SMs and a predicted gain >= 5%.
+    (``coop_error`` is None); under auto it also needs a predicted gain >= 5% over the exact scan.
     """
     if family == "exact":
         return "exact", "family='exact' requested"
@@ -209,13 +217,11 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
         return "exact", f"cooperative launch impossible: {coop_error}"
     if mode == "always":
         return "chunkpar", f"{ENV_MODE}=always"
-    if nseg * nheads >= sm_count:
-        return "exact", f"segments x heads = {nseg * nheads} >= {sm_count} SMs"
     if predicted["chunkpar"] > 0.95 * predicted["exact"]:
         return "exact", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us is not 5% faster than "
                          f"exact {predicted['exact']:.1f} us")
     return "chunkpar", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us vs exact "
-                        f"{predicted['exact']:.1f} us; segments x heads = {nseg * nheads} < {sm_count} SMs")
+                        f"{predicted['exact']:.1f} us")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -502,25 +508,119 @@ def _check_memory(c: _Call) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------
-def _defines(c: _Call) -> dict:
-    return {"SSD_T": _CODES[np.dtype(c.x.dtype)], "SSD_DT": _CODES[np.dtype(c.dt.dtype)],
-            "SSD_SD": _CODES[np.dtype(c.state_dtype)], "SSD_P": c.headdim, "SSD_N": c.dstate, "SSD_Q": c.chunk}
+# Programs: one source, one define set per (dtypes, shape, configuration); both kernels in each.
+OPTIN_SMEM_H200 = 232448        # bytes a block may opt in to on sm_90 (227 KiB); per SM: 233472
+_SMEM = {"sm_80": (166912, 167936), "sm_86": (101376, 102400), "sm_89": (101376, 102400),
+         "sm_90a": (232448, 233472), "sm_100a": (232448, 233472)}   # (per block opt-in, per SM) by target
 
 
-def smem_bytes(itemsize: int, dstate: int, chunk: int, exact: bool, nbuf: int = 1) -> int:
-    """Dynamic shared memory of a program (mirrors the SSD_OFF_* layout in ssd_tile.cuh)."""
+def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool) -> int:
+    """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh)."""
     pad = 4 if itemsize == 4 else 8
-    ldn, ldx = dstate + pad, PBLK + pad
-    tile = (3 * 4 * chunk + 64 + SUB * ldn * itemsize + nbuf * (SUB * ldn * itemsize + SUB * ldx * itemsize)
-            + PBLK * ldn * itemsize)
-    if exact and itemsize != 4:
-        tile += PBLK * (dstate + 4) * 4
-    return tile
+    ldn, ldx, ldf = dstate + pad, PBLK + pad, dstate + 8
+    arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
+    c_off = (arrays + 15) // 16 * 16
+    tile_n = SUB * ldn * itemsize
+    tile_x = SUB * ldx * itemsize
+    s_unit = PBLK * ldf * 4 if exact else PBLK * ldn * itemsize
+    return c_off + tile_n + nbuf * tile_n + nbuf * hb * tile_x + hb * s_unit
 
 
-def workspace_bytes(c: _Call) -> int:
-    """Chunk-parallel workspace: fp32 local states, round_T(S_prev), per-chunk decays (256-B aligned)."""
-    n = c.total_chunks * c.nheads * c.headdim * c.dstate
+def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, exact: bool,
+                  optin: int = OPTIN_SMEM_H200, per_sm: int = OPTIN_SMEM_H200 + 1024):
+    """(units per CTA, B/X buffers) of a program: the first of (2, 2), (2, 1), (1, 2), (1, 1) whose shared
+    memory lets two CTAs share an SM, else the first that fits at all. Units per CTA must divide the units of
+    a group (they share B and C). Two units per CTA only in the exact scan with 16-bit inputs: in the
+    chunk-parallel kernel they bought 4% on the long rows, cost 35% on the short one (half the tiles) and
+    made ptxas spill around the scan phase; fp32 programs with two units take a minute to compile."""
+    two = exact and itemsize == 2
+    cands = [(hb, nb) for hb, nb in ((2, 2), (2, 1), (1, 2), (1, 1)) if units_per_group % hb == 0 and (two or hb == 1)]
+    fits = [(hb, nb) for hb, nb in cands if smem_bytes(itemsize, dstate, chunk, hb, nb, exact) <= optin]
+    if not fits:
+        raise ValueError(f"x: no SSD program fits {optin} bytes of shared memory per block for "
+                         f"{itemsize}-byte inputs, dstate {dstate}, chunk {chunk}")
+    for hb, nb in fits:
+        if 2 * (smem_bytes(itemsize, dstate, chunk, hb, nb, exact) + 1024) <= per_sm:
+            return hb, nb
+    return fits[0]
+
+
+def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,
+                    units_per_group: int, target: str = "sm_90a") -> dict:
+    """The defines of the program that serves these dtypes (codes 0 bf16, 1 fp16, 2 fp32) and shape."""
+    itemsize = 4 if x_code == 2 else 2
+    optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
+    hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm)
+    hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm)
+    return {"SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code, "SSD_P": headdim, "SSD_N": dstate,
+            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
+
+
+# (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
+# (tests/ssd, tests/acceptance), the selftest and the bench suite make: ``programs`` compiles these.
+_PROGRAM_CASES = sorted(
+    {(xd, 1 if xd == 1 else 2, sd, 64, 64, 128, 1) for xd in (0, 1, 2) for sd in (0, 1, 2)}   # dtype x state
+    | {(0, 2, 2, 64, 128, q, u) for q in (64, 128, 256) for u in (1, 8)}                         # chunks, groups
+    | {(0, 2, 2, 128, 256, 256, 4), (2, 2, 2, 128, 64, 64, 4), (1, 2, 2, 64, 256, 128, 2),
+       (2, 2, 2, 128, 128, 256, 4)}                                                              # headdim, dstate
+    | {(xd, 2, 2, 64, 64, 64, 4) for xd in (0, 1, 2)}                                            # varlen, selftest
+    | {(0, 2, 2, 64, 64, 64, 1), (0, 2, 2, 64, 128, 128, 8), (2, 2, 2, 64, 128, 256, 8),
+       (0, 2, 2, 64, 128, 256, 8), (0, 2, 2, 64, 64, 64, 132), (0, 2, 2, 64, 64, 256, 256),
+       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8)}                                   # misc GPU tests
+    | {(0, 2, 2, 64, 64, 64, 4), (1, 2, 2, 64, 64, 128, 2), (2, 2, 2, 64, 64, 256, 4),
+       (0, 2, 2, 64, 128, 64, 2), (2, 2, 2, 64, 64, 64, 2), (0, 2, 2, 64, 64, 64, 2),
+       (0, 2, 0, 64, 64, 64, 2), (0, 2, 2, 64, 128, 256, 2)}                                     # acceptance
+    | {(0, 2, 2, 64, 64, 128, 4), (0, 2, 2, 128, 128, 64, 2)}                                     # sanitize script
+    | {(0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 16)})                                # bench suite
+
+
+def programs(target: str = "sm_90a") -> list:
+    """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile
+    for ``target`` (to prewarm the kernel cache or sanitize them); each program holds both kernels."""
+    out, seen = [], set()
+    for case in _PROGRAM_CASES:
+        d = program_defines(*case, target=target)
+        key = tuple(sorted(d.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append((KERNEL_PATH, d))
+    return out
+
+
+def _defines(c: _Call) -> dict:
+    from ..launch.arch import device_info, target_for_capability
+
+    upg = (c.nheads // c.ngroups) * (c.headdim // PBLK)
+    target = target_for_capability(device_info(c.device).capability)
+    return program_defines(_CODES[np.dtype(c.x.dtype)], _CODES[np.dtype(c.dt.dtype)], _CODES[np.dtype(c.state_dtype)],
+                           c.headdim, c.dstate, c.chunk, upg, target)
+
+
+def _smem(c: _Call, defs: dict, exact: bool) -> int:
+    it = np.dtype(c.x.dtype).itemsize
+    if exact:
+        return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HBX"], defs["SSD_NBUFX"], True)
+    return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HB"], defs["SSD_NBUF"], False)
+
+
+def slice_units(c: _Call, hb: int, cap: int) -> int:
+    """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
+    multiple of ``hb``; 0 when not even one block of units fits."""
+    per_unit = c.total_chunks * PBLK * c.dstate * (4 + np.dtype(c.x.dtype).itemsize)
+    fixed = _align(c.total_chunks * c.nheads * 4) + 512
+    units = c.nheads * (c.headdim // PBLK)
+    if per_unit == 0:
+        return units
+    n = max(0, (cap - fixed) // per_unit) // hb * hb
+    return min(units, n)
+
+
+def workspace_bytes(c: _Call, units: int | None = None) -> int:
+    """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
+    round_T(S_prev), per-chunk decays (256-B aligned)."""
+    if units is None:
+        units = c.nheads * (c.headdim // PBLK)
+    n = c.total_chunks * units * PBLK * c.dstate
     it = np.dtype(c.x.dtype).itemsize
     return _align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
 
@@ -530,12 +630,10 @@ def _align(n, a=256):
 
 
 def _workspace_cap() -> int:
-    from .. import env
     return env.byte_count(ENV_CAP, DEFAULT_WORKSPACE_CAP)
 
 
 def _env_mode() -> str:
-    from .. import env
     return env.choice(ENV_MODE, ("auto", "always", "never"), "auto")
 
 
@@ -543,15 +641,9 @@ _kernels: dict = {}
 _capacity: dict = {}
 
 
-def _kernel(c: _Call, name: str, nbuf: int, wn: int = 2):
+def _kernel(c: _Call, name: str, defs: dict):
     """The loaded program, memoized here: get_kernel re-reads and re-hashes the source on every call
-    (milliseconds of host time, which a short call would otherwise pay each time). ``wn`` 1 selects the
-    4-warp (128-thread) variant of the same arithmetic; the default 2 adds no define, so the default
-    programs keep their verified source text."""
-    defs = _defines(c)
-    defs["SSD_NBUF"] = nbuf
-    if wn != 2:
-        defs["SSD_WN"] = wn
+    (milliseconds of host time, which a short call would otherwise pay each time)."""
     key = (c.device, name, tuple(sorted(defs.items())))
     k = _kernels.get(key)
     if k is None:
@@ -569,30 +661,6 @@ def _coop_capacity(k, smem: int) -> int:
     return cap
 
 
-def _nbuf(c: _Call) -> int:
-    """Double-buffered B/X tiles (loads overlap compute) unless fp32 inputs with dstate 256 (shared memory)."""
-    return 1 if (np.dtype(c.x.dtype).itemsize == 4 and c.dstate == 256) else 2
-
-
-ENV_NARROW = "CAKE_RT_SSD_EXACT_NARROW"
-
-
-def _exact_shape(c: _Call, work_items: int, sm_count: int):
-    """(warps per row block, buffers) of the exact scan. With ``CAKE_RT_SSD_EXACT_NARROW=1`` and more work
-    items than SMs (``force``: always, for tests), the 4-warp single-buffered CTA (two resident per SM) replaces the 8-warp one, which
-    registers hold to one CTA per SM; the arithmetic, and so every bit, is the same."""
-    narrow = os.environ.get(ENV_NARROW, "0").strip().lower()
-    if (narrow == "1" and work_items > sm_count) or narrow == "force":  # "force": tests, any size
-        return 1, 1
-    return 2, _exact_nbuf(c, sm_count)
-
-
-def _exact_nbuf(c: _Call, sm_count: int) -> int:
-    """Exact scan: double buffers (as ``_nbuf``). Its 8-warp CTA is register-bound to one per SM, so a
-    single buffer (which once bought a second resident 4-warp CTA) no longer buys residency."""
-    return _nbuf(c)
-
-
 _plan_memo: dict = {}
 
 
@@ -600,8 +668,8 @@ def _plan(c: _Call, family: str) -> SsdPlan:
     """The plan of a call, memoized on everything it depends on (shapes, dtypes, segment counts, the
     switches in force); the returned object is shared: treat it as read-only."""
     key = (c.device, family, c.x.dtype, c.dt.dtype, c.state_dtype, c.nheads, c.headdim, c.ngroups, c.dstate,
-           c.chunk, c.nseg, c.total_chunks, c.max_chunks, os.environ.get(ENV_MODE), os.environ.get(ENV_CAP),
-           os.environ.get(ENV_NARROW))
+           c.chunk, c.nseg, c.total_chunks, c.max_chunks, env.text("CAKE_RT_SSD_CHUNK_PARALLEL"),
+           env.text("CAKE_RT_SSD_WORKSPACE_CAP"))
     hit = _plan_memo.get(key)
     if hit is None:
         hit = _plan_uncached(c, family)
@@ -618,32 +686,38 @@ def _plan_uncached(c: _Call, family: str) -> SsdPlan:
     info = device_info(c.device)
     mode = _env_mode()
     cap = _workspace_cap()
-    ws = workspace_bytes(c)
+    defs = _defines(c)
+    hb, hbx = defs["SSD_HB"], defs["SSD_HBX"]
+    units = c.nheads * (c.headdim // PBLK)
+    su = slice_units(c, hb, cap)
+    slices = -(-units // su) if su else 0
+    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
     model, model_note = cost_model_for(info.name, info.capability)
     coop_error, capacity = None, None
-    need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and ws <= cap)
+    need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and su)
     if need_coop:
-        itemsize = np.dtype(c.x.dtype).itemsize
         try:
-            k = _kernel(c, "ssd_chunkpar", _nbuf(c))
-            capacity = _coop_capacity(k, smem_bytes(itemsize, c.dstate, c.chunk, False, _nbuf(c)))
+            k = _kernel(c, "ssd_chunkpar", defs)
+            capacity = _coop_capacity(k, _smem(c, defs, False))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
-    pred = predict_us(model, nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
-                      max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count, ws_bytes=ws,
-                      coop_slots=capacity)
+    inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
+                  max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
+                  ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1))
+    pred = predict_us(model, **inputs)
     fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
                                 ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
     if model_note:
         reason = f"{reason}; {model_note}"
-    items = c.nseg * c.nheads * (c.headdim // PBLK)
+    items = c.nseg * units // hbx
     plan = SsdPlan(family=fam, reason=reason, workspace_bytes=ws if fam == "chunkpar" else 0, workspace_cap=cap,
                    predicted_us=pred, mode=mode, segments=c.nseg, nheads=c.nheads, work_items=items,
                    total_chunks=c.total_chunks, max_chunks=c.max_chunks, sm_count=info.sm_count,
                    cooperative_capacity=capacity)
+    plan.defines, plan.slice_units, plan.model_inputs = defs, su, inputs
     if fam == "chunkpar":
-        tiles = c.total_chunks * c.nheads * (c.headdim // PBLK)
-        phase2 = c.nseg * c.nheads * (c.headdim * c.dstate // THREADS)
+        tiles = c.total_chunks * su // hb
+        phase2 = c.nseg * su * (PBLK * c.dstate // THREADS)
         plan.grid = max(1, min(max(tiles, phase2), capacity))
     return plan
 
@@ -761,27 +835,24 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                     np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
                     np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
             memo = c.launch_memo  # per argument signature: program choices that depend only on it
+            defs = plan.defines
             if plan.family == "exact":
-                mk = ("exact", plan.work_items, os.environ.get(ENV_NARROW))
-                hit = memo.get(mk)
+                hit = memo.get("exact")
                 if hit is None:
-                    wn, nb = _exact_shape(c, plan.work_items, plan.sm_count)
-                    hit = memo[mk] = (_kernel(c, "ssd_exact", nb, wn), 128 * wn,
-                                      smem_bytes(itemsize, c.dstate, c.chunk, True, nb))
-                k, block, smem = hit
-                launch_cached(k, plan.work_items, block, args, shared_mem=smem, stream=handle, tag="ssd_exact",
+                    hit = memo["exact"] = (_kernel(c, "ssd_exact", defs), _smem(c, defs, True))
+                k, smem = hit
+                launch_cached(k, plan.work_items, THREADS, args, shared_mem=smem, stream=handle, tag="ssd_exact",
                               memo=memo)
             else:
                 mk = ("chunkpar", plan.grid)
                 hit = memo.get(mk)
                 if hit is None:
-                    nb = _nbuf(c)
-                    k = _kernel(c, "ssd_chunkpar", nb)
-                    smem = smem_bytes(itemsize, c.dstate, c.chunk, False, nb)
+                    k = _kernel(c, "ssd_chunkpar", defs)
+                    smem = _smem(c, defs, False)
                     # The grid comes from this kernel's real occupancy (checked again at the launch).
                     hit = memo[mk] = (k, smem, min(plan.grid, _coop_capacity(k, smem)))
                 k, smem, grid = hit
-                n = c.total_chunks * c.nheads * c.headdim * c.dstate
+                n = c.total_chunks * plan.slice_units * PBLK * c.dstate
                 o1 = _align(n * 4)
                 o2 = o1 + _align(n * itemsize)
                 ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
@@ -789,9 +860,9 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 base = ws.data  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, workspace_bytes)
                 words = state_ticket_words(state, handle, c.device, 4, s, capturing)
                 with words.guard(handle):
-                    launch_cached(k, grid, THREADS, args + (base, base + o1, base + o2, words.array),
-                                  shared_mem=smem, stream=handle, tag="ssd_chunkpar", cooperative=True,
-                                  memo=c.launch_memo)
+                    launch_cached(k, grid, THREADS, args + (base, base + o1, base + o2, words.array,
+                                                            np.int32(plan.slice_units)),
+                                  shared_mem=smem, stream=handle, tag="ssd_chunkpar", cooperative=True, memo=memo)
         finally:
             if state is not None:
                 state.end(handle, capturing)
@@ -824,6 +895,9 @@ def ssd_flops_bytes(*, batch, seqlen, nheads, headdim, dstate, ngroups=1, chunk_
     nstate = (nseq if nseq is not None else batch) * nheads * headdim * dstate * state_bytes
     nb += nstate * ((1 if has_init else 0) + (1 if return_final else 0))
     return int(flops), int(nb)
+
+
+# ----------------------------------------------------------------------------------------------------
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -868,17 +942,3 @@ def selftest():
     return ok, f"exact vs chunkpar bitwise {'equal' if same else 'DIFFERENT'}; y rel L2 vs float64 {err:.2e}"
 
 
-def programs(target: str) -> list:
-    """Every program of this op for ``target``: [(source path relative to cake_rt/kernels, defines)], the
-    list ``cake-rt warmup`` and ``scripts/prewarm`` compile ahead of time (each holds both families)."""
-    out = []
-    for t, it in ((BF16, 2), (FP16, 2), (FP32, 4)):
-        for dt in sorted({_CODES[t], _CODES[FP32]}):
-            for sd in (_CODES[FP32], _CODES[BF16], _CODES[FP16]):
-                for P in HEADDIMS:
-                    for N in DSTATES:
-                        for Q in CHUNKS:
-                            nbuf = 1 if (it == 4 and N == 256) else 2
-                            out.append((KERNEL_PATH, {"SSD_T": _CODES[t], "SSD_DT": dt, "SSD_SD": sd, "SSD_P": P,
-                                                      "SSD_N": N, "SSD_Q": Q, "SSD_NBUF": nbuf}))
-    return out

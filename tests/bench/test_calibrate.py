@@ -30,7 +30,7 @@ def test_linear_fields_are_the_fitted_constants():
 
 def test_fit_recovers_a_known_model():
     start = op.COST_MODELS[(9, 0)]
-    truth = dataclasses.replace(start, e0=7.0, e_step=2.2, e_chunk=4.0, e_step_shared=3.1, p0=12.0, p1=2.5, p2=0.2)
+    truth = dataclasses.replace(start, e0=7.0, e_step=2.2, e_chunk=4.0, p_slice=3.1, p0=12.0, p1=2.5, p2=0.2)
     samples = [(pr, {k: v for k, v in pr(truth).items()}) for pr in map(_predictor, QUANTITIES)]
     new, how = fit(start, samples)
     for pr, meas in samples:

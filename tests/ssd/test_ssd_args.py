@@ -153,7 +153,7 @@ def _sel(**kw):
 
 def test_selection_rule():
     assert _sel()[0] == "chunkpar"
-    assert _sel(nheads=132)[0] == "exact"                                 # segments x heads >= SMs
+    assert _sel(nheads=132)[0] == "chunkpar"                              # the cost model decides, not the SMs
     assert _sel(predicted={"exact": 100.0, "chunkpar": 96.0})[0] == "exact"  # under 5% gain
     assert _sel(ws_bytes=101)[0] == "exact" and "cap" in _sel(ws_bytes=101)[1]
     assert _sel(coop_error="no coop")[0] == "exact" and "cooperative" in _sel(coop_error="no coop")[1]
@@ -183,32 +183,62 @@ def test_env_mode_and_cap_parsing(monkeypatch):
     assert ops._workspace_cap() == 256 * 1024 * 1024
 
 
-def test_workspace_sizes_of_suite_rows():
-    # seed row fits the 256 MiB cap; nemotron-h (128 heads x 128 chunks) does not.
-    seed = _validate(b=1, L=32768, H=8, G=1, N=128)
-    seed.chunk = 256
-    seed.table, seed.nseg, seed.total_chunks, seed.max_chunks, _ = ops._build_table([(0, 0, 32768, 0, True)], 32768, 256, False)
+def _with_table(c, L, chunk, nseq=1):
+    c.chunk = chunk
+    c.table, c.nseg, c.total_chunks, c.max_chunks, _ = ops._build_table([(0, 0, L, 0, True)], L, chunk, False)
+    return c
+
+
+def test_workspace_slices_of_suite_rows():
+    # seed: everything in one slice; nemotron-h (128 heads x 128 chunks, 805 MB unsliced) is cut into slices
+    # under the 256 MiB cap instead of being refused.
+    cap = ops.DEFAULT_WORKSPACE_CAP
+    seed = _with_table(_validate(b=1, L=32768, H=8, G=1, N=128), 32768, 256)
     assert ops.workspace_bytes(seed) == 128 * 8 * 64 * 128 * (4 + 2) + 128 * 8 * 4
-    nem = _validate(b=1, L=16384, H=128, G=8, N=128)
-    assert ops.workspace_bytes(nem) > ops.DEFAULT_WORKSPACE_CAP
+    assert ops.slice_units(seed, 2, cap) == 8
+    nem = _with_table(_validate(b=1, L=16384, H=128, G=8, N=128), 16384, 128)
+    assert ops.workspace_bytes(nem) > cap
+    su = ops.slice_units(nem, 2, cap)
+    assert 0 < su < 128 and su % 2 == 0
+    assert ops.workspace_bytes(nem, su) <= cap < ops.workspace_bytes(nem, su + 2)
+    assert ops.slice_units(nem, 2, 1000) == 0  # not even one block of units fits
 
 
 def test_cost_model_prefers_chunkpar_for_few_long_items():
     m = ops.COST_MODELS[(9, 0)]
     seed = ops.predict_us(m, nseg=1, nheads=8, headdim=64, dstate=128, chunk=256, max_chunks=128, total_chunks=128,
-                          sm_count=132, ws_bytes=50 << 20)
+                          sm_count=132, ws_bytes=50 << 20, hb=2, hbx=2)
     assert seed["chunkpar"] < 0.95 * seed["exact"]
     for v in seed.values():
         assert math.isfinite(v) and v > 0
 
 
-def test_smem_fits_hopper_optin_for_every_program():
+def test_smem_layout_and_config_choice():
+    # every program fits the opt-in limit of its target; the suite's bf16 programs keep two CTAs per SM
     for it in (2, 4):
         for N in ops.DSTATES:
             for Q in ops.CHUNKS:
-                nb = 1 if (it == 4 and N == 256) else 2
-                assert ops.smem_bytes(it, N, Q, True, nb) <= 232448
-                assert ops.smem_bytes(it, N, Q, False, nb) <= ops.smem_bytes(it, N, Q, True, nb)
+                for upg in (1, 2):
+                    for exact in (False, True):
+                        hb, nb = ops.choose_config(it, N, Q, upg, exact)
+                        assert upg % hb == 0
+                        assert ops.smem_bytes(it, N, Q, hb, nb, exact) <= ops.OPTIN_SMEM_H200
+    for exact in (False, True):
+        hb, nb = ops.choose_config(2, 128, 256, 8, exact)
+        assert 2 * (ops.smem_bytes(2, 128, 256, hb, nb, exact) + 1024) <= ops.OPTIN_SMEM_H200 + 1024
+    # a unit per CTA when a group has one unit (ngroups == nheads, headdim 64)
+    assert ops.choose_config(2, 128, 256, 1, False)[0] == 1
+
+
+def test_programs_list():
+    progs = ops.programs("sm_90a")
+    assert len(progs) == len({tuple(sorted(d.items())) for _, d in progs})
+    assert all(path == ops.KERNEL_PATH for path, _ in progs)
+    keys = {"SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_HB", "SSD_NBUF", "SSD_HBX", "SSD_NBUFX"}
+    assert all(set(d) == keys for _, d in progs)
+    # the bench suite's programs are in the list
+    for upg, q in ((8, 256), (80, 256), (16, 128)):
+        assert ("ssd/ssd_combined.cu", ops.program_defines(0, 2, 2, 64, 128, q, upg)) in progs
 
 
 def test_flops_bytes_seed_row():

@@ -153,14 +153,34 @@ def test_plans_env_override_and_workspace_cap(monkeypatch):
             cake_rt.ssd_combined(*args, **case["dev_kw"], family="chunkpar", out=out)
     assert recs == [] and to_bytes(out) == before
     monkeypatch.delenv("CAKE_RT_SSD_WORKSPACE_CAP")
-    # many (segment, head) items: exact under auto, chunkpar under always
+    # many (segment, head) items: the environment and an explicit family override the cost model
     many = make_case(72, 1, 300, sms, 64, 64, 1, BF16)
     dm = many["dev"]
     margs = (dm["x"], dm["dt"], dm["A"], dm["B"], dm["C"], 64)
-    assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family == "exact"
+    assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family in ("exact", "chunkpar")
     monkeypatch.setenv("CAKE_RT_SSD_CHUNK_PARALLEL", "always")
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family == "chunkpar"
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"], family="exact").family == "exact"
+    monkeypatch.setenv("CAKE_RT_SSD_CHUNK_PARALLEL", "never")
+    assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family == "exact"
+
+
+def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch):
+    """A cap that holds only part of the units cuts the chunk-parallel work into slices (grid barriers
+    between them): same bits as one slice and as the exact scan."""
+    import cake_rt
+
+    case = make_case(73, 1, 700, 8, 128, 64, 2, BF16)   # 16 units, 4 per group
+    full = call(case, 128, "chunkpar", final=True, chunks=True)
+    plan = cake_rt.ops.ssd.last_plan()
+    assert plan.slice_units == 16
+    monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(plan.workspace_bytes // 3))
+    sliced = call(case, 128, "chunkpar", final=True, chunks=True)
+    plan = cake_rt.ops.ssd.last_plan()
+    assert 0 < plan.slice_units < 16 and plan.workspace_bytes <= plan.workspace_cap
+    ex = call(case, 128, "exact", final=True, chunks=True)
+    for a, b, c in zip(full, sliced, ex):
+        assert to_bytes(a) == to_bytes(b) == to_bytes(c)
 
 
 def test_chunkpar_launch_is_cooperative_and_leaves_words_zero():

@@ -1,19 +1,30 @@
 // Mamba2 SSD: the chunk-tile device functions shared by both families (exact scan, chunk-parallel).
 //
-// Bitwise equality between the families rests on this file: both call the SAME functions, in the same
-// order, for the three pieces of arithmetic of a chunk (64 headdim rows p0..p0+63 of one head):
-//   ssd_chunk_prep     dt' = clamp(softplus?(dt + bias)), inclusive in-chunk cumsum cs of dt'*A
-//   ssd_chunk_state    S_loc = X^T (w * B), w_s = exp(cs_last - cs_s) dt'_s     (K order: tokens ascending)
-//   ssd_state_step     S <- fma(exp(cs_last), S, S_loc)                          (fp32, elementwise)
-//   ssd_chunk_output   y = exp(cs) * (C S_prev^T) + (C B^T * L) X + D x, gated by z
-// They differ only in where S lives between chunks (exact: shared memory; chunk-parallel: an fp32
-// workspace scanned by phase 2), always in fp32, and S_prev is rounded to the input dtype the same way.
+// Bitwise equality between the families rests on this file: both call the SAME functions for the four
+// pieces of arithmetic of a chunk, on a block of HB "units" (a unit is 64 headdim rows p0..p0+63 of one
+// head; the units of a block share one group of B / C):
+//   ssd_chunk_prep     dt' = clamp(softplus?(dt + bias)), cs = inclusive in-chunk cumsum of dt' A (log2 units),
+//                      w_s = 2^(cs_last - cs_s) dt'_s, decay = 2^cs_last
+//   ssd_chunk_state    S_loc = round_T(w * X)^T B                         (K order: tokens ascending)
+//   ssd_state_step     S <- fma(decay, S, S_loc)                          (fp32, elementwise)
+//   ssd_chunk_output   y = 2^cs C round_T(S_prev)^T + round_T(C B^T * L) X + D x, gated by z
+// Every output element is computed by the same instruction sequence whatever HB is (C B^T of a 16 x 64
+// strip is the same bits whether one unit or several use it), so HB and the buffering are free per family.
+// The families differ only in where S lives between chunks (exact: fp32 in shared memory, the fragments of
+// round_T(S_prev) packed from it; chunk-parallel: round_T(S_prev) in a workspace, read by ldmatrix): the
+// same rounded values either way.
+//
+// Output tile of a 64-token row block i (warp w owns tokens 16w..16w+15):
+//   acc  = 2^R_i (C_i S_prev^T)                          R_i = cs[64 i - 1] (0 for i = 0), <= 0
+//   acc += round_T(CB_ij * c_s) X_j        for j < i     c_s = 2^(R_i - cs_s) dt'_s <= dt'_s
+//   acc *= 2^(cs_t - R_i)                                 (<= 1: both factors of the decay have exponent <= 0)
+//   acc += round_T(CB_ii * 2^(cs_t - cs_s) dt'_s [s <= t]) X_i       (diagonal block, masked per element)
+// CB_ij = C_i B_j^T is computed once per warp strip and reused for every unit of the block; M never leaves
+// the registers (the C fragments of two n-tiles are the A fragment of the next mma).
 //
 // Compile-time parameters (defines): SSD_T (0 bf16, 1 fp16, 2 fp32: x, B, C, z, y), SSD_DT (dt dtype,
-// same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size).
-// A CTA is 128 * SSD_WN threads: 8 warps (two per scheduler) by default, 4 for the exact scan with more
-// items than SMs (two CTAs per SM). Warp w owns rows 16*(w & 3).. +15 of every 64-row tile and column share
-// (w >> 2) of its outputs.
+// same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size);
+// per kernel (ssd_combined.cu): units per CTA and B/X buffers.
 #pragma once
 #include "../common/types.cuh"
 #include "../common/mma.cuh"
@@ -49,38 +60,19 @@ typedef typename EDT::storage DTT;
 typedef typename ElemOf<SSD_SD>::type ESD;  // state element (returned / initial states)
 typedef typename ESD::storage SDT;
 
-// SSD_WN: warps per row block, splitting every warp tile's columns (2: 8-warp CTAs; 1: 4-warp CTAs, two
-// resident per SM where registers allow). Each output element is accumulated by one thread in the same k
-// order either way, so the split never changes a bit.
-#ifndef SSD_WN
-#define SSD_WN 2
+// k steps of the tile GEMMs unrolled together: loads of the next step overlap the mma of this one.
+#ifndef SSD_KUNROLL
+#define SSD_KUNROLL 2
 #endif
-#define SSD_THREADS (128 * SSD_WN)
-#define SSD_WARPS (SSD_THREADS / 32)
-#define SSD_PB 64                        // headdim rows per tile
+#define SSD_THREADS 128                  // 4 warps; warp w owns rows 16w..16w+15 of every 64-row tile
+#define SSD_PB 64                        // headdim rows per unit
+#define SSD_PBLKS (SSD_P / SSD_PB)       // units per head
 #define SSD_SUB 64                       // tokens per sub-block of a chunk
-#define SSD_NSUB_MAX (SSD_Q / SSD_SUB)
 #define SSD_IS_F32 (SSD_T == 2)
 #define SSD_PAD (SSD_IS_F32 ? 4 : 8)     // 16 bytes of row padding: ldmatrix rows stay aligned, banks spread
-#define SSD_LDN (SSD_N + SSD_PAD)        // leading dim of N-wide tiles (C, B, S_prev)
-#define SSD_LDX (SSD_PB + SSD_PAD)       // leading dim of 64-wide tiles (X, M)
-#define SSD_LDF (SSD_N + 4)              // leading dim of the fp32 state (exact scan)
-#ifndef SSD_NB
-#define SSD_NB (SSD_N == 128 ? 128 : 64)  // dstate 256: four passes keep the exact scan spill-free
-#endif  // state columns per pass (register budget)
-#define SSD_NPASS (SSD_N / SSD_NB)
-
-// Warp roles: row block (16 rows) and column half of every warp tile.
-__device__ __forceinline__ int ssd_wm() { return (threadIdx.x >> 5) & 3; }
-__device__ __forceinline__ int ssd_wn() { return SSD_WN == 2 ? (int)(threadIdx.x >> 7) : 0; }
-// The warps of one row block (w, w + 4) meet here (named barrier 1 + row block; 0 is __syncthreads).
-__device__ __forceinline__ void ssd_pair_sync() {
-#if SSD_WN == 2
-    asm volatile("bar.sync %0, 64;" ::"r"(1 + ssd_wm()) : "memory");
-#else
-    __syncwarp();
-#endif
-}
+#define SSD_LDN (SSD_N + SSD_PAD)        // leading dim of N-wide element tiles (C, B, S_prev)
+#define SSD_LDX (SSD_PB + SSD_PAD)       // leading dim of 64-wide element tiles (X)
+#define SSD_LDF (SSD_N + 8)              // leading dim of the fp32 state (exact scan): float2 rows conflict-free
 
 // Flags (runtime, uniform per launch).
 #define SSD_F_D 1
@@ -91,27 +83,54 @@ __device__ __forceinline__ void ssd_pair_sync() {
 #define SSD_F_CLAMP 32
 #define SSD_F_INIT 64
 
-// SSD_NBUF: 2 = double-buffered B/X tiles (the next tile's loads overlap this tile's math), 1 = single.
-#ifndef SSD_NBUF
-#define SSD_NBUF 2
-#endif
+// ---------------------------------------------------------------------------------------------------
+// shared memory: one layout per (units, buffers, state kind); the host mirrors it (ops/ssd.py smem_bytes).
+__host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16; }
+template <int HB, int NBUF, bool EXACT>
+struct SsdLayout {
+    static constexpr int BYTES_N = SSD_SUB * SSD_LDN * (int)sizeof(T);
+    static constexpr int BYTES_X = SSD_SUB * SSD_LDX * (int)sizeof(T);
+    static constexpr int cs = 0;                                   // float [HB][Q]  cumsum (log2 units)
+    static constexpr int dtv = cs + 4 * HB * SSD_Q;                // float [HB][Q]  dt'
+    static constexpr int w = dtv + 4 * HB * SSD_Q;                 // float [HB][Q]  state weights
+    static constexpr int cf = w + 4 * HB * SSD_Q;                  // float [HB][Q]  off-diagonal column factors
+    static constexpr int gt = cf + 4 * HB * SSD_Q;                 // float [HB][Q/32] warp-scan totals
+    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);         // float [HB]     chunk decays
+    static constexpr int C = ssd_align16(dec + 4 * HB);            // T [64][LDN]    C of the row block
+    static constexpr int B = C + BYTES_N;                          // T [NBUF][64][LDN]
+    static constexpr int X = B + NBUF * BYTES_N;                   // T [NBUF][HB][64][LDX]
+    static constexpr int S = X + NBUF * HB * BYTES_X;              // exact: float [HB][64][LDF]; else T [HB][64][LDN]
+    static constexpr int S_UNIT = EXACT ? SSD_PB * SSD_LDF * 4 : SSD_PB * SSD_LDN * (int)sizeof(T);
+    static constexpr int bytes = S + HB * S_UNIT;
+};
 
-// Shared-memory layout (bytes), identical for both kernels; the host computes the same numbers.
-#define SSD_BYTES_N (SSD_SUB * SSD_LDN * (int)sizeof(T))
-#define SSD_BYTES_X (SSD_SUB * SSD_LDX * (int)sizeof(T))
-#define SSD_OFF_CS 0
-#define SSD_OFF_DTV (SSD_OFF_CS + 4 * SSD_Q)
-#define SSD_OFF_W (SSD_OFF_DTV + 4 * SSD_Q)
-#define SSD_OFF_GT (SSD_OFF_W + 4 * SSD_Q)
-#define SSD_OFF_C (SSD_OFF_GT + 64)
-#define SSD_OFF_B0 (SSD_OFF_C + SSD_BYTES_N)
-#define SSD_OFF_X0 (SSD_OFF_B0 + SSD_BYTES_N)
-#define SSD_OFF_B1 (SSD_NBUF == 2 ? SSD_OFF_X0 + SSD_BYTES_X : SSD_OFF_B0)
-#define SSD_OFF_X1 (SSD_NBUF == 2 ? SSD_OFF_B1 + SSD_BYTES_N : SSD_OFF_X0)
-#define SSD_OFF_SP (SSD_OFF_C + SSD_BYTES_N + SSD_NBUF * (SSD_BYTES_N + SSD_BYTES_X))
-#define SSD_SMEM_TILE (SSD_OFF_SP + SSD_PB * SSD_LDN * (int)sizeof(T))
-// The exact scan also keeps the fp32 state; with fp32 inputs it is the S_prev tile itself.
-#define SSD_SMEM_EXACT (SSD_IS_F32 ? SSD_SMEM_TILE : SSD_SMEM_TILE + SSD_PB * SSD_LDF * 4)
+struct SsdSmem {
+    float* cs; float* dtv; float* w; float* cf; float* gt; float* dec;
+    T* Cs; T* B0; T* B1; T* X0; T* X1; unsigned char* S;
+};
+template <int HB, int NBUF, bool EXACT>
+__device__ __forceinline__ SsdSmem ssd_smem(unsigned char* base) {
+    typedef SsdLayout<HB, NBUF, EXACT> L;
+    SsdSmem s;
+    s.cs = (float*)(base + L::cs);
+    s.dtv = (float*)(base + L::dtv);
+    s.w = (float*)(base + L::w);
+    s.cf = (float*)(base + L::cf);
+    s.gt = (float*)(base + L::gt);
+    s.dec = (float*)(base + L::dec);
+    s.Cs = (T*)(base + L::C);
+    s.B0 = (T*)(base + L::B);
+    s.B1 = (T*)(base + L::B + (NBUF - 1) * L::BYTES_N);
+    s.X0 = (T*)(base + L::X);
+    s.X1 = (T*)(base + L::X + (NBUF - 1) * HB * L::BYTES_X);
+    s.S = base + L::S;
+    return s;
+}
+// Buffer selection by value (an indexed pointer array would live in local memory).
+__device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return buf ? s.B1 : s.B0; }
+__device__ __forceinline__ T* sX(const SsdSmem& s, int buf, int u) {
+    return (buf ? s.X1 : s.X0) + u * SSD_SUB * SSD_LDX;
+}
 
 struct SsdArgs {
     const T* x; const DTT* dt; const float* A; const T* Bm; const T* Cm;
@@ -131,108 +150,35 @@ struct SsdArgs {
 #define SEG_FINAL 5     // final_states index, -1: none
 #define SEG_VARLEN 6    // varlen_states index, -1: none
 
-struct SsdSmem {
-    float* cs; float* dtv; float* w; float* gt;
-    T* Cs; T* B0; T* B1; T* X0; T* X1; T* Sp; float* Sf;
-};
-// Buffer selection by value (an indexed pointer array would live in local memory).
-__device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return buf ? s.B1 : s.B0; }
-__device__ __forceinline__ T* sX(const SsdSmem& s, int buf) { return buf ? s.X1 : s.X0; }
-
-__device__ __forceinline__ SsdSmem ssd_smem(unsigned char* base) {
-    SsdSmem s;
-    s.cs = (float*)(base + SSD_OFF_CS);
-    s.dtv = (float*)(base + SSD_OFF_DTV);
-    s.w = (float*)(base + SSD_OFF_W);
-    s.gt = (float*)(base + SSD_OFF_GT);
-    s.Cs = (T*)(base + SSD_OFF_C);
-    s.B0 = (T*)(base + SSD_OFF_B0);
-    s.X0 = (T*)(base + SSD_OFF_X0);
-    s.B1 = (T*)(base + SSD_OFF_B1);
-    s.X1 = (T*)(base + SSD_OFF_X1);
-    s.Sp = (T*)(base + SSD_OFF_SP);
-    s.Sf = SSD_IS_F32 ? (float*)(base + SSD_OFF_SP) : (float*)(base + SSD_SMEM_TILE);
-    return s;
+__device__ __forceinline__ int unit_head(int u) { return u / SSD_PBLKS; }
+__device__ __forceinline__ int unit_p0(int u) { return (u % SSD_PBLKS) * SSD_PB; }
+__device__ __forceinline__ long long ssd_state_index(long long idx, int nheads, int h, int p) {
+    return ((idx * nheads + h) * SSD_P + p) * (long long)SSD_N;
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Warp GEMM on shared-memory tiles: acc[t] (16 x 8, mma C layout) += A[m0.., k] * B[k, n0 + 8t ..].
-// Layouts: A_RM A stored [m][k]; A_KM stored [k][m]; B_NK B stored [n][k]; B_KN stored [k][n].
-// 16-bit inputs: ldmatrix + mma.sync m16n8k16 (f32 accumulate). fp32 inputs: the same fragment
-// ownership computed with fp32 FMAs in k order (no tf32: fp32 accuracy).
-#define A_RM 0
-#define A_KM 1
-#define B_NK 0
-#define B_KN 1
-
-template <int AL, int BL, int NT>
-__device__ __forceinline__ void warp_gemm(float (*acc)[4], const T* A, int lda, int m0, const T* B, int ldb,
-                                          int n0, int K) {
-    const int lane = threadIdx.x & 31;
-#if SSD_IS_F32
-    const int g = lane >> 2, tg = lane & 3;
-    for (int k = 0; k < K; ++k) {
-        const float a0 = AL == A_RM ? A[(m0 + g) * lda + k] : A[k * lda + m0 + g];
-        const float a1 = AL == A_RM ? A[(m0 + g + 8) * lda + k] : A[k * lda + m0 + g + 8];
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const int n = n0 + 8 * t + 2 * tg;
-            const float b0 = BL == B_NK ? B[n * ldb + k] : B[k * ldb + n];
-            const float b1 = BL == B_NK ? B[(n + 1) * ldb + k] : B[k * ldb + n + 1];
-            acc[t][0] = __fmaf_rn(a0, b0, acc[t][0]);
-            acc[t][1] = __fmaf_rn(a0, b1, acc[t][1]);
-            acc[t][2] = __fmaf_rn(a1, b0, acc[t][2]);
-            acc[t][3] = __fmaf_rn(a1, b1, acc[t][3]);
-        }
-    }
-#else
-    const int li = lane & 7, mat = lane >> 3;
-#ifndef SSD_KUNROLL
-#define SSD_KUNROLL 2
-#endif
-#pragma unroll SSD_KUNROLL  // bounded look-ahead: full unrolling hoists every fragment load (register spills)
-    for (int k0 = 0; k0 < K; k0 += 16) {
-        uint32_t a[4];
-        if (AL == A_RM) {
-            ldmatrix_x4(a, A + (m0 + (lane & 15)) * lda + k0 + ((lane >> 4) << 3));
-        } else {
-            ldmatrix_x4_trans(a, A + (k0 + li + ((mat >> 1) << 3)) * lda + m0 + ((mat & 1) << 3));
-        }
-#pragma unroll
-        for (int t = 0; t < NT; t += 2) {
-            uint32_t b[4];
-            if (BL == B_NK) {
-                ldmatrix_x4(b, B + (n0 + 8 * t + li + ((mat >> 1) << 3)) * ldb + k0 + ((mat & 1) << 3));
-            } else {
-                ldmatrix_x4_trans(b, B + (k0 + li + ((mat & 1) << 3)) * ldb + n0 + 8 * t + ((mat >> 1) << 3));
-            }
-#if SSD_T == 0
-            mma_bf16_16816(acc[t], a, b);
-            mma_bf16_16816(acc[t + 1], a, b + 2);
-#else
-            mma_fp16_16816(acc[t], a, b);
-            mma_fp16_16816(acc[t + 1], a, b + 2);
-#endif
-        }
-    }
-#endif
-}
-
+// small helpers
 // 2^x in one MUFU instruction (ftz: results below 2^-126 flush to 0; the same code in both families).
 __device__ __forceinline__ float ex2(float x) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
-
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+#if SSD_T == 0
+    return pack_bf16x2(lo, hi);
+#else
+    return pack_fp16x2(lo, hi);
+#endif
+}
+__device__ __forceinline__ float lo16(uint32_t v) { return E::to_float((T)(v & 0xffffu)); }
+__device__ __forceinline__ float hi16(uint32_t v) { return E::to_float((T)(v >> 16)); }
 // Store two adjacent values of an element tile (rounded to T).
 __device__ __forceinline__ void st_pair(T* p, float lo, float hi) {
-#if SSD_T == 0
-    *(uint32_t*)p = pack_bf16x2(lo, hi);
-#elif SSD_T == 1
-    *(uint32_t*)p = pack_fp16x2(lo, hi);
-#else
+#if SSD_IS_F32
     *(float2*)p = make_float2(lo, hi);
+#else
+    *(uint32_t*)p = pack2(lo, hi);
 #endif
 }
 __device__ __forceinline__ void ld_pair(const T* p, float& lo, float& hi) {
@@ -241,12 +187,42 @@ __device__ __forceinline__ void ld_pair(const T* p, float& lo, float& hi) {
     lo = v.x; hi = v.y;
 #else
     const uint32_t v = *(const uint32_t*)p;
-    lo = E::to_float((T)(v & 0xffffu));
-    hi = E::to_float((T)(v >> 16));
+    lo = lo16(v);
+    hi = hi16(v);
 #endif
 }
+__device__ __forceinline__ void mma16816(float d[4], const uint32_t a[4], const uint32_t* b) {
+#if SSD_T == 0
+    mma_bf16_16816(d, a, b);
+#else
+    mma_fp16_16816(d, a, b);
+#endif
+}
+template <int NT>
+__device__ __forceinline__ void zero_tiles(float (*acc)[4]) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+}
 
-// 64 rows x ROW_ELEMS elements global -> shared (cp.async, zero-fill rows >= valid). Ends with a CTA barrier.
+// Fragment loads (16-bit programs). A: 16 x 16 (rows m0.., k k0..); B: two 16 x 8 n-tiles (n0.., n0 + 8..).
+__device__ __forceinline__ void ldA_rm(uint32_t a[4], const T* A, int lda, int m0, int k0) {  // A stored [m][k]
+    const int lane = threadIdx.x & 31;
+    ldmatrix_x4(a, A + (m0 + (lane & 15)) * lda + k0 + ((lane >> 4) << 3));
+}
+__device__ __forceinline__ void ldA_km(uint32_t a[4], const T* A, int lda, int m0, int k0) {  // A stored [k][m]
+    const int lane = threadIdx.x & 31, li = lane & 7, mat = lane >> 3;
+    ldmatrix_x4_trans(a, A + (k0 + li + ((mat >> 1) << 3)) * lda + m0 + ((mat & 1) << 3));
+}
+__device__ __forceinline__ void ldB_nk(uint32_t b[4], const T* B, int ldb, int n0, int k0) {  // B stored [n][k]
+    const int lane = threadIdx.x & 31, li = lane & 7, mat = lane >> 3;
+    ldmatrix_x4(b, B + (n0 + li + ((mat >> 1) << 3)) * ldb + k0 + ((mat & 1) << 3));
+}
+__device__ __forceinline__ void ldB_kn(uint32_t b[4], const T* B, int ldb, int n0, int k0) {  // B stored [k][n]
+    const int lane = threadIdx.x & 31, li = lane & 7, mat = lane >> 3;
+    ldmatrix_x4_trans(b, B + (k0 + li + ((mat & 1) << 3)) * ldb + n0 + ((mat >> 1) << 3));
+}
+
+// 64 rows x ROW_ELEMS elements global -> shared (cp.async, zero-fill rows >= valid).
 template <int ROW_ELEMS>
 __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src, long long row_stride, int valid) {
     constexpr int VEC = 16 / (int)sizeof(T);
@@ -258,26 +234,41 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
         cp_async_16_zfill(dst + r * ld_dst + c, g, ok ? 16 : 0);
     }
 }
-__device__ __forceinline__ void cp_async_join() {
+
+// Issue (one commit group) B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token
+// sub-block starting at token `tok` into buffer `buf`.
+template <int HB, int NCOLS>
+__device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
+                                         int u0, int n0) {
+    load_tile_async<NCOLS>(sB(s, buf) + n0, SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
+                           (long long)a.ngroups * SSD_N, valid);
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int uu = u0 + u;
+        load_tile_async<SSD_PB>(sX(s, buf, u), SSD_LDX, a.x + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu),
+                                (long long)a.nheads * SSD_P, valid);
+    }
     cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Chunk prep: dtv[t] = dt'_t (0 beyond the chunk's l tokens), cs[t] = inclusive cumsum of dt'*A*log2(e) in a
-// fixed order (32-token warp scans, then the group totals added left to right), w[t] = exp(cs_last - cs_t)
-// dt'_t. Returns exp(cs_last) (the chunk decay). Ends with a CTA barrier.
-__device__ __forceinline__ float ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int h) {
+// Chunk prep of every unit u of the block (arrays [u][Q]): dtv = dt' (0 beyond the chunk's l tokens),
+// cs = inclusive cumsum of dt' A log2(e) in a fixed order (32-token warp scans, then the group totals added
+// left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last. Starts and ends with a CTA barrier.
+template <int HB>
+__device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
+    constexpr int G = SSD_Q / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float Ah2 = __fmul_rn(a.A[h], 1.4426950408889634f);  // cumsums in log2 units: 2^x is one MUFU op
-    const float bias = (a.flags & SSD_F_BIAS) ? a.dt_bias[h] : 0.0f;
-    for (int gi = warp; gi < SSD_Q / 32; gi += SSD_THREADS / 32) {
+    __syncthreads();  // the previous users of the chunk arrays are done
+    for (int task = warp; task < HB * G; task += SSD_THREADS / 32) {
+        const int u = task / G, gi = task % G;
+        const int h = unit_head(u0 + u);
+        const float Ah2 = __fmul_rn(a.A[h], 1.4426950408889634f);  // log2 units: 2^x is one MUFU op
         const int t = gi * 32 + lane;
         float d = 0.0f, v = 0.0f;
         if (t < l) {
             d = EDT::to_float(a.dt[(ctok + t) * a.nheads + h]);
-            if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, bias);
+            if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, a.dt_bias[h]);
             if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
             if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
             v = __fmul_rn(d, Ah2);
@@ -287,203 +278,427 @@ __device__ __forceinline__ float ssd_chunk_prep(const SsdArgs& a, const SsdSmem&
             const float n = __shfl_up_sync(0xffffffffu, v, off);
             if (lane >= off) v = __fadd_rn(v, n);
         }
-        s.dtv[t] = d;
-        s.cs[t] = v;
-        if (lane == 31) s.gt[gi] = v;
+        s.dtv[u * SSD_Q + t] = d;
+        s.cs[u * SSD_Q + t] = v;
+        if (lane == 31) s.gt[u * G + gi] = v;
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < SSD_Q; t += SSD_THREADS) {
-        const int gi = t >> 5;
+    for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
+        const int u = e / SSD_Q, gi = (e % SSD_Q) >> 5;
         if (gi > 0) {
-            float pre = s.gt[0];
-            for (int k = 1; k < gi; ++k) pre = __fadd_rn(pre, s.gt[k]);
-            s.cs[t] = __fadd_rn(pre, s.cs[t]);
+            float pre = s.gt[u * G];
+            for (int k = 1; k < gi; ++k) pre = __fadd_rn(pre, s.gt[u * G + k]);
+            s.cs[e] = __fadd_rn(pre, s.cs[e]);
         }
     }
     __syncthreads();
-    const float last = s.cs[l - 1];
-    for (int t = threadIdx.x; t < SSD_Q; t += SSD_THREADS) {
-        s.w[t] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[t])), s.dtv[t]) : 0.0f;
+    for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
+        const int u = e / SSD_Q, t = e % SSD_Q;
+        const float last = s.cs[u * SSD_Q + l - 1];
+        s.w[e] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[e])), s.dtv[e]) : 0.0f;
     }
+    if (threadIdx.x < HB) s.dec[threadIdx.x] = ex2(s.cs[threadIdx.x * SSD_Q + l - 1]);
     __syncthreads();
-    return ex2(last);
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Chunk-local state of rows p0..p0+63: S_loc[p][n] = sum_s X[s][p] * round_T(w_s B[s][n]), tokens in
-// ascending order. Calls sink(pass_n0, acc) with the warp's accumulators (rows 16*wm.., columns
-// n0 + wn*NB/WN + 8t .., t < NB/(8 WN)).
-// Issue (cp.async, one commit group) the B columns n0..n0+NCOLS and the X rows p0..p0+63 of the 64-token
-// sub-block starting at token `tok` into buffer `buf`.
-template <int NCOLS>
-__device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
-                                         int h, int p0, int n0) {
-    load_tile_async<NCOLS>(sB(s, buf) + n0, SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
-                           (long long)a.ngroups * SSD_N, valid);
-    load_tile_async<SSD_PB>(sX(s, buf), SSD_LDX, a.x + (tok * a.nheads + h) * SSD_P + p0,
-                            (long long)a.nheads * SSD_P, valid);
-    cp_async_commit();
-}
-
-template <class Sink>
-__device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int h,
-                                                int p0, Sink& sink) {
-    const int wm = ssd_wm(), wn = ssd_wn();
-    const int grp = h / (a.nheads / a.ngroups);
+// Chunk-local states of the block: S_loc_u[p][n] = sum_s round_T(w_u[s] X_u[s][p]) B[s][n], tokens in
+// ascending order, NB state columns per pass (B fragments loaded once per k step and used by every unit).
+// Calls sink(n0, acc) per pass with the warp's accumulators: acc[u][t] holds rows 16w + g (+8), columns
+// n0 + 8t + 2tg (+1).
+template <int HB, int NBUF, int NB, class Sink>
+__device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0,
+                                                Sink& sink) {
+    constexpr int NT = NB / 8;
+    const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
+    const int g = lane >> 2, tg = lane & 3;
+    const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    for (int pass = 0; pass < SSD_NPASS; ++pass) {
-        const int n0 = pass * SSD_NB;
-        float acc[SSD_NB / (8 * SSD_WN)][4];  // the warp's column share of the pass
+    for (int n0 = 0; n0 < SSD_N; n0 += NB) {
+        float acc[HB][NT][4];
 #pragma unroll
-        for (int t = 0; t < SSD_NB / (8 * SSD_WN); ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+        for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
         __syncthreads();  // previous users of the B / X buffers are done
-        if (SSD_NBUF == 2) issue_bx<SSD_NB>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, n0);
+        if (NBUF == 2) issue_bx<HB, NB>(a, s, 0, ctok, min(SSD_SUB, l), grp, u0, n0);
         for (int j = 0; j < nsub; ++j) {
-            const int buf = SSD_NBUF == 2 ? (j & 1) : 0;
-            if (j > 0) __syncthreads();  // step j-1 is done with the buffer the prefetch overwrites
-            if (SSD_NBUF == 2) {
+            const int buf = NBUF == 2 ? (j & 1) : 0;
+            if (j > 0) __syncthreads();  // step j-1 is done with the buffer the next load overwrites
+            if (NBUF == 2) {
                 if (j + 1 < nsub) {
-                    issue_bx<SSD_NB>(a, s, buf ^ 1, ctok + (j + 1) * SSD_SUB, min(SSD_SUB, l - (j + 1) * SSD_SUB), grp,
-                                     h, p0, n0);
+                    issue_bx<HB, NB>(a, s, buf ^ 1, ctok + (j + 1) * SSD_SUB, min(SSD_SUB, l - (j + 1) * SSD_SUB), grp,
+                                     u0, n0);
                     cp_async_wait<1>();
                 } else {
                     cp_async_wait<0>();
                 }
             } else {
-                issue_bx<SSD_NB>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, h, p0, n0);
+                issue_bx<HB, NB>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
                 cp_async_wait<0>();
             }
             __syncthreads();
-            // Bw = round_T(w * B): the decayed, dt-weighted B of the chunk-state product.
-            T* Bs = sB(s, buf);
-            for (int i = threadIdx.x; i < SSD_SUB * (SSD_NB / 2); i += SSD_THREADS) {
-                const int r = i / (SSD_NB / 2), c = n0 + 2 * (i % (SSD_NB / 2));
-                const float wv = s.w[j * SSD_SUB + r];
-                float b0, b1;
-                ld_pair(Bs + r * SSD_LDN + c, b0, b1);
-                st_pair(Bs + r * SSD_LDN + c, __fmul_rn(b0, wv), __fmul_rn(b1, wv));
+            const T* Bs = sB(s, buf);
+#if SSD_IS_F32
+            for (int k = 0; k < SSD_SUB; ++k) {
+#pragma unroll
+                for (int u = 0; u < HB; ++u) {
+                    const T* Xs = sX(s, buf, u);
+                    const float wk = s.w[u * SSD_Q + j * SSD_SUB + k];
+                    const float a0 = __fmul_rn(Xs[k * SSD_LDX + m0 + g], wk);
+                    const float a1 = __fmul_rn(Xs[k * SSD_LDX + m0 + g + 8], wk);
+#pragma unroll
+                    for (int t = 0; t < NT; ++t) {
+                        const float2 b = *(const float2*)(Bs + k * SSD_LDN + n0 + 8 * t + 2 * tg);
+                        acc[u][t][0] = __fmaf_rn(a0, b.x, acc[u][t][0]);
+                        acc[u][t][1] = __fmaf_rn(a0, b.y, acc[u][t][1]);
+                        acc[u][t][2] = __fmaf_rn(a1, b.x, acc[u][t][2]);
+                        acc[u][t][3] = __fmaf_rn(a1, b.y, acc[u][t][3]);
+                    }
+                }
             }
-            __syncthreads();
-            warp_gemm<A_KM, B_KN, SSD_NB / (8 * SSD_WN)>(acc, sX(s, buf), SSD_LDX, 16 * wm, Bs + n0, SSD_LDN,
-                                                         wn * (SSD_NB / SSD_WN), SSD_SUB);
+#else
+#pragma unroll SSD_KUNROLL
+            for (int k0 = 0; k0 < SSD_SUB; k0 += 16) {
+                uint32_t b[NT / 2][4];
+#pragma unroll
+                for (int t2 = 0; t2 < NT / 2; ++t2) ldB_kn(b[t2], Bs, SSD_LDN, n0 + 16 * t2, k0);
+#pragma unroll
+                for (int u = 0; u < HB; ++u) {
+                    uint32_t av[4];
+                    ldA_km(av, sX(s, buf, u), SSD_LDX, m0, k0);
+                    // A = round_T(w_s X^T): the columns of the fragment are tokens k0 + 2tg (+1) and k0 + 8 + 2tg (+1)
+                    const float2 w0 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 2 * tg);
+                    const float2 w8 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 8 + 2 * tg);
+                    uint32_t af[4];
+                    af[0] = pack2(__fmul_rn(lo16(av[0]), w0.x), __fmul_rn(hi16(av[0]), w0.y));
+                    af[1] = pack2(__fmul_rn(lo16(av[1]), w0.x), __fmul_rn(hi16(av[1]), w0.y));
+                    af[2] = pack2(__fmul_rn(lo16(av[2]), w8.x), __fmul_rn(hi16(av[2]), w8.y));
+                    af[3] = pack2(__fmul_rn(lo16(av[3]), w8.x), __fmul_rn(hi16(av[3]), w8.y));
+#pragma unroll
+                    for (int t2 = 0; t2 < NT / 2; ++t2) {
+                        mma16816(acc[u][2 * t2], af, b[t2]);
+                        mma16816(acc[u][2 * t2 + 1], af, b[t2] + 2);
+                    }
+                }
+            }
+#endif
         }
         sink(n0, acc);
     }
 }
 
-// fp32 recurrence step, the one both families use: S <- exp(cs_last) * S + S_loc.
+// fp32 recurrence step, the one both families use: S <- 2^cs_last * S + S_loc.
 __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc) { return __fmaf_rn(decay, S, loc); }
 
 // ---------------------------------------------------------------------------------------------------
-// Chunk outputs of rows p0..p0+63 from S_prev (round_T of the fp32 state, in s.Sp [p][n]):
-//   y[t][p] = exp(cs_t) * sum_n C[t][n] Sp[p][n] + sum_{s<=t} round_T(CB[t][s] exp(cs_t - cs_s) dt'_s) X[s][p]
-//             + D x, then * z sigmoid(z).
-// Row sub-block i (64 tokens) accumulates over key sub-blocks j = 0..i in order.
-__device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int h,
-                                                 int p0) {
-    const int lane = threadIdx.x & 31;
+// Output GEMM pieces (warp strip: 16 token rows m0.., 64 columns as 8 n-tiles).
+
+// CB strip: cb[t] = C[m0.., :] B[8t.., :]^T over the N state columns, n-tiles t < nt (even) only.
+__device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int m0, int nt) {
+    zero_tiles<8>(cb);
+#if SSD_IS_F32
+    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    for (int k = 0; k < SSD_N; ++k) {
+        const float a0 = Cs[(m0 + g) * SSD_LDN + k], a1 = Cs[(m0 + g + 8) * SSD_LDN + k];
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t < nt) {
+                const float b0 = Bs[(8 * t + 2 * tg) * SSD_LDN + k], b1 = Bs[(8 * t + 2 * tg + 1) * SSD_LDN + k];
+                cb[t][0] = __fmaf_rn(a0, b0, cb[t][0]);
+                cb[t][1] = __fmaf_rn(a0, b1, cb[t][1]);
+                cb[t][2] = __fmaf_rn(a1, b0, cb[t][2]);
+                cb[t][3] = __fmaf_rn(a1, b1, cb[t][3]);
+            }
+        }
+    }
+#else
+#pragma unroll SSD_KUNROLL
+    for (int k0 = 0; k0 < SSD_N; k0 += 16) {
+        uint32_t av[4];
+        ldA_rm(av, Cs, SSD_LDN, m0, k0);
+#pragma unroll
+        for (int t = 0; t < 8; t += 2) {
+            if (t < nt) {
+                uint32_t b[4];
+                ldB_nk(b, Bs, SSD_LDN, 8 * t, k0);
+                mma16816(cb[t], av, b);
+                mma16816(cb[t + 1], av, b + 2);
+            }
+        }
+    }
+#endif
+}
+
+// Inter-chunk term of every unit: y[u][t] += C[m0.., :] round_T(S_u[8t.., :])^T over the N state columns.
+// S_F32: S_u is the fp32 state [64][LDF] (exact scan: fragments packed from it); else round_T(S_prev)
+// [64][LDN] (chunk-parallel: ldmatrix). Both give the same operand bits.
+template <int HB, bool S_F32>
+__device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int m0, const unsigned char* S) {
+    constexpr int SLD = S_F32 ? SSD_LDF : SSD_LDN;
+    constexpr int SUNIT = SSD_PB * SLD;
+    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+#if SSD_IS_F32
+    const float* Sf = (const float*)S;
+    for (int k = 0; k < SSD_N; ++k) {
+        const float a0 = Cs[(m0 + g) * SSD_LDN + k], a1 = Cs[(m0 + g + 8) * SSD_LDN + k];
+#pragma unroll
+        for (int u = 0; u < HB; ++u) {
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                const float b0 = Sf[u * SUNIT + (8 * t + 2 * tg) * SLD + k];
+                const float b1 = Sf[u * SUNIT + (8 * t + 2 * tg + 1) * SLD + k];
+                y[u][t][0] = __fmaf_rn(a0, b0, y[u][t][0]);
+                y[u][t][1] = __fmaf_rn(a0, b1, y[u][t][1]);
+                y[u][t][2] = __fmaf_rn(a1, b0, y[u][t][2]);
+                y[u][t][3] = __fmaf_rn(a1, b1, y[u][t][3]);
+            }
+        }
+    }
+#else
+#pragma unroll SSD_KUNROLL
+    for (int k0 = 0; k0 < SSD_N; k0 += 16) {
+        uint32_t av[4];
+        ldA_rm(av, Cs, SSD_LDN, m0, k0);
+#pragma unroll
+        for (int u = 0; u < HB; ++u) {
+#pragma unroll
+            for (int t = 0; t < 8; t += 2) {
+                uint32_t b[4];
+                if (S_F32) {
+                    // B fragment (k = state column, n = headdim row): rows 8t + g and 8t + 8 + g of S
+                    const float* r0 = (const float*)S + u * SUNIT + (8 * t + g) * SLD + k0 + 2 * tg;
+                    const float* r1 = r0 + 8 * SLD;
+                    const float2 v00 = *(const float2*)r0, v01 = *(const float2*)(r0 + 8);
+                    const float2 v10 = *(const float2*)r1, v11 = *(const float2*)(r1 + 8);
+                    b[0] = pack2(v00.x, v00.y);
+                    b[1] = pack2(v01.x, v01.y);
+                    b[2] = pack2(v10.x, v10.y);
+                    b[3] = pack2(v11.x, v11.y);
+                } else {
+                    ldB_nk(b, (const T*)S + u * SUNIT, SSD_LDN, 8 * t, k0);
+                }
+                mma16816(y[u][t], av, b);
+                mma16816(y[u][t + 1], av, b + 2);
+            }
+        }
+    }
+#endif
+}
+
+// y[t] += M X_j for the 16-row strip, M[r][c] = f(cb[r][c], r, c) (r: strip row 0..15, c: column 0..63 of the
+// sub-block), k-tiles kk < nk only. 16-bit: M is rounded to T and packed from the accumulator fragments
+// (the C fragments of n-tiles 2kk, 2kk+1 are the A fragment of k-tile kk). fp32: each lane fetches the
+// row values it needs from the owning lane by shuffles.
+template <class F>
+__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+#if SSD_IS_F32
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        if (kk < nk) {
+#pragma unroll
+            for (int kq = 0; kq < 16; ++kq) {
+                const int k = 16 * kk + kq;
+                const int src = (lane & ~3) | ((k >> 1) & 3);
+                const float a0 = f.one(__shfl_sync(0xffffffffu, cb[k >> 3][k & 1], src), g, k);
+                const float a1 = f.one(__shfl_sync(0xffffffffu, cb[k >> 3][2 + (k & 1)], src), g + 8, k);
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    const float2 b = *(const float2*)(Xs + k * SSD_LDX + 8 * t + 2 * tg);
+                    y[t][0] = __fmaf_rn(a0, b.x, y[t][0]);
+                    y[t][1] = __fmaf_rn(a0, b.y, y[t][1]);
+                    y[t][2] = __fmaf_rn(a1, b.x, y[t][2]);
+                    y[t][3] = __fmaf_rn(a1, b.y, y[t][3]);
+                }
+            }
+        }
+    }
+#else
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        if (kk < nk) {
+            const int c0 = 16 * kk + 2 * tg, c1 = c0 + 8;
+            uint32_t af[4];
+            af[0] = f.pair(cb[2 * kk][0], cb[2 * kk][1], g, c0);
+            af[1] = f.pair(cb[2 * kk][2], cb[2 * kk][3], g + 8, c0);
+            af[2] = f.pair(cb[2 * kk + 1][0], cb[2 * kk + 1][1], g, c1);
+            af[3] = f.pair(cb[2 * kk + 1][2], cb[2 * kk + 1][3], g + 8, c1);
+#pragma unroll
+            for (int t = 0; t < 8; t += 2) {
+                uint32_t b[4];
+                ldB_kn(b, Xs, SSD_LDX, 8 * t, 16 * kk);
+                mma16816(y[t], af, b);
+                mma16816(y[t + 1], af, b + 2);
+            }
+        }
+    }
+#endif
+}
+
+// Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
+struct MOff {
+    const float* cf;  // the unit's column factors of this sub-block
+    __device__ __forceinline__ float one(float v, int, int c) const { return __fmul_rn(v, cf[c]); }
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
+        const float2 f = *(const float2*)(cf + c);
+        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
+    }
+};
+// Diagonal block: M[t][s] = CB * 2^(cs_t - cs_s) dt'_s for s <= t, else 0 (t, s in the same sub-block).
+struct MDiag {
+    const float* cs;   // the unit's cumsum of this sub-block
+    const float* dtv;  // its dt'
+    float ct0, ct1;    // cs of the strip rows g and g + 8
+    int r0;            // strip row offset (16 w)
+    __device__ __forceinline__ float one(float v, int r, int c) const {
+        const float ct = r < 8 ? ct0 : ct1;
+        return c <= r0 + r ? __fmul_rn(__fmul_rn(v, ex2(__fsub_rn(ct, cs[c]))), dtv[c]) : 0.0f;
+    }
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int r, int c) const {
+        return pack2(one(v0, r, c), one(v1, r, c + 1));
+    }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Chunk outputs of every unit of the block (see the file header for the formula). S: the units' S_prev
+// (S_F32: fp32 [HB][64][LDF]; else T [HB][64][LDN]). Row block i accumulates over key sub-blocks j = 0..i
+// in order. Starts with a CTA barrier.
+template <int HB, int NBUF, bool S_F32>
+__device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, tg = lane & 3;
-    const int grp = h / (a.nheads / a.ngroups);
+    const int m0 = 16 * w;
+    const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    constexpr int NT = 8 / SSD_WN;                       // 8-column tiles per warp
-    const int m0 = 16 * ssd_wm(), c0w = 8 * NT * ssd_wn();  // the warp's rows and its output / key columns
     int k = 0;  // step counter over (i, j): the buffer parity
     __syncthreads();  // previous users of the C / B / X buffers are done
-    if (SSD_NBUF == 2) issue_bx<SSD_N>(a, s, 0, ctok, min(SSD_SUB, l), grp, h, p0, 0);
+    if (NBUF == 2) issue_bx<HB, SSD_N>(a, s, 0, ctok, min(SSD_SUB, l), grp, u0, 0);
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
-        float y[NT][4];
+        float y[HB][8][4];
         int buf = 0;
         for (int j = 0; j <= i; ++j, ++k) {
-            buf = SSD_NBUF == 2 ? (k & 1) : 0;
-            if (k > 0) __syncthreads();  // the previous step is done with Cs (j == 0) and with buffer buf ^ 1
+            buf = NBUF == 2 ? (k & 1) : 0;
+            if (k > 0) __syncthreads();  // the previous step is done with Cs / cf (j == 0) and buffer buf ^ 1
             if (j == 0) {
                 load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + (tok_i * a.ngroups + grp) * SSD_N,
                                        (long long)a.ngroups * SSD_N, valid_i);
                 cp_async_commit();
+                // c_s = 2^(R_i - cs_s) dt'_s for the tokens before the row block
+                for (int e = threadIdx.x; e < HB * i * SSD_SUB; e += SSD_THREADS) {
+                    const int u = e / (i * SSD_SUB), t = e % (i * SSD_SUB);
+                    const float R = s.cs[u * SSD_Q + i * SSD_SUB - 1];
+                    s.cf[u * SSD_Q + t] = __fmul_rn(ex2(__fsub_rn(R, s.cs[u * SSD_Q + t])), s.dtv[u * SSD_Q + t]);
+                }
             }
-            if (SSD_NBUF == 2) {
+            if (NBUF == 2) {
                 const int ni = j < i ? i : i + 1, nj = j < i ? j + 1 : 0;  // the next step
                 if (ni < nsub) {
-                    issue_bx<SSD_N>(a, s, buf ^ 1, ctok + nj * SSD_SUB, min(SSD_SUB, l - nj * SSD_SUB), grp, h, p0, 0);
+                    issue_bx<HB, SSD_N>(a, s, buf ^ 1, ctok + nj * SSD_SUB, min(SSD_SUB, l - nj * SSD_SUB), grp, u0, 0);
                     cp_async_wait<1>();
                 } else {
                     cp_async_wait<0>();
                 }
             } else {
-                issue_bx<SSD_N>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, h, p0, 0);
+                issue_bx<HB, SSD_N>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
                 cp_async_wait<0>();
             }
             __syncthreads();
             if (j == 0) {
+                // acc = 2^R_i (C_i S_prev^T)
 #pragma unroll
-                for (int t = 0; t < NT; ++t) y[t][0] = y[t][1] = y[t][2] = y[t][3] = 0.0f;
-                warp_gemm<A_RM, B_NK, NT>(y, s.Cs, SSD_LDN, m0, s.Sp, SSD_LDN, c0w, SSD_N);
-                const float e0 = ex2(s.cs[i * SSD_SUB + m0 + g]);
-                const float e1 = ex2(s.cs[i * SSD_SUB + m0 + g + 8]);
+                for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
+                gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
+                if (i > 0) {
 #pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    y[t][0] = __fmul_rn(y[t][0], e0); y[t][1] = __fmul_rn(y[t][1], e0);
-                    y[t][2] = __fmul_rn(y[t][2], e1); y[t][3] = __fmul_rn(y[t][3], e1);
+                    for (int u = 0; u < HB; ++u) {
+                        const float eR = ex2(s.cs[u * SSD_Q + i * SSD_SUB - 1]);
+#pragma unroll
+                        for (int t = 0; t < 8; ++t)
+#pragma unroll
+                            for (int q = 0; q < 4; ++q) y[u][t][q] = __fmul_rn(y[u][t][q], eR);
+                    }
                 }
             }
-            float gacc[NT][4];
+            // CB = C_i B_j^T for the strip (diagonal block: only the n-tiles at or left of the strip's diagonal)
+            const bool diag = j == i;
+            float cb[8][4];
+            gemm_cb(cb, s.Cs, sB(s, buf), m0, diag ? 2 * w + 2 : 8);
+            if (!diag) {
 #pragma unroll
-            for (int t = 0; t < NT; ++t) gacc[t][0] = gacc[t][1] = gacc[t][2] = gacc[t][3] = 0.0f;
-            warp_gemm<A_RM, B_NK, NT>(gacc, s.Cs, SSD_LDN, m0, sB(s, buf), SSD_LDN, c0w, SSD_N);
-            __syncthreads();  // every warp has read B: its buffer becomes M
-            T* Ms = sB(s, buf);
-            const int tr0 = i * SSD_SUB + m0 + g, tr1 = tr0 + 8;  // chunk positions of the two rows
-            const float c0 = s.cs[tr0], c1 = s.cs[tr1];
-#pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                const int sc = j * SSD_SUB + c0w + 8 * t + 2 * tg;  // chunk position of the first column
-                float v[4];
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int tr = q < 2 ? tr0 : tr1;
-                    const int sp = sc + (q & 1);
-                    const float ct = q < 2 ? c0 : c1;
-                    v[q] = sp <= tr ? __fmul_rn(__fmul_rn(gacc[t][q], ex2(__fsub_rn(ct, s.cs[sp]))), s.dtv[sp]) : 0.0f;
+                for (int u = 0; u < HB; ++u) {
+                    const MOff f{s.cf + u * SSD_Q + j * SSD_SUB};
+                    gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
                 }
-                st_pair(Ms + (m0 + g) * SSD_LDX + c0w + 8 * t + 2 * tg, v[0], v[1]);
-                st_pair(Ms + (m0 + g + 8) * SSD_LDX + c0w + 8 * t + 2 * tg, v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int u = 0; u < HB; ++u) {
+                    const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
+                    const float ct0 = cs[m0 + g], ct1 = cs[m0 + g + 8];
+                    // acc *= 2^(cs_t - R_i)   (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T)
+                    const float R = i > 0 ? s.cs[u * SSD_Q + i * SSD_SUB - 1] : 0.0f;
+                    const float r0 = ex2(__fsub_rn(ct0, R)), r1 = ex2(__fsub_rn(ct1, R));
+#pragma unroll
+                    for (int t = 0; t < 8; ++t) {
+                        y[u][t][0] = __fmul_rn(y[u][t][0], r0); y[u][t][1] = __fmul_rn(y[u][t][1], r0);
+                        y[u][t][2] = __fmul_rn(y[u][t][2], r1); y[u][t][3] = __fmul_rn(y[u][t][3], r1);
+                    }
+                    const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
+                    gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
+                }
             }
-            ssd_pair_sync();  // the warp reads back its 16 rows of M: its half and its partner's
-            warp_gemm<A_RM, B_KN, NT>(y, Ms, SSD_LDX, m0, sX(s, buf), SSD_LDX, c0w, SSD_SUB);
         }
-        const T* Xi = sX(s, buf);  // X_i: the last step was j == i
-        // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i.
+        // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i. A unit's
+        // D and z values are loaded together before its first store (one round trip, not one per store).
         const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z, perP = a.flags & SSD_F_DP;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int r = m0 + g + 8 * half;
-            if (r >= valid_i) continue;
-            const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
+        for (int u = 0; u < HB; ++u) {
+            const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
+            const T* Xi = sX(s, buf, u);  // X_i: the last step was j == i
+            float dv[8][2], zv[2][8][2];
 #pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                const int pc = c0w + 8 * t + 2 * tg;
-                float o0 = y[t][2 * half], o1 = y[t][2 * half + 1];
+            for (int t = 0; t < 8; ++t) {
+                const int pc = 8 * t + 2 * tg;
+                dv[t][0] = dv[t][1] = 0.0f;
                 if (hasD) {
-                    float x0, x1;
-                    ld_pair(Xi + r * SSD_LDX + pc, x0, x1);
-                    const float* Dv = perP ? a.D + h * SSD_P + p0 + pc : a.D + h;
-                    o0 = __fmaf_rn(Dv[0], x0, o0);
-                    o1 = __fmaf_rn(Dv[perP ? 1 : 0], x1, o1);
+                    if (perP) {
+                        const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
+                        dv[t][0] = d2.x; dv[t][1] = d2.y;
+                    } else {
+                        dv[t][0] = dv[t][1] = __ldg(a.D + h);
+                    }
                 }
-                if (hasZ) {
-                    float z0, z1;
-                    ld_pair(a.z + row + pc, z0, z1);
-                    o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
-                    o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int r = m0 + g + 8 * half;
+                    zv[half][t][0] = zv[half][t][1] = 0.0f;
+                    if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
+                                                     zv[half][t][0], zv[half][t][1]);
                 }
-                st_pair(a.y + row + pc, o0, o1);
+            }
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int r = m0 + g + 8 * half;
+                if (r >= valid_i) continue;
+                const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    const int pc = 8 * t + 2 * tg;
+                    float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
+                    if (hasD) {
+                        float x0, x1;
+                        ld_pair(Xi + r * SSD_LDX + pc, x0, x1);
+                        o0 = __fmaf_rn(dv[t][0], x0, o0);
+                        o1 = __fmaf_rn(dv[t][1], x1, o1);
+                    }
+                    if (hasZ) {
+                        const float z0 = zv[half][t][0], z1 = zv[half][t][1];
+                        o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
+                        o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
+                    }
+                    st_pair(a.y + row + pc, o0, o1);
+                }
             }
         }
     }
-}
-
-__device__ __forceinline__ long long ssd_state_index(long long idx, int nheads, int h, int p) {
-    return ((idx * nheads + h) * SSD_P + p) * (long long)SSD_N;
 }
