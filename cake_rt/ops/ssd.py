@@ -528,21 +528,23 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
 
 def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, exact: bool,
                   optin: int = OPTIN_SMEM_H200, per_sm: int = OPTIN_SMEM_H200 + 1024):
-    """(units per CTA, B/X buffers) of a program: the first of (2, 2), (2, 1), (1, 2), (1, 1) whose shared
-    memory lets two CTAs share an SM, else the first that fits at all. Units per CTA must divide the units of
-    a group (they share B and C). Two units per CTA only in the exact scan with 16-bit inputs: in the
-    chunk-parallel kernel they bought 4% on the long rows, cost 35% on the short one (half the tiles) and
-    made ptxas spill around the scan phase; fp32 programs with two units take a minute to compile."""
-    two = exact and itemsize == 2
-    cands = [(hb, nb) for hb, nb in ((2, 2), (2, 1), (1, 2), (1, 1)) if units_per_group % hb == 0 and (two or hb == 1)]
-    fits = [(hb, nb) for hb, nb in cands if smem_bytes(itemsize, dstate, chunk, hb, nb, exact) <= optin]
-    if not fits:
-        raise ValueError(f"x: no SSD program fits {optin} bytes of shared memory per block for "
-                         f"{itemsize}-byte inputs, dstate {dstate}, chunk {chunk}")
-    for hb, nb in fits:
-        if 2 * (smem_bytes(itemsize, dstate, chunk, hb, nb, exact) + 1024) <= per_sm:
-            return hb, nb
-    return fits[0]
+    """(units per CTA, B/X buffers) of a program. Two units per CTA (C B^T shared) only in the exact scan with
+    16-bit inputs and dstate 64, double-buffered, two CTAs per SM: in the chunk-parallel kernel they bought
+    4% on the long rows and cost 35% on the short one (half the tiles); elsewhere ptxas spills. Otherwise
+    one unit, double-buffered when two CTAs still share an SM, else the first layout that fits at all."""
+    def fits(hb, nb, n_per_sm):
+        return n_per_sm * (smem_bytes(itemsize, dstate, chunk, hb, nb, exact) + 1024) <= per_sm and \
+            smem_bytes(itemsize, dstate, chunk, hb, nb, exact) <= optin
+    if exact and itemsize == 2 and dstate <= 64 and units_per_group % 2 == 0 and fits(2, 2, 2):
+        return 2, 2
+    for nb in (2, 1):
+        if fits(1, nb, 2):
+            return 1, nb
+    for nb in (2, 1):
+        if fits(1, nb, 1):
+            return 1, nb
+    raise ValueError(f"x: no SSD program fits {optin} bytes of shared memory per block for "
+                     f"{itemsize}-byte inputs, dstate {dstate}, chunk {chunk}")
 
 
 def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,

@@ -1,15 +1,15 @@
 """Every SSD program the GPU tests and the bench suite use (``cake_rt.ops.ssd.programs``) compiles with NVRTC
 for sm_90a and sm_80 (no GPU needed), with its resource report read from ptxas: both kernels present, no
-spills beyond a few words outside the tile loops (sm_90a: at most 32 bytes, ptxas keeps a handful of
-long-lived scalars of the 255-register kernels in local memory), no static shared memory (the host sizes it),
-and the dynamic layout fits the target's opt-in limit."""
+spills beyond a few words outside the tile loops (ptxas keeps a handful of long-lived scalars of the
+255-register kernels in local memory: at most 32 bytes on sm_90a, 64 on sm_80), no static shared memory
+(the host sizes it), and the dynamic layout fits the target's opt-in limit."""
 import pytest
 
 from cake_rt.launch.compile import compile_report, load_source
 from cake_rt.ops import ssd as ops
 
 TARGETS = ("sm_90a", "sm_80")
-MAX_SPILL = 32
+MAX_SPILL = {"sm_90a": 32, "sm_80": 64}
 CASES = [(target, i) for target in TARGETS for i in range(len(ops.programs(target)))]
 
 
@@ -19,7 +19,7 @@ def test_program_compiles_without_spills(target, index):
     rep = compile_report(load_source(path), name="ssd_combined.cu", target=target, defines=defs)
     assert set(rep) == {"ssd_exact", "ssd_chunkpar"}
     for name, r in rep.items():
-        assert r["spill_stores"] <= MAX_SPILL and r["spill_loads"] <= 2 * MAX_SPILL, (defs, name, r)
+        assert r["spill_stores"] <= MAX_SPILL[target] and r["spill_loads"] <= 2 * MAX_SPILL[target], (defs, name, r)
         assert r["shared_bytes"] == 0, (defs, name, r)  # all shared memory is dynamic (sized by the host)
     itemsize = 4 if defs["SSD_T"] == 2 else 2
     optin = ops._SMEM[target][0]

@@ -24,7 +24,7 @@
 #define SSD_MINB 2
 #endif
 #ifndef SSD_SCAN_BATCH
-#define SSD_SCAN_BATCH 32
+#define SSD_SCAN_BATCH (SSD_N > 128 ? 8 : 16)
 #endif
 #ifndef SSD_NBMAX
 #define SSD_NBMAX 128
