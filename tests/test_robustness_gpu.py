@@ -69,12 +69,21 @@ def assert_exact(idx, sc, want):
     np.testing.assert_array_equal(s, want[1])
 
 
+_HOLD_WORDS = []  # the spinner's words: never freed, so no pool block is reused under a queued hold
+
+
 def hold(stream, ns=HOLD_NS):
+    """Queue the bench spinner (one CTA) on ``stream``: it runs for ``ns`` nanoseconds (no stop flag)."""
     from cake_rt.launch.compile import get_kernel
     from cake_rt.launch.grid import launch
 
-    kern = get_kernel("dsa/spin.cu", "dsa_hold_sm")
-    launch(kern, 1, 32, (np.uint64(ns), None), shared_mem=1024, stream=stream)
+    cupy = _cp()
+    if not _HOLD_WORDS:
+        _HOLD_WORDS.append(cupy.zeros(8, dtype=cupy.uint32))
+        cupy.cuda.Device().synchronize()
+    words = _HOLD_WORDS[0]
+    kern = get_kernel("bench/spin.cu", "cake_bench_spin")
+    launch(kern, 1, 32, (words, words[4:], np.uint64(ns)), shared_mem=1024, stream=stream)
 
 
 def junk_queued_after_hold(stream, value=0, max_bytes=1 << 17):
@@ -224,11 +233,13 @@ def test_plan_eviction_while_calls_are_queued_keeps_the_table_alive():
     cu0 = lay(0)
     s = cupy.cuda.Stream(non_blocking=True)
     s2 = cupy.cuda.Stream(non_blocking=True)
-    kern = get_kernel("dsa/spin.cu", "dsa_hold_sm")
+    kern = get_kernel("bench/spin.cu", "cake_bench_spin")
+    words = cupy.zeros(8, dtype=cupy.uint32)
+    cupy.cuda.Device().synchronize()
     idx = cupy.full((T, 16), 0x7F7F7F7F, dtype=cupy.int32)
     sc = cupy.full((T, 16), np.nan, dtype=cupy.float32)
     with s:
-        launch(kern, 1, 32, (np.uint64(400_000_000), None), shared_mem=1024, stream=s)
+        launch(kern, 1, 32, (words, words[4:], np.uint64(400_000_000)), shared_mem=1024, stream=s)
         dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cu0, cu_seqlens_k=cu0, indices=idx, scores=sc, stream=s)
         # 80 other layouts on another stream evict the queued call's plan while it waits behind the hold
         for i in range(1, 81):
