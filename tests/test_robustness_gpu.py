@@ -333,7 +333,9 @@ def test_capture_that_needs_more_workspace_is_refused():
         _dsa().dsa_indexer_det_topk(*dev, TOPK, stream=other, **kw)  # the plan exists (made on another stream)
         other.synchronize()
     with s:
-        _dsa().dsa_indexer_det_topk(*dev, TOPK, stream=s)  # stream s has state but no workspace
+        # One part per query block (no split, so no workspace): stream s has state but no workspace. (A call
+        # with fewer blocks than SMs and no key_split is split automatically and would allocate one.)
+        _dsa().dsa_indexer_det_topk(*dev, TOPK, stream=s, cu_seqlens_q=cu, cu_seqlens_k=cuk, key_split=1 << 30)
         s.synchronize()
         s.begin_capture()
         try:

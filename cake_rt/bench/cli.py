@@ -13,7 +13,8 @@ import json
 import os
 import sys
 
-from ..cli import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_TEXT, EXIT_USAGE, gpu_problem
+from .. import cli as _cli
+from ..cli import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_TEXT, EXIT_USAGE
 from .peers import SSD_PEERS
 from .suites import TARGETS, build_plan, load_suite, parse_int_list
 
@@ -158,7 +159,7 @@ def run(args, argv) -> int:
         return EXIT_FAILED
     if args.from_json:
         return _render_saved(args, old)
-    problem = gpu_problem()
+    problem = _cli.gpu_problem()  # the CLI's one GPU probe, looked up per call
     if problem is not None:
         print(f"cake-rt bench: {problem}; benchmarks need a CUDA GPU (--dry-run lists the rows).", file=sys.stderr)
         return EXIT_NO_GPU
