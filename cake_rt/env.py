@@ -10,7 +10,7 @@
     CAKE_RT_DSA_MMA              ``sync``: the mma.sync DSA scan program on Hopper instead of wgmma (A/B runs).
     CAKE_RT_DSA_LINEINFO         on: compile the DSA kernels with ``-lineinfo`` (compute-sanitizer source lines).
     CAKE_RT_GIT_HASH             the commit a bench run's tree was copied from, recorded in the run's JSON
-                                 when the tree has no ``.git`` (a copied working tree).
+                                 (wins over the tree's ``.git``: a copied working tree).
 
 A boolean switch is on for ``1``, ``true``, ``yes``, ``on`` and off when unset or ``0``, ``false``, ``no``,
 ``off`` or empty (any case, surrounding blanks ignored); any other value is a ``ValueError`` naming the
@@ -28,7 +28,7 @@ SWITCHES = {
     "CAKE_RT_SSD_WORKSPACE_CAP": "byte cap of the SSD chunk-parallel workspace",
     "CAKE_RT_DSA_MMA": "sync: the mma.sync DSA scan on Hopper instead of wgmma",
     "CAKE_RT_DSA_LINEINFO": "boolean: compile the DSA kernels with -lineinfo",
-    "CAKE_RT_GIT_HASH": "commit recorded by cake-rt bench when the tree has no .git",
+    "CAKE_RT_GIT_HASH": "commit recorded by cake-rt bench (wins over the tree's .git: copied trees)",
 }
 
 _ON = ("1", "true", "yes", "on")

@@ -35,12 +35,14 @@ def software_header() -> dict:
 
     h = {"cake_rt": cake_rt.__version__, "python": platform.python_version(), "numpy": numpy.__version__,
          "host": platform.node(), "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    h["git_hash"], h["git_dirty"] = git_hash()
     named = env.text("CAKE_RT_GIT_HASH")
-    if h["git_hash"] is None and named:
-        # A copy of the tree without .git: the caller names the commit it was made from.
+    if named:
+        # The caller names the commit the tree was made from (a copied tree, whose .git may be absent or
+        # belong to another checkout): an explicit name wins over what git says here.
         h["git_hash"], h["git_dirty"] = named, None
         h["git_hash_from"] = "CAKE_RT_GIT_HASH"
+    else:
+        h["git_hash"], h["git_dirty"] = git_hash()
     try:
         import cupy
 

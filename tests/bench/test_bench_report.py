@@ -406,10 +406,12 @@ def test_git_hash_header(monkeypatch):
 
     h = machine.software_header()
     assert h["cake_rt"] and "python" in h
-    monkeypatch.setattr(machine, "git_hash", lambda path=None: (None, None))
+    monkeypatch.setattr(machine, "git_hash", lambda path=None: ("feedbee", False))  # a copied tree's stale .git
     monkeypatch.setenv("CAKE_RT_GIT_HASH", "0123abc")
     h = machine.software_header()
     assert h["git_hash"] == "0123abc" and h["git_hash_from"] == "CAKE_RT_GIT_HASH"
+    monkeypatch.delenv("CAKE_RT_GIT_HASH")
+    assert machine.software_header()["git_hash"] == "feedbee"
 
 
 def test_markdown_between_markers(tmp_path):
