@@ -938,7 +938,7 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
                          f"outputs (int32 / float32 [T, topk]), got None")
     p = _check_inputs(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal)
     indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
-    with cupy.cuda.Device(p.device):
+    with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)
         if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")

@@ -782,8 +782,7 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
     the chosen family, the reason, the workspace bytes, the predicted time of each family."""
     c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
                   dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
-    import cupy
-    with cupy.cuda.Device(c.device):
+    with current_device(c.device):
         return _plan(c, family)
 
 
