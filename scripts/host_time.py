@@ -14,6 +14,7 @@ addresses that are never touched. The no-ops are cheaper than the real calls, so
 use it to find where the Python path spends its time (``--profile`` prints a cProfile of one call kind).
 """
 import argparse
+import math
 import statistics
 import time
 
@@ -38,7 +39,7 @@ def install_cpu_stubs():
     def fake(shape, dtype=np.float32):
         dtype = np.dtype(dtype)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         mem = cupy.cuda.UnownedMemory(base[0], max(nbytes, 1), None, device_id=0)
         base[0] += (nbytes + 511) // 256 * 256
         return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, 0))
