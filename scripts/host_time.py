@@ -14,6 +14,7 @@ addresses that are never touched. The no-ops are cheaper than the real calls, so
 use it to find where the Python path spends its time (``--profile`` prints a cProfile of one call kind).
 """
 import argparse
+import functools
 import math
 import statistics
 import time
@@ -96,10 +97,10 @@ def install_cpu_stubs():
     cupy.cuda.Device = Device
     cupy.cuda.get_current_stream = lambda device=None: stream
     cupy.empty = fake
-    arch._read_device_info = lambda index: arch.DeviceInfo(
+    arch._read_device_info = functools.lru_cache(maxsize=None)(lambda index: arch.DeviceInfo(
         index=index, name="NVIDIA H200 (CPU stand-in)", capability=(9, 0), sm_count=132,
         smem_per_block_optin=232448, smem_per_sm=233472, regs_per_sm=65536, cooperative_launch=True,
-        l2_bytes=60 << 20, target="sm_90a")
+        l2_bytes=60 << 20, target="sm_90a"))
 
     def get_kernel(path, kernel_name, *, defines=None, options=(), device=None):
         return cc.Kernel(function=types.SimpleNamespace(ptr=0x2000), name=kernel_name, device=0, module=None,

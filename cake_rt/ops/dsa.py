@@ -380,6 +380,7 @@ class _Problem:
     device: int
     nbytes: tuple = ()        # bytes of q, k, weights, indices, scores (0 for a missing output)
     plan_key: tuple | None = None
+    target: str | None = None
     schedule: str | None = None
     key_split: int | None = None
 
@@ -615,8 +616,8 @@ def _plan_key(p: _Problem, key_split, target=None):
     if p.plan_key is None:
         b = [None if a is None else a.tobytes() for a in (p.cu_q, p.cu_k, p.offsets)]
         p.plan_key = (p.device, p.T, p.Tkv, p.H, p.D, p.topk, tuple(b), p.causal, key_split)
-    wg = (wgmma_allowed(target if target is not None else _device_facts(p.device).target),
-          env.flag("CAKE_RT_DSA_LINEINFO"))
+        p.target = target if target is not None else _device_facts(p.device).target
+    wg = (wgmma_allowed(p.target), env.flag("CAKE_RT_DSA_LINEINFO"))
     return p.plan_key + (wg,)
 
 
@@ -641,35 +642,40 @@ def _default_schedule(dev) -> str:
     return DEFAULT_SCHEDULE.get(_device_facts(dev).target, _FALLBACK_SCHEDULE)
 
 
-def _launch(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule, handle: int):
-    """Launch dsa_scan, the only kernel of a call, on stream ``handle`` (``qkw``: the pointers of q, k and
-    weights). ``tickets`` (``plan.ticket_words``
-    words: the ticket word, then the arrival words of split blocks from word 4) is needed by the ticket
-    schedule and by split plans."""
+def _launch_args(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule):
+    """The pointers dsa_scan's ``PackedLaunch`` takes (``qkw``: those of q, k and weights); None when the
+    plan has no work units. ``tickets`` (``plan.ticket_words`` words: the ticket word, then the arrival words
+    of split blocks from word 4) is needed by the ticket schedule and by split plans."""
     plan = dp.plan
     if plan.nunits == 0:
-        return
-    use_ticket = schedule == "ticket"
+        return None
     ws_ptr = workspace.data.ptr if (workspace is not None and plan.nslots) else 0
     cnt = ws_ptr + plan.counts_offset if ws_ptr else 0
-    scan = dp.packed(schedule)
     tptr = tickets.ptr if tickets is not None else 0
     arrivals = tptr + 16 if (tptr and plan.nsplit) else 0
-    iptr, sptr = indices.data.ptr, scores.data.ptr
+    return qkw + (tptr if schedule == "ticket" else 0, arrivals, indices.data.ptr, scores.data.ptr, ws_ptr, cnt)
 
-    def go():
-        scan.run(handle, *qkw, tptr if use_ticket else 0, arrivals, iptr, sptr, ws_ptr, cnt)
 
-    if tickets is not None:
-        if tickets.dirty:
-            tickets.before_launch(handle)
-        try:
-            go()
-        except BaseException:
-            tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
-            raise
-    else:
-        go()
+def _run(dp: _DevicePlan, args: tuple, tickets, schedule, handle: int) -> None:
+    """Launch dsa_scan, the only kernel of a call, on stream ``handle`` with ``_launch_args``' pointers."""
+    scan = dp.packed(schedule)
+    if tickets is None:
+        scan.run(handle, *args)
+        return
+    if tickets.dirty:
+        tickets.before_launch(handle)
+    try:
+        scan.run(handle, *args)
+    except BaseException:
+        tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
+        raise
+
+
+def _launch(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule, handle: int) -> None:
+    """Launch dsa_scan on stream ``handle`` (nothing when the plan has no work units)."""
+    args = _launch_args(dp, qkw, indices, scores, workspace, tickets, schedule)
+    if args is not None:
+        _run(dp, args, tickets, schedule, handle)
 
 
 def _needs_words(plan: DsaPlan, schedule) -> bool:
@@ -896,6 +902,7 @@ class DSAIndexerRunner:
 
         self._p, self._dp = p, dp
         self._qkw = (p.q.data.ptr, p.k.data.ptr, p.w.data.ptr)
+        self._args = None  # (workspace, tickets, launch pointers) of the last stream memory used
         self.indices, self.scores = indices, scores
         self.workspace = workspace
         self.schedule = schedule
@@ -951,7 +958,12 @@ class DSAIndexerRunner:
             used = (dp,)
             begin_call(used)
             try:
-                _launch(dp, self._qkw, self.indices, self.scores, ws, tickets, self.schedule, handle)
+                if self._args is None or self._args[0] is not ws or self._args[1] is not tickets:
+                    self._args = (ws, tickets, _launch_args(dp, self._qkw, self.indices, self.scores, ws, tickets,
+                                                            self.schedule))
+                args = self._args[2]
+                if args is not None:
+                    _run(dp, args, tickets, self.schedule, handle)
             finally:
                 end_call(used, p.device, handle, capturing, pin=False)  # under capture the runner owns it
         return self.indices, self.scores
