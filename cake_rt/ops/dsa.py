@@ -29,9 +29,10 @@ from .. import env
 from ..launch.workspace import state_workspace
 
 try:  # bound once: the per-call path must not pay an import statement
+    import cupy as _cupy
     from cupy import ndarray as _ndarray
 except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
-    _ndarray = None
+    _cupy = _ndarray = None
 
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256
@@ -818,8 +819,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     Returns:
         (indices, scores) as CuPy arrays (the given outputs when passed).
     """
-    import cupy
-
+    cupy = _cupy
     sig = _signature(q, k, weights, indices, scores, workspace, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets,
                      causal, schedule, key_split)
     try:

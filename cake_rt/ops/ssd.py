@@ -29,9 +29,10 @@ from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
 
 try:  # bound once: the per-call path must not pay an import statement
+    import cupy as _cupy
     from cupy import ndarray as _ndarray
 except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
-    _ndarray = None
+    _cupy = _ndarray = None
 
 __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "predict_us", "CostModel",
            "COST_MODELS", "cost_model_for", "cost_model_path", "DEFAULT_WORKSPACE_CAP", "last_plan", "programs"]
@@ -856,8 +857,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
 def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing: bool):
     """Allocate the outputs the caller did not give and launch the plan's kernel on stream ``handle``
     (``ptrs``: the pointers of the call's arrays in ``_ARRAYS`` order). Returns what ``ssd_combined`` returns."""
-    import cupy
-
+    cupy = _cupy
     table = _device_table(p, handle, s, capturing)
     chunkpar = plan.family == "chunkpar"
     state = stream_state(p.device, handle, capturing, s) if chunkpar else None
