@@ -364,8 +364,9 @@ def _check_topk(topk) -> int:
 
 @dataclasses.dataclass
 class _Problem:
-    """A validated call: its arrays (those of the call that validated it), sizes, host metadata and what a
-    steady-state eager call reuses. Memoized per call signature (``_signature``)."""
+    """A validated call: its arrays (CuPy views; None once memoized), sizes, host metadata and what a
+    steady-state eager call reuses. Memoized per call signature (``_signature``); a prepared runner keeps its
+    own problem, arrays included."""
     q: object
     k: object
     w: object
@@ -851,6 +852,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             p.schedule = schedule if schedule is not None else _default_schedule(p.device)
             p.key_split = key_split
             p.nbytes = tuple(0 if a is None else int(a.nbytes) for a in (q, k, weights, indices, scores))
+            p.q = p.k = p.w = None  # the memo keeps no caller array alive (the call uses its own arrays)
             if sig is not None:
                 if len(_problems) >= _MEMO_SIZE:
                     _problems.clear()

@@ -234,9 +234,10 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
 # Validation and segments.
 @dataclasses.dataclass
 class _Problem:
-    """A validated call: its arrays (those of the call that validated it), shapes, flags, segment table and
-    everything a steady-state call reuses. Memoized per call signature (``_signature``): a later call with
-    the same signature brings its own arrays and reuses the rest (the plan, the packed launches)."""
+    """A validated call: its arrays (CuPy views; once memoized, ``_Spec`` s of their shapes and dtypes), sizes,
+    flags, segment table and everything a steady-state call reuses. Memoized per call signature
+    (``_signature``): a later call with the same signature brings its own arrays and reuses the rest (the
+    plan, the packed launches)."""
     x: object
     dt: object
     A: object
@@ -468,6 +469,15 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
 _ARRAYS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states", "out")  # order of every array tuple
 _problems: dict = {}  # call signature -> validated _Problem
 _MEMO_SIZE = 256
+
+
+class _Spec:
+    """The shape and dtype of an array a problem was validated with."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
 
 
 def _arrays_of(p: _Problem) -> tuple:
@@ -842,6 +852,10 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                       dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family,
                       out)
         arrays = _arrays_of(p)
+        # The problem keeps the arrays' shapes and dtypes, never the caller's arrays (the memo must not keep
+        # device memory alive).
+        (p.x, p.dt, p.A, p.B, p.C, p.D, p.z, p.dt_bias, p.init, p.out) = (
+            None if a is None else _Spec(a.shape, a.dtype) for a in arrays)
         if sig is not None:
             if len(_problems) >= _MEMO_SIZE:
                 _problems.clear()
