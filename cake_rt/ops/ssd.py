@@ -276,7 +276,8 @@ class _Problem:
     scalars: tuple = ()       # the kernel's scalar arguments
     plan_env: tuple | None = None  # the switches the memoized plan was made under
     plan: object = None
-    launches: dict = dataclasses.field(default_factory=dict)  # (family, grid) -> (PackedLaunch, smem)
+    want_states: bool = False      # any state returned
+    executable: tuple | None = None  # _executable(self, plan) of the last plan
 
 
 def _as_bool(v, name):
@@ -461,6 +462,7 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
     p.out_shapes = tuple((n,) + shape if want else None for n, want in ((p.nfinal, want_final),
                                                                          (p.nvarlen, want_varlen),
                                                                          (total_ckpts, want_chunks)))
+    p.want_states = want_final or want_varlen or want_chunks
     p.scalars = (np.int32(nseg), np.int32(total_chunks), np.int32(nheads), np.int32(ngroups), np.int32(flags),
                  np.float32(lo), np.float32(hi))
     return p
@@ -484,20 +486,25 @@ def _arrays_of(p: _Problem) -> tuple:
     return (p.x, p.dt, p.A, p.B, p.C, p.D, p.z, p.dt_bias, p.init, p.out)
 
 
-def _signature(arrays, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, final, varlen, chunks, state_dtype,
-               family):
+def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, final, varlen, chunks,
+               state_dtype, family):
     """Hashable signature of a call whose arrays are all CuPy arrays (or None) and whose metadata is host
     NumPy (or None): shapes, strides, dtypes and devices of the arrays, the metadata's dtype, shape and
     bytes (a host array changed in place gives another signature), the scalars with their types (True and
-    1 differ). None when the call cannot be memoized (foreign arrays, device metadata, unhashable values)."""
+    1 differ). None when the call cannot be memoized (foreign arrays, device metadata, unhashable values).
+    Appends the arrays' pointers (0 for None) to ``ptrs``."""
     nd = _ndarray
     sig = []
     add = sig.extend
+    put = ptrs.append
     for a in arrays:
         if a is None:
             sig.append(None)
+            put(0)
         elif type(a) is nd:
-            add((a.shape, a.strides, a.dtype, a.data.device_id))
+            d = a.data
+            add((a.shape, a.strides, a.dtype, d.device_id))
+            put(d.ptr)
         else:
             return None
     for v in (seq_idx, cu_seqlens):
@@ -514,10 +521,9 @@ def _signature(arrays, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, f
     return tuple(sig)
 
 
-def _check_memory(p: _Problem, arrays) -> list:
+def _check_memory(p: _Problem, arrays, ptrs: list) -> None:
     """Before any launch: every device array 16-byte aligned (the kernels' vector accesses), and ``out``
-    overlapping no input (``ValueError`` naming the argument). Returns the arrays' pointers (0 for None)."""
-    ptrs = [0 if a is None else a.data.ptr for a in arrays]
+    overlapping no input (``ValueError`` naming the argument). ``ptrs``: the arrays' pointers (0 for None)."""
     bad = 0
     for v in ptrs:
         bad |= v
@@ -533,7 +539,6 @@ def _check_memory(p: _Problem, arrays) -> list:
             for i in range(9):
                 if nb[i] and ptrs[i] < oe and o < ptrs[i] + nb[i]:
                     check_disjoint_spans((("out", (o, oe)),), ((_ARRAYS[i], (ptrs[i], ptrs[i] + nb[i])),))
-    return ptrs
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -839,7 +844,8 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     chunk_states [total complete chunks, ...] (segment-major).
     """
     arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, out)
-    sig = _signature(arrays, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
+    ptrs = []
+    sig = _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
                      return_varlen_states, return_chunk_states, state_dtype, family)
     try:
         p = None if sig is None else _problems.get(sig)
@@ -852,6 +858,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                       dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family,
                       out)
         arrays = _arrays_of(p)
+        ptrs = [0 if a is None else a.data.ptr for a in arrays]
         # The problem keeps the arrays' shapes and dtypes, never the caller's arrays (the memo must not keep
         # device memory alive).
         (p.x, p.dt, p.A, p.B, p.C, p.D, p.z, p.dt_bias, p.init, p.out) = (
@@ -860,7 +867,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
             if len(_problems) >= _MEMO_SIZE:
                 _problems.clear()
             _problems[sig] = p
-    ptrs = _check_memory(p, arrays)
+    _check_memory(p, arrays, ptrs)
     with current_device(p.device):
         s, handle = resolve_handle(stream, p.device)
         capturing = is_capturing(handle)
@@ -871,52 +878,42 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
 def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing: bool):
     """Allocate the outputs the caller did not give and launch the plan's kernel on stream ``handle``
     (``ptrs``: the pointers of the call's arrays in ``_ARRAYS`` order). Returns what ``ssd_combined`` returns."""
-    cupy = _cupy
-    table = _device_table(p, handle, s, capturing)
-    chunkpar = plan.family == "chunkpar"
-    state = stream_state(p.device, handle, capturing, s) if chunkpar else None
+    ex = p.executable
+    if ex is None or ex[0] is not plan:
+        ex = p.executable = _executable(p, plan)
+    _, pk, o1, o2 = ex
+    table = _tables.get(p.table_key)
+    if table is None:
+        table = _device_table(p, handle, s, capturing)
+    state = stream_state(p.device, handle, capturing, s) if o1 else None
     used = (table,) if state is None else (table, state)
     begin_call(used)
     try:
-        fin_s, var_s, ck_s = p.out_shapes
-        if y is None or fin_s or var_s or ck_s:
+        states = None
+        if y is None or p.want_states:
             with s:
+                empty = _cupy.empty
                 if y is None:
-                    y = cupy.empty(p.x.shape, p.x.dtype)
-                fin = cupy.empty(fin_s, p.state_dtype) if fin_s else None
-                var = cupy.empty(var_s, p.state_dtype) if var_s else None
-                ck = cupy.empty(ck_s, p.state_dtype) if ck_s else None
+                    y = empty(p.x.shape, p.x.dtype)
+                states = [empty(shape, p.state_dtype) if shape else None for shape in p.out_shapes]
+            ptrs[9] = y.data.ptr
+            ptrs += [0 if a is None else a.data.ptr for a in states]
         else:
-            fin = var = ck = None
-        table.order_after_upload(handle, capturing)
-        ptrs[9] = y.data.ptr
-        ptrs += (0 if fin is None else fin.data.ptr, 0 if var is None else var.data.ptr,
-                 0 if ck is None else ck.data.ptr, table.ptr)
-        if not chunkpar:
-            pk = p.launches.get("exact")
-            if pk is None:
-                defs = plan.defines
-                pk = p.launches["exact"] = _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items,
-                                                   _smem(p, defs, True), False)
+            ptrs += (0, 0, 0)
+        ptrs.append(table.ptr)
+        if handle not in table._ordered:
+            table.order_after_upload(handle, capturing)
+        if not o1:
             pk.run(handle, *ptrs)
         else:
-            key = ("chunkpar", plan.grid)
-            hit = p.launches.get(key)
-            if hit is None:
-                defs = plan.defines
-                k = _kernel(p, "ssd_chunkpar", defs)
-                smem = _smem(p, defs, False)
-                # The grid comes from this kernel's real occupancy (checked again when packed).
-                n = p.total_chunks * plan.slice_units * PBLK * p.dstate
-                o1 = _align(n * 4)
-                o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
-                hit = p.launches[key] = (_packed(p, k, min(plan.grid, _coop_capacity(k, smem)), smem, True,
-                                                 np.int32(plan.slice_units)), o1, o2)
-            pk, o1, o2 = hit
-            ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
-                                 handle=handle, stream_obj=s, capturing=capturing)
+            ws = state.workspaces.get("ssd_chunkpar")
+            if ws is None or ws.nbytes < plan.workspace_bytes:
+                ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
+                                     handle=handle, stream_obj=s, capturing=capturing)
             base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, workspace_bytes)
-            words = state_ticket_words(state, handle, p.device, 4, s, capturing)
+            words = state.tickets.get(4)
+            if words is None:
+                words = state_ticket_words(state, handle, p.device, 4, s, capturing)
             if words.dirty:
                 words.before_launch(handle)
             try:
@@ -926,16 +923,25 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
                 raise
     finally:
         end_call(used, p.device, handle, capturing)
-    if fin_s is None and var_s is None and ck_s is None:
+    if states is None:
         return y
-    outs = [y]
-    if fin_s:
-        outs.append(fin)
-    if var_s:
-        outs.append(var)
-    if ck_s:
-        outs.append(ck)
-    return tuple(outs)
+    return (y,) + tuple(a for a in states if a is not None)
+
+
+def _executable(p: _Problem, plan: SsdPlan) -> tuple:
+    """(plan, PackedLaunch, o1, o2) of the plan's program for this problem; o1, o2: the chunk-parallel
+    workspace offsets of round_T(S_prev) and the decays (0 for the exact scan)."""
+    defs = plan.defines
+    if plan.family == "exact":
+        return plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), False), 0, 0
+    k = _kernel(p, "ssd_chunkpar", defs)
+    smem = _smem(p, defs, False)
+    n = p.total_chunks * plan.slice_units * PBLK * p.dstate
+    o1 = _align(n * 4)
+    o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
+    # The grid comes from this kernel's real occupancy (checked again when packed).
+    pk = _packed(p, k, min(plan.grid, _coop_capacity(k, smem)), smem, True, np.int32(plan.slice_units))
+    return plan, pk, o1, o2
 
 
 def _packed(p: _Problem, kernel, grid: int, smem: int, cooperative: bool, *extra) -> PackedLaunch:
