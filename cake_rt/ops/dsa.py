@@ -615,10 +615,10 @@ _MEMO_SIZE = 256
 def _plan_key(p: _Problem, key_split, target=None):
     """The plan cache key: shapes, topk, the metadata's bytes, causal, key split, and the switches that
     pick the program (read on every call)."""
-    if p.plan_key is None:
+    if p.plan_key is None:  # target first: another thread may read the problem once plan_key is set
+        p.target = target if target is not None else _device_facts(p.device).target
         b = [None if a is None else a.tobytes() for a in (p.cu_q, p.cu_k, p.offsets)]
         p.plan_key = (p.device, p.T, p.Tkv, p.H, p.D, p.topk, tuple(b), p.causal, key_split)
-        p.target = target if target is not None else _device_facts(p.device).target
     wg = (wgmma_allowed(p.target), env.flag("CAKE_RT_DSA_LINEINFO"))
     return p.plan_key + (wg,)
 

@@ -274,8 +274,7 @@ class _Problem:
     nbytes: tuple = ()        # bytes of each of _ARRAYS (out last), for the per-call overlap check
     out_shapes: tuple = ()    # (final, varlen, chunk) state shapes, None where not asked for
     scalars: tuple = ()       # the kernel's scalar arguments
-    plan_env: tuple | None = None  # the switches the memoized plan was made under
-    plan: object = None
+    planned: tuple | None = None  # (the switches in force, the plan made under them)
     want_states: bool = False      # any state returned
     executable: tuple | None = None  # _executable(self, plan) of the last plan
 
@@ -704,8 +703,9 @@ def _plan(c: _Problem, family: str) -> SsdPlan:
     """The plan of a call, memoized on everything it depends on (shapes, dtypes, segment counts, the
     switches in force, read on every call); the returned object is shared: treat it as read-only."""
     envs = (env.text(ENV_MODE), env.text(ENV_CAP))
-    if c.plan is not None and c.plan_env == envs:  # the problem's family is part of its signature
-        return c.plan
+    planned = c.planned
+    if planned is not None and planned[0] == envs:  # the problem's family is part of its signature
+        return planned[1]
     key = (c.device, family, c.x.dtype, c.dt.dtype, c.state_dtype, c.nheads, c.headdim, c.ngroups, c.dstate,
            c.chunk, c.nseg, c.total_chunks, c.max_chunks, envs)
     hit = _plan_memo.get(key)
@@ -714,7 +714,7 @@ def _plan(c: _Problem, family: str) -> SsdPlan:
         if len(_plan_memo) >= 256:
             _plan_memo.clear()
         _plan_memo[key] = hit
-    c.plan, c.plan_env = hit, envs
+    c.planned = (envs, hit)
     return hit
 
 
