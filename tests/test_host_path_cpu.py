@@ -1,7 +1,7 @@
 """The steady-state host path of both ops on the CPU (every CUDA entry point replaced by a no-op, see
 ``scripts/host_time.py --cpu``): a memoized call still refuses what a fresh call refuses (a host array
 changed in place, a misaligned or overlapping array), records one event per call, and keeps no caller
-array alive. Runs in a subprocess: the stand-ins replace module attributes of CuPy for good."""
+array alive, and under capture pins what it used and refuses a new layout. Runs in a subprocess: the stand-ins replace module attributes of CuPy for good."""
 import pathlib
 import subprocess
 import sys
@@ -86,6 +86,23 @@ for v in dsa._problems.values():
 runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc)
 runner(stream=s)
 records.clear(); runner(stream=s); assert len(records) == 1, records
+
+# ---- capture: a memoized call pins what it used, a new layout is refused (nothing is allocated)
+from cake_rt.launch import streams
+from cake_rt.launch.streams import CaptureError
+runtime.streamIsCapturing = lambda handle: runtime.streamCaptureStatusActive
+pinned = streams.pinned_count()
+records.clear()
+ssd_call(); dsa_call()
+assert records == [] and streams.pinned_count() > pinned      # pinned, no event recorded under capture
+for fn in (lambda: ssd_call(cu_seqlens=np.array([0, 50, L], np.int32)),
+           lambda: dsa_call(cu_seqlens_q=np.array([0, 10, T], np.int32))):
+    try:
+        fn()
+    except CaptureError:
+        pass
+    else:
+        raise AssertionError("a new layout was accepted under capture")
 print("ok")
 '''
 
