@@ -1,7 +1,8 @@
 """The steady-state host path of both ops on the CPU (every CUDA entry point replaced by a no-op, see
 ``scripts/host_time.py --cpu``): a memoized call still refuses what a fresh call refuses (a host array
-changed in place, a misaligned or overlapping array), records one event per call, and keeps no caller
-array alive, and under capture pins what it used and refuses a new layout. Runs in a subprocess: the stand-ins replace module attributes of CuPy for good."""
+changed in place, a misaligned or overlapping array), records one event per call, keeps no caller array
+alive, and under capture pins what it used and refuses a new layout. Runs in a subprocess: the stand-ins
+replace module attributes of CuPy for good."""
 import pathlib
 import subprocess
 import sys
