@@ -222,7 +222,7 @@ class PackedLaunch:
     """
 
     __slots__ = ("kernel", "grid", "block", "shared_mem", "cooperative", "tag", "_fn", "_holders", "_params",
-                 "_addr", "_slots", "_lock", "slot_names")
+                 "_addr", "_slots", "_nslots", "_lock", "slot_names")
 
     def __init__(self, kernel, grid, block, args, *, shared_mem: int = 0, cooperative: bool = False,
                  tag: str = ""):
@@ -238,19 +238,27 @@ class PackedLaunch:
         slots = [i for i, a in enumerate(args) if isinstance(a, Slot)]
         self.slot_names = tuple(args[i].name for i in slots)
         params, holders = _pack_args([None if isinstance(a, Slot) else a for a in args])
+        # The slots' values live in one array (filled by one slice assignment per call); the parameter
+        # pointers of the slot arguments point into it.
+        self._slots = (ctypes.c_uint64 * max(1, len(slots)))()
+        for j, i in enumerate(slots):
+            params[i] = ctypes.addressof(self._slots) + 8 * j
+        self._nslots = len(slots)
         self.kernel, self.grid, self.block = kernel, g, b
         self.shared_mem, self.cooperative, self.tag = int(shared_mem), bool(cooperative), tag
         self._fn = kernel.function.ptr
         self._holders, self._params = holders, params
         self._addr = ctypes.addressof(params)
-        self._slots = tuple(holders[i] for i in slots)
         self._lock = threading.Lock()
 
     def run(self, handle: int, *pointers) -> None:
+        """Fill every slot (``pointers``: one int per slot, in order; 0 is a null pointer) and launch."""
         g, b = self.grid, self.block
+        if len(pointers) != self._nslots:
+            raise TypeError(f"{self.kernel.name}: expected {self._nslots} pointers ({', '.join(self.slot_names)}), "
+                            f"got {len(pointers)}")
         with self._lock:
-            for h, p in zip(self._slots, pointers):
-                h.value = p
+            self._slots[:self._nslots] = pointers
             if self.cooperative:
                 driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem,
                                                handle, self._addr)
@@ -259,45 +267,3 @@ class PackedLaunch:
                                     self._addr, 0)
         if getattr(_local, "stack", None):
             _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
-
-
-_packed_memo: dict = {}
-_ARRAY = object()
-
-
-def launch_cached(kernel, grid, block, args, *, shared_mem: int = 0, stream: int = 0, tag: str = "",
-                  cooperative: bool = False, memo: dict | None = None) -> None:
-    """``launch`` / ``launch_cooperative`` through a memo of ``PackedLaunch`` objects: a repeated call only
-    fills the pointers (CuPy arrays and ``MemoryPointer`` s in ``args``) and launches.
-
-    Without ``memo`` the key is the kernel, grid, block, shared memory, every scalar value and which
-    pointers are null. With ``memo`` (a dict the caller keeps per problem signature) the caller promises
-    that the scalars and the null pattern are fixed for that dict, and the key is only the kernel, grid,
-    block and shared memory. ``stream`` is a handle the caller resolved; the kernel's device must be current.
-    """
-    nd, mp = cupy.ndarray, cupy.cuda.MemoryPointer
-    if memo is not None:
-        key = (id(kernel), grid, block, shared_mem, cooperative)
-        pk = memo.get(key)
-        if pk is not None:
-            pk.run(stream, *[a.data.ptr if type(a) is nd else a.ptr for a in args if type(a) is nd or type(a) is mp])
-            return
-    else:
-        key = [id(kernel), grid, block, shared_mem, cooperative, tag]
-        for a in args:
-            if type(a) is nd or type(a) is mp:
-                key.append(_ARRAY)
-            elif a is None:
-                key.append(None)
-            else:
-                key.append((a.dtype.char, a.item()) if isinstance(a, np.generic) else a)
-        key = tuple(key)
-        pk = _packed_memo.get(key)
-        memo = _packed_memo
-    if pk is None:
-        template = [Slot(str(i)) if (type(a) is nd or type(a) is mp) else a for i, a in enumerate(args)]
-        pk = PackedLaunch(kernel, grid, block, template, shared_mem=shared_mem, cooperative=cooperative, tag=tag)
-        if len(memo) >= 1024:
-            memo.clear()
-        memo[key] = pk
-    pk.run(stream, *[a.data.ptr if type(a) is nd else a.ptr for a in args if type(a) is nd or type(a) is mp])

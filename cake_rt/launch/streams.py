@@ -278,6 +278,42 @@ class Guarded:
         collect()
 
 
+_call_events: dict = {}  # stream_key -> the event every call on that stream records once, after its launches
+
+
+def begin_call(objs) -> None:
+    """``begin`` of several ``Guarded`` objects a call uses, under one lock."""
+    with _life_lock:
+        for o in objs:
+            o._inflight += 1
+
+
+def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) -> None:
+    """``end`` of every object a call on stream ``handle`` used, with one event record for all of them.
+
+    The event is the stream's (one per ``stream_key``): each object keeps the stream's event, and a later
+    record of it (by any call on that stream) only moves its completion later, so an object is never judged
+    idle before its own last use has run. Under capture the objects are pinned instead (``pin=False``: their
+    owner, held by the caller, keeps them alive for the graph)."""
+    with _life_lock:
+        for o in objs:
+            o._inflight -= 1
+    if capturing:
+        if pin:
+            for o in objs:
+                o.pin()
+        return
+    key = stream_key(device, handle)
+    ev = _call_events.get(key)
+    if ev is None:
+        if len(_call_events) >= 4 * MAX_STREAM_STATES:
+            _call_events.clear()  # bounded; objects keep the events they were given
+        ev = _call_events[key] = cupy.cuda.Event(block=False, disable_timing=True)
+    runtime.eventRecord(ev.ptr, handle)
+    for o in objs:
+        o._events[key] = ev
+
+
 def collect() -> int:
     """Free retired objects whose work has completed; returns how many are still waiting."""
     with _life_lock:

@@ -21,7 +21,7 @@ import contextlib
 import threading
 
 from .arch import device_index
-from .streams import CaptureError, is_capturing, resolve, stream_state
+from .streams import CaptureError, current_device, is_capturing, resolve, stream_state
 
 
 def _handle(stream) -> int:
@@ -45,7 +45,7 @@ class TicketWords:
             raise ValueError(f"nwords: expected >= 1, got {nwords}")
         self.device = device_index(device)
         self.nwords = int(nwords)
-        with cupy.cuda.Device(self.device):
+        with current_device(self.device):
             s, handle = resolve(stream, self.device)
             if is_capturing(handle):
                 raise CaptureError(

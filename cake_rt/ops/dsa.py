@@ -21,12 +21,18 @@ import numpy as np
 
 from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint_spans,
                        contiguous_span)
-from ..launch.streams import (PER_THREAD, CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing,
-                              stream_key, stream_state, upload)
+from ..launch.streams import (PER_THREAD, CaptureError, Guarded, GuardedLRU, begin_call, collect, current_device,
+                              end_call, is_capturing, stream_key, stream_state, upload)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from .. import env
 from ..launch.workspace import state_workspace
+
+try:  # bound once: the per-call path must not pay an import statement
+    import cupy as _cupy
+    from cupy import ndarray as _ndarray
+except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
+    _cupy = _ndarray = None
 
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256
@@ -358,6 +364,9 @@ def _check_topk(topk) -> int:
 
 @dataclasses.dataclass
 class _Problem:
+    """A validated call: its arrays (CuPy views; None once memoized), sizes, host metadata and what a
+    steady-state eager call reuses. Memoized per call signature (``_signature``); a prepared runner keeps its
+    own problem, arrays included."""
     q: object
     k: object
     w: object
@@ -371,6 +380,11 @@ class _Problem:
     offsets: object
     causal: bool
     device: int
+    nbytes: tuple = ()        # bytes of q, k, weights, indices, scores (0 for a missing output)
+    plan_key: tuple | None = None
+    target: str | None = None
+    schedule: str | None = None
+    key_split: int | None = None
 
 
 def _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv):
@@ -416,19 +430,6 @@ def _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv
 
 def _check_arrays(q, k, weights, topk):
     topk = _check_topk(topk)
-    import cupy
-
-    nd = cupy.ndarray
-    if type(q) is nd and type(k) is nd and type(weights) is nd:
-        # A signature seen before passed every check below but the pointer ones: only alignment is left.
-        sig = (q.shape, q.strides, q.dtype, k.shape, k.strides, k.dtype, weights.shape, weights.strides,
-               weights.dtype, q.data.device_id, k.data.device_id, weights.data.device_id)
-        hit = _sig_memo.get(sig)
-        if hit is not None and (q.data.ptr | k.data.ptr | weights.data.ptr) % 16 == 0:
-            T, Tkv, H, D, dev = hit
-            return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
-    else:
-        sig = None
     q = as_device_array(q, "q")
     check_array(q, "q", dtypes=BF16, ndim=3)
     dev = q.device.id
@@ -446,12 +447,11 @@ def _check_arrays(q, k, weights, topk):
         raise ValueError(f"k: sizes must fit in int32 ids, got T={T}, Tkv={Tkv}")
     for name, a in (("q", q), ("k", k), ("weights", weights)):
         check_aligned(a, name)
-    if sig is not None:
-        _memo_put(_sig_memo, sig, (T, Tkv, H, D, dev))
     return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
 
 
-def _check_inputs(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal) -> _Problem:
+def _validate(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal) -> _Problem:
+    """Every check of the inputs and host metadata (``ValueError`` / ``TypeError`` naming the argument)."""
     p = _check_arrays(q, k, weights, topk)
     p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T, p.Tkv)
     p.causal = bool(causal)
@@ -467,12 +467,8 @@ def _check_outputs(indices, scores, T, topk, dev, p=None):
             out.append(None)
             continue
         a = as_device_array(arr, name, output=True)
-        sig = (name, a.shape, a.strides, a.dtype, a.data.device_id, T, topk, dev)
-        if sig not in _sig_memo:
-            check_array(a, name, dtypes=dt, shape=(T, topk), device=dev)
-            _memo_put(_sig_memo, sig, True)
-        if a.data.ptr % 16:
-            check_aligned(a, name)
+        check_array(a, name, dtypes=dt, shape=(T, topk), device=dev)
+        check_aligned(a, name)
         out.append(a)
     if out[0] is not None or out[1] is not None:
         ins = () if p is None else (("q", contiguous_span(p.q)), ("k", contiguous_span(p.k)),
@@ -489,10 +485,7 @@ def _check_workspace(workspace, need, dev, p=None, indices=None, scores=None):
         return None
     if not isinstance(workspace, cupy.ndarray):
         raise TypeError(f"workspace: expected a CuPy uint8 array, got {type(workspace).__name__}")
-    sig = ("workspace", workspace.shape, workspace.strides, workspace.dtype, workspace.data.device_id, dev)
-    if sig not in _sig_memo:
-        check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
-        _memo_put(_sig_memo, sig, True)
+    check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
     if workspace.nbytes < need:
         raise ValueError(f"workspace: expected at least {need} bytes "
                          f"(dsa_indexer_workspace_bytes), got {workspace.nbytes}")
@@ -534,7 +527,8 @@ def _config_for(p: _Problem) -> DsaConfig:
     return select_config(p.H, p.D, p.topk, info.smem_per_block_optin, info.target)
 
 
-def _plan_for(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
+def _plan(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
+    """The work units of a validated call (``plan_units`` on this device's SM count)."""
     info = _device_facts(p.device)
     return plan_units(p.T, p.Tkv, p.cu_q, p.cu_k, p.offsets, p.causal, p.topk, cfg.BQ, cfg.TILE,
                       info.sm_count, key_split)
@@ -613,31 +607,25 @@ def _debug_options():
 _PLAN_CACHE_SIZE = 64
 _plan_cache = GuardedLRU(_PLAN_CACHE_SIZE)
 _plan_lock = threading.Lock()
-# Validated argument signatures and metadata, so a repeated call skips re-checking what cannot have changed.
-_sig_memo: dict = {}
-_meta_memo: dict = {}
+# Validated call signatures -> _Problem, so a repeated call skips re-checking what cannot have changed.
+_problems: dict = {}
 _MEMO_SIZE = 256
 
 
-def _memo_put(memo: dict, key, value):
-    if len(memo) >= _MEMO_SIZE:
-        memo.clear()
-    memo[key] = value
-
-
-def _plan_key(p: _Problem, key_split, meta_key=None, target=None):
-    def b(a):
-        return None if a is None else a.tobytes()
-
-    wg = (wgmma_allowed(target if target is not None else _device_facts(p.device).target),
-          env.flag("CAKE_RT_DSA_LINEINFO"))
-    meta = meta_key if meta_key is not None else (b(p.cu_q), b(p.cu_k), b(p.offsets))
-    return (p.device, p.T, p.Tkv, p.H, p.D, p.topk, meta, p.causal, key_split, wg)
+def _plan_key(p: _Problem, key_split, target=None):
+    """The plan cache key: shapes, topk, the metadata's bytes, causal, key split, and the switches that
+    pick the program (read on every call)."""
+    if p.plan_key is None:  # target first: another thread may read the problem once plan_key is set
+        p.target = target if target is not None else _device_facts(p.device).target
+        b = [None if a is None else a.tobytes() for a in (p.cu_q, p.cu_k, p.offsets)]
+        p.plan_key = (p.device, p.T, p.Tkv, p.H, p.D, p.topk, tuple(b), p.causal, key_split)
+    wg = (wgmma_allowed(p.target), env.flag("CAKE_RT_DSA_LINEINFO"))
+    return p.plan_key + (wg,)
 
 
 def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, stream_obj=None,
-                        meta_key=None, target=None) -> _DevicePlan:
-    key = _plan_key(p, key_split, meta_key, target)
+                        target=None) -> _DevicePlan:
+    key = _plan_key(p, key_split, target)
     hit = _plan_cache.get(key)
     if hit is not None:
         return hit
@@ -648,7 +636,7 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
             "capture a prepared runner (prepare_dsa_indexer_det_topk)")
     collect()
     cfg = _config_for(p)
-    dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device, handle, stream_obj)
+    dp = _DevicePlan(_plan(p, cfg, key_split), cfg, p.device, handle, stream_obj)
     return _plan_cache.put(key, dp)
 
 
@@ -656,48 +644,101 @@ def _default_schedule(dev) -> str:
     return DEFAULT_SCHEDULE.get(_device_facts(dev).target, _FALLBACK_SCHEDULE)
 
 
-def _launch(dp: _DevicePlan, p: _Problem, indices, scores, workspace, tickets, schedule, handle: int):
-    """Launch dsa_scan, the only kernel of a call, on stream ``handle``. ``tickets`` (``plan.ticket_words``
-    words: the ticket word, then the arrival words of split blocks from word 4) is needed by the ticket
-    schedule and by split plans."""
+def _launch_args(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule):
+    """The pointers dsa_scan's ``PackedLaunch`` takes (``qkw``: those of q, k and weights); None when the
+    plan has no work units. ``tickets`` (``plan.ticket_words`` words: the ticket word, then the arrival words
+    of split blocks from word 4) is needed by the ticket schedule and by split plans."""
     plan = dp.plan
     if plan.nunits == 0:
-        return
-    use_ticket = schedule == "ticket"
+        return None
     ws_ptr = workspace.data.ptr if (workspace is not None and plan.nslots) else 0
     cnt = ws_ptr + plan.counts_offset if ws_ptr else 0
-    scan = dp.packed(schedule)
     tptr = tickets.ptr if tickets is not None else 0
     arrivals = tptr + 16 if (tptr and plan.nsplit) else 0
-    iptr, sptr = indices.data.ptr, scores.data.ptr
+    return qkw + (tptr if schedule == "ticket" else 0, arrivals, indices.data.ptr, scores.data.ptr, ws_ptr, cnt)
 
-    def go():
-        scan.run(handle, p.q.data.ptr, p.k.data.ptr, p.w.data.ptr, tptr if use_ticket else 0, arrivals, iptr, sptr,
-                 ws_ptr, cnt)
 
-    if tickets is not None:
-        if tickets.dirty:
-            tickets.before_launch(handle)
-        try:
-            go()
-        except BaseException:
-            tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
-            raise
-    else:
-        go()
+def _run(dp: _DevicePlan, args: tuple, tickets, schedule, handle: int) -> None:
+    """Launch dsa_scan, the only kernel of a call, on stream ``handle`` with ``_launch_args``' pointers."""
+    scan = dp.packed(schedule)
+    if tickets is None:
+        scan.run(handle, *args)
+        return
+    if tickets.dirty:
+        tickets.before_launch(handle)
+    try:
+        scan.run(handle, *args)
+    except BaseException:
+        tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
+        raise
+
+
+def _launch(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule, handle: int) -> None:
+    """Launch dsa_scan on stream ``handle`` (nothing when the plan has no work units)."""
+    args = _launch_args(dp, qkw, indices, scores, workspace, tickets, schedule)
+    if args is not None:
+        _run(dp, args, tickets, schedule, handle)
 
 
 def _needs_words(plan: DsaPlan, schedule) -> bool:
     return plan.nunits > 0 and (schedule == "ticket" or plan.nsplit > 0)
 
 
-def _meta_key(v):
-    """A hashable key of host metadata for the validation memo (None: not memoizable)."""
-    if v is None:
-        return ()
-    if isinstance(v, np.ndarray):
-        return (v.dtype.str, v.shape, v.tobytes())
-    return None
+def _signature(q, k, weights, indices, scores, workspace, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal,
+               schedule, key_split):
+    """Hashable signature of an eager call whose arrays are all CuPy arrays (outputs and workspace: or None)
+    and whose metadata is host NumPy (or None): shapes, strides, dtypes and devices of the arrays, the
+    metadata's dtype, shape and bytes (a host array changed in place gives another signature), the scalars
+    with their types. None when the call cannot be memoized (foreign arrays, device metadata)."""
+    nd = _ndarray
+    sig = []
+    add = sig.extend
+    for a in (q, k, weights, indices, scores, workspace):
+        if a is None:
+            sig.append(None)
+        elif type(a) is nd:
+            add((a.shape, a.strides, a.dtype, a.data.device_id))
+        else:
+            return None
+    for v in (cu_seqlens_q, cu_seqlens_k, q_causal_offsets):
+        if v is None:
+            sig.append(None)
+        elif type(v) is np.ndarray:
+            add((v.dtype.char, v.shape, v.tobytes()))
+        else:
+            return None
+    add((type(topk), topk, type(causal), causal, schedule, type(key_split), key_split))
+    return tuple(sig)
+
+
+def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: int) -> tuple:
+    """Per call, before any launch: 16-byte alignment of every array, outputs overlapping no input and not
+    each other, the workspace's first ``need`` bytes overlapping none of them (``ValueError`` naming the
+    argument). The arrays' shapes were checked when ``p`` was validated. Returns the pointers of q, k, w."""
+    qp, kp, wp = q.data.ptr, k.data.ptr, weights.data.ptr
+    ip = 0 if indices is None else indices.data.ptr
+    sp = 0 if scores is None else scores.data.ptr
+    xp = workspace.data.ptr if (workspace is not None and need) else 0
+    if (qp | kp | wp | ip | sp | xp) % 16:
+        for name, a in (("q", q), ("k", k), ("weights", weights), ("indices", indices), ("scores", scores),
+                        ("workspace", workspace if xp else None)):
+            if a is not None:
+                check_aligned(a, name)
+    nb = p.nbytes
+    ins = (("q", qp, qp + nb[0]), ("k", kp, kp + nb[1]), ("weights", wp, wp + nb[2]))
+    outs = [o for o in (("indices", ip, ip + nb[3]), ("scores", sp, sp + nb[4])) if o[1] and o[2] > o[1]]
+    if xp:
+        if workspace.nbytes < need:
+            raise ValueError(f"workspace: expected at least {need} bytes (dsa_indexer_workspace_bytes), got "
+                             f"{workspace.nbytes}")
+        outs.append(("workspace", xp, xp + need))
+    for i, (on, lo, hi) in enumerate(outs):
+        for other in (outs[:i] + list(ins)) if i else ins:
+            if lo < other[2] and other[1] < hi:
+                kind = "another output" if other in outs else "an input"
+                raise ValueError(f"{on}: its memory overlaps {other[0]} ({kind}); outputs may not alias inputs or "
+                                 f"each other: pass a separate array")
+    return qp, kp, wp
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -779,40 +820,49 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     Returns:
         (indices, scores) as CuPy arrays (the given outputs when passed).
     """
-    import cupy
-
-    _check_topk(topk)
-    schedule, key_split = _check_schedule(schedule, key_split)
-    p = _check_arrays(q, k, weights, topk)
-    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
+    cupy = _cupy
+    sig = _signature(q, k, weights, indices, scores, workspace, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets,
+                     causal, schedule, key_split)
+    try:
+        p = None if sig is None else _problems.get(sig)
+    except TypeError:  # an unhashable scalar argument: validated every call
+        p = sig = None
+    if p is None:
+        _check_topk(topk)
+        schedule, key_split = _check_schedule(schedule, key_split)
+        p = _check_arrays(q, k, weights, topk)
+        q, k, weights = p.q, p.k, p.w
+        indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
+        if workspace is not None:
+            _check_workspace(workspace, 0, p.device)
     with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)  # None: the current stream of the inputs' device
         capturing = is_capturing(handle)
-        if capturing:
-            for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                            ("q_causal_offsets", q_causal_offsets)):
-                if _is_device_meta(v):
-                    raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it needs "
-                                     f"a device-to-host copy); pass host (NumPy) metadata or capture a prepared "
-                                     f"runner")
-        mk = (_meta_key(cu_seqlens_q), _meta_key(cu_seqlens_k), _meta_key(q_causal_offsets))
-        mk = None if None in mk else (mk, p.T, p.Tkv, bool(causal) if isinstance(causal, (bool, np.bool_)) else causal)
-        meta = _meta_memo.get(mk) if mk is not None else None
-        if meta is None:
-            meta = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T, p.Tkv)
-            if mk is not None:
-                _memo_put(_meta_memo, mk, meta)
-        p.cu_q, p.cu_k, p.offsets = meta
-        p.causal = bool(causal)
-        target = _device_facts(p.device).target
-        dp = _cached_device_plan(p, key_split, capturing, handle, st, mk, target)
+        if p.nbytes == ():  # validated just now: the metadata (device metadata needs a device-to-host copy)
+            if capturing:
+                for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                                ("q_causal_offsets", q_causal_offsets)):
+                    if _is_device_meta(v):
+                        raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it "
+                                         f"needs a device-to-host copy); pass host (NumPy) metadata or capture a "
+                                         f"prepared runner")
+            p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T,
+                                                        p.Tkv)
+            p.causal = bool(causal)
+            p.schedule = schedule if schedule is not None else _default_schedule(p.device)
+            p.key_split = key_split
+            p.nbytes = tuple(0 if a is None else int(a.nbytes) for a in (q, k, weights, indices, scores))
+            p.q = p.k = p.w = None  # the memo keeps no caller array alive (the call uses its own arrays)
+            if sig is not None:
+                if len(_problems) >= _MEMO_SIZE:
+                    _problems.clear()
+                _problems[sig] = p
+        dp = _cached_device_plan(p, p.key_split, capturing, handle, st)
         need = dp.plan.workspace_bytes
-        ws = _check_workspace(workspace, need, p.device, p, indices, scores)
-        if schedule is None:
-            schedule = DEFAULT_SCHEDULE.get(target, _FALLBACK_SCHEDULE)
+        qkw = _check_memory(p, q, k, weights, indices, scores, workspace, need)
         state = stream_state(p.device, handle, capturing, st)
-        dp.begin()
-        state.begin()
+        used = (dp, state)
+        begin_call(used)
         try:
             if indices is None or scores is None:
                 with st:
@@ -820,16 +870,16 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                         indices = cupy.empty((p.T, p.topk), dtype=np.int32)
                     if scores is None:
                         scores = cupy.empty((p.T, p.topk), dtype=np.float32)
+            ws = workspace
             if ws is None and need:
                 ws = state_workspace(state, "dsa_indexer", need, handle=handle, stream_obj=st, capturing=capturing)
             tickets = None
-            if _needs_words(dp.plan, schedule):
+            if _needs_words(dp.plan, p.schedule):
                 tickets = state_ticket_words(state, handle, p.device, dp.plan.ticket_words, st, capturing)
             dp.order_after_upload(handle, capturing)
-            _launch(dp, p, indices, scores, ws, tickets, schedule, handle)
+            _launch(dp, qkw, indices, scores, ws, tickets, p.schedule, handle)
         finally:
-            state.end(handle, capturing)
-            dp.end(handle, capturing)
+            end_call(used, p.device, handle, capturing)
     return indices, scores
 
 
@@ -853,6 +903,8 @@ class DSAIndexerRunner:
         import weakref
 
         self._p, self._dp = p, dp
+        self._qkw = (p.q.data.ptr, p.k.data.ptr, p.w.data.ptr)
+        self._args = None  # (workspace, tickets, launch pointers) of the last stream memory used
         self.indices, self.scores = indices, scores
         self.workspace = workspace
         self.schedule = schedule
@@ -905,11 +957,17 @@ class DSAIndexerRunner:
             _, handle = resolve_handle(stream, p.device)
             capturing = is_capturing(handle)
             tickets, ws = self._stream_memory(handle, capturing)
-            dp.begin()
+            used = (dp,)
+            begin_call(used)
             try:
-                _launch(dp, p, self.indices, self.scores, ws, tickets, self.schedule, handle)
+                if self._args is None or self._args[0] is not ws or self._args[1] is not tickets:
+                    self._args = (ws, tickets, _launch_args(dp, self._qkw, self.indices, self.scores, ws, tickets,
+                                                            self.schedule))
+                args = self._args[2]
+                if args is not None:
+                    _run(dp, args, tickets, self.schedule, handle)
             finally:
-                dp.end(handle, capturing, pin=False)  # under capture the runner, held by the caller, owns it
+                end_call(used, p.device, handle, capturing, pin=False)  # under capture the runner owns it
         return self.indices, self.scores
 
     run = __call__
@@ -936,14 +994,14 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
     if indices is None or scores is None:
         raise ValueError(f"{'indices' if indices is None else 'scores'}: a prepared runner needs caller-owned "
                          f"outputs (int32 / float32 [T, topk]), got None")
-    p = _check_inputs(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal)
+    p = _validate(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal)
     indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
-    with cupy.cuda.Device(p.device):
+    with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)
         if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
         cfg = _config_for(p)
-        dp = _DevicePlan(_plan_for(p, cfg, key_split), cfg, p.device, handle, st)
+        dp = _DevicePlan(_plan(p, cfg, key_split), cfg, p.device, handle, st)
         need = dp.plan.workspace_bytes
         ws = _check_workspace(workspace, need, p.device, p, indices, scores)
         if ws is None and need:

@@ -19,14 +19,20 @@ import threading
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span, dtype_name, parse_dtype)
+                       check_disjoint_spans, dtype_name, parse_dtype)
 from .. import env
-from ..launch.grid import launch_cached
-from ..launch.streams import (CaptureError, Guarded, GuardedLRU, collect, current_device, is_capturing, stream_state,
-                              upload)
+from ..launch.grid import PackedLaunch, Slot
+from ..launch.streams import (CaptureError, Guarded, GuardedLRU, begin_call, collect, current_device, end_call,
+                              is_capturing, stream_state, upload)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
+
+try:  # bound once: the per-call path must not pay an import statement
+    import cupy as _cupy
+    from cupy import ndarray as _ndarray
+except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
+    _cupy = _ndarray = None
 
 __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "predict_us", "CostModel",
            "COST_MODELS", "cost_model_for", "cost_model_path", "DEFAULT_WORKSPACE_CAP", "last_plan", "programs"]
@@ -227,7 +233,11 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
 # ----------------------------------------------------------------------------------------------------
 # Validation and segments.
 @dataclasses.dataclass
-class _Call:
+class _Problem:
+    """A validated call: its arrays (CuPy views; once memoized, ``_Spec`` s of their shapes and dtypes), sizes,
+    flags, segment table and everything a steady-state call reuses. Memoized per call signature
+    (``_signature``): a later call with the same signature brings its own arrays and reuses the rest (the
+    plan, the packed launches)."""
     x: object
     dt: object
     A: object
@@ -260,7 +270,13 @@ class _Call:
     want_varlen: bool
     want_chunks: bool
     device: int
-    launch_memo: dict = dataclasses.field(default_factory=dict)  # packed launches of this signature
+    table_key: tuple = ()     # (device, table bytes): the device-table cache key (bytes hash once)
+    nbytes: tuple = ()        # bytes of each of _ARRAYS (out last), for the per-call overlap check
+    out_shapes: tuple = ()    # (final, varlen, chunk) state shapes, None where not asked for
+    scalars: tuple = ()       # the kernel's scalar arguments
+    planned: tuple | None = None  # (the switches in force, the plan made under them)
+    want_states: bool = False      # any state returned
+    executable: tuple | None = None  # _executable(self, plan) of the last plan
 
 
 def _as_bool(v, name):
@@ -433,78 +449,95 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
     table, nseg, total_chunks, max_chunks, total_ckpts = hit
     if total_chunks >= 2**31 or nseg * nheads * (headdim // PBLK) >= 2**31:
         raise ValueError(f"x: too many chunks ({total_chunks}) or work items for one call")
-    return _Call(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, init=initial_states, out=out,
+    p = _Problem(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, init=initial_states, out=out,
                  batch=batch, seqlen=seqlen, nheads=nheads, headdim=headdim, ngroups=ngroups, dstate=dstate,
                  chunk=chunk, state_dtype=sdt, flags=flags, lo=lo, hi=hi, table=table, nseg=nseg,
                  total_chunks=total_chunks, max_chunks=max_chunks, total_ckpts=total_ckpts,
                  nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
+    p.table_key = (dev, table.tobytes())
+    p.nbytes = tuple(0 if a is None else int(a.nbytes) for a in _arrays_of(p))
+    shape = (nheads, headdim, dstate)
+    p.out_shapes = tuple((n,) + shape if want else None for n, want in ((p.nfinal, want_final),
+                                                                         (p.nvarlen, want_varlen),
+                                                                         (total_ckpts, want_chunks)))
+    p.want_states = want_final or want_varlen or want_chunks
+    p.scalars = (np.int32(nseg), np.int32(total_chunks), np.int32(nheads), np.int32(ngroups), np.int32(flags),
+                 np.float32(lo), np.float32(hi))
+    return p
 
 
-_call_memo: dict = {}  # argument signature -> validated _Call (array fields replaced per call)
-_ARRAY_FIELDS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "init", "out")
+_ARRAYS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states", "out")  # order of every array tuple
+_problems: dict = {}  # call signature -> validated _Problem
+_MEMO_SIZE = 256
 
 
-def _signature(arrays, rest):
+class _Spec:
+    """The shape and dtype of an array a problem was validated with."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def _arrays_of(p: _Problem) -> tuple:
+    return (p.x, p.dt, p.A, p.B, p.C, p.D, p.z, p.dt_bias, p.init, p.out)
+
+
+def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, final, varlen, chunks,
+               state_dtype, family):
     """Hashable signature of a call whose arrays are all CuPy arrays (or None) and whose metadata is host
-    NumPy (or None); None when the call cannot be memoized (foreign arrays, device metadata)."""
-    import cupy
-
+    NumPy (or None): shapes, strides, dtypes and devices of the arrays, the metadata's dtype, shape and
+    bytes (a host array changed in place gives another signature), the scalars with their types (True and
+    1 differ). None when the call cannot be memoized (foreign arrays, device metadata, unhashable values).
+    Appends the arrays' pointers (0 for None) to ``ptrs``."""
+    nd = _ndarray
     sig = []
+    add = sig.extend
+    put = ptrs.append
     for a in arrays:
         if a is None:
             sig.append(None)
-        elif type(a) is cupy.ndarray:
-            sig.append((a.shape, a.strides, a.dtype, a.data.device_id))
+            put(0)
+        elif type(a) is nd:
+            d = a.data
+            add((a.shape, a.strides, a.dtype, d.device_id))
+            put(d.ptr)
         else:
             return None
-    out = []
-    for v in rest:
-        if isinstance(v, np.ndarray):
-            out.append((v.dtype.str, v.shape, v.tobytes()))
-        elif v is None or isinstance(v, (bool, int, float, str, np.integer, np.bool_)):
-            out.append((type(v), v))
-        elif isinstance(v, tuple) and all(isinstance(e, (int, float)) for e in v):
-            out.append((tuple, tuple((type(e), e) for e in v)))
+    for v in (seq_idx, cu_seqlens):
+        if v is None:
+            sig.append(None)
+        elif type(v) is np.ndarray:
+            add((v.dtype.char, v.shape, v.tobytes()))
         else:
             return None
-    return tuple(sig), tuple(out)
+    if type(dt_limit) is not tuple:
+        return None
+    add((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, dt_limit, tuple(map(type, dt_limit)),
+         type(final), final, type(varlen), varlen, type(chunks), chunks, state_dtype, family))
+    return tuple(sig)
 
 
-def _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
-                   dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out):
-    """``_validate`` with a memo: a signature seen before (shapes, strides, dtypes, devices, scalars, host
-    metadata values) gives the same _Call with this call's arrays, without re-checking."""
-    arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, out)
-    sig = _signature(arrays, (chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
-                              return_varlen_states, return_chunk_states, state_dtype, family))
-    if sig is not None:
-        hit = _call_memo.get(sig)
-        if hit is not None:
-            c = _Call.__new__(_Call)
-            c.__dict__.update(hit.__dict__)  # shares launch_memo with the template
-            c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, c.out = arrays
-            return c
-    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
-                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
-    if sig is not None:
-        if len(_call_memo) >= 256:
-            _call_memo.clear()
-        _call_memo[sig] = c
-    return c
-
-
-def _check_memory(c: _Call) -> None:
+def _check_memory(p: _Problem, arrays, ptrs: list) -> None:
     """Before any launch: every device array 16-byte aligned (the kernels' vector accesses), and ``out``
-    overlapping no input (``ValueError`` naming the argument)."""
-    inputs = (("x", c.x), ("dt", c.dt), ("A", c.A), ("B", c.B), ("C", c.C), ("D", c.D), ("z", c.z),
-              ("dt_bias", c.dt_bias), ("initial_states", c.init))
-    for name, a in inputs + (("out", c.out),):
-        if a is not None and a.data.ptr % 16:
-            check_aligned(a, name)
-    if c.out is not None:  # every array here passed the C-contiguity check
-        check_disjoint_spans((("out", contiguous_span(c.out)),),
-                             tuple((n, contiguous_span(a)) for n, a in inputs if a is not None))
+    overlapping no input (``ValueError`` naming the argument). ``ptrs``: the arrays' pointers (0 for None)."""
+    bad = 0
+    for v in ptrs:
+        bad |= v
+    if bad % 16:
+        for name, a in zip(_ARRAYS, arrays):
+            if a is not None:
+                check_aligned(a, name)
+    o = ptrs[9]
+    if o:  # every array here passed the C-contiguity check: it spans [ptr, ptr + nbytes)
+        nb = p.nbytes
+        oe = o + nb[9]
+        if nb[9]:
+            for i in range(9):
+                if nb[i] and ptrs[i] < oe and o < ptrs[i] + nb[i]:
+                    check_disjoint_spans((("out", (o, oe)),), ((_ARRAYS[i], (ptrs[i], ptrs[i] + nb[i])),))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -589,7 +622,7 @@ def programs(target: str = "sm_90a") -> list:
     return out
 
 
-def _defines(c: _Call) -> dict:
+def _defines(c: _Problem) -> dict:
     from ..launch.arch import device_info, target_for_capability
 
     upg = (c.nheads // c.ngroups) * (c.headdim // PBLK)
@@ -598,14 +631,14 @@ def _defines(c: _Call) -> dict:
                            c.headdim, c.dstate, c.chunk, upg, target)
 
 
-def _smem(c: _Call, defs: dict, exact: bool) -> int:
+def _smem(c: _Problem, defs: dict, exact: bool) -> int:
     it = np.dtype(c.x.dtype).itemsize
     if exact:
         return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HBX"], defs["SSD_NBUFX"], True)
     return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HB"], defs["SSD_NBUF"], False)
 
 
-def slice_units(c: _Call, hb: int, cap: int) -> int:
+def slice_units(c: _Problem, hb: int, cap: int) -> int:
     """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
     multiple of ``hb``; 0 when not even one block of units fits."""
     per_unit = c.total_chunks * PBLK * c.dstate * (4 + np.dtype(c.x.dtype).itemsize)
@@ -617,7 +650,7 @@ def slice_units(c: _Call, hb: int, cap: int) -> int:
     return min(units, n)
 
 
-def workspace_bytes(c: _Call, units: int | None = None) -> int:
+def workspace_bytes(c: _Problem, units: int | None = None) -> int:
     """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
     round_T(S_prev), per-chunk decays (256-B aligned)."""
     if units is None:
@@ -643,7 +676,7 @@ _kernels: dict = {}
 _capacity: dict = {}
 
 
-def _kernel(c: _Call, name: str, defs: dict):
+def _kernel(c: _Problem, name: str, defs: dict):
     """The loaded program, memoized here: get_kernel re-reads and re-hashes the source on every call
     (milliseconds of host time, which a short call would otherwise pay each time)."""
     key = (c.device, name, tuple(sorted(defs.items())))
@@ -666,22 +699,26 @@ def _coop_capacity(k, smem: int) -> int:
 _plan_memo: dict = {}
 
 
-def _plan(c: _Call, family: str) -> SsdPlan:
+def _plan(c: _Problem, family: str) -> SsdPlan:
     """The plan of a call, memoized on everything it depends on (shapes, dtypes, segment counts, the
-    switches in force); the returned object is shared: treat it as read-only."""
+    switches in force, read on every call); the returned object is shared: treat it as read-only."""
+    envs = (env.text(ENV_MODE), env.text(ENV_CAP))
+    planned = c.planned
+    if planned is not None and planned[0] == envs:  # the problem's family is part of its signature
+        return planned[1]
     key = (c.device, family, c.x.dtype, c.dt.dtype, c.state_dtype, c.nheads, c.headdim, c.ngroups, c.dstate,
-           c.chunk, c.nseg, c.total_chunks, c.max_chunks, env.text("CAKE_RT_SSD_CHUNK_PARALLEL"),
-           env.text("CAKE_RT_SSD_WORKSPACE_CAP"))
+           c.chunk, c.nseg, c.total_chunks, c.max_chunks, envs)
     hit = _plan_memo.get(key)
     if hit is None:
         hit = _plan_uncached(c, family)
         if len(_plan_memo) >= 256:
             _plan_memo.clear()
         _plan_memo[key] = hit
+    c.planned = (envs, hit)
     return hit
 
 
-def _plan_uncached(c: _Call, family: str) -> SsdPlan:
+def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     from ..launch.arch import device_info
     from ..launch.grid import CooperativeLaunchError
 
@@ -736,6 +773,7 @@ class _DeviceTable(Guarded):
         super().__init__()
         self._host = host
         self.array = upload(host, handle, stream_obj)
+        self.ptr = self.array.data.ptr
         self.ready = cupy.cuda.Event(block=False, disable_timing=True)
         runtime.eventRecord(self.ready.ptr, handle)
         self._ordered = {handle}
@@ -755,9 +793,9 @@ _tables = GuardedLRU(64)
 _tls = threading.local()
 
 
-def _device_table(c: _Call, handle: int, stream_obj, capturing: bool) -> _DeviceTable:
+def _device_table(c: _Problem, handle: int, stream_obj, capturing: bool) -> _DeviceTable:
     """The segment table on the device, cached by content (no upload on repeated layouts)."""
-    key = (c.device, c.table.tobytes())
+    key = c.table_key
     hit = _tables.get(key)
     if hit is not None:
         return hit
@@ -782,8 +820,7 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
     the chosen family, the reason, the workspace bytes, the predicted time of each family."""
     c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
                   dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
-    import cupy
-    with cupy.cuda.Device(c.device):
+    with current_device(c.device):
         return _plan(c, family)
 
 
@@ -806,77 +843,116 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     final_states [batch (1 with cu_seqlens), nheads, headdim, dstate], varlen_states [nseq, ...],
     chunk_states [total complete chunks, ...] (segment-major).
     """
-    import cupy
-
-    if out is not None:
-        out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
-    c = _validate_memo(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens,
-                       dt_softplus, dt_limit, return_final_states, return_varlen_states, return_chunk_states,
-                       state_dtype, family, out)
-    _check_memory(c)
-    with current_device(c.device):
-        s, handle = resolve_handle(stream, c.device)
+    arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, out)
+    ptrs = []
+    sig = _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
+                     return_varlen_states, return_chunk_states, state_dtype, family)
+    try:
+        p = None if sig is None else _problems.get(sig)
+    except TypeError:  # an unhashable scalar argument: validated every call
+        p = sig = None
+    if p is None:
+        if out is not None:
+            out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
+        p = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                      dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family,
+                      out)
+        arrays = _arrays_of(p)
+        ptrs = [0 if a is None else a.data.ptr for a in arrays]
+        # The problem keeps the arrays' shapes and dtypes, never the caller's arrays (the memo must not keep
+        # device memory alive).
+        (p.x, p.dt, p.A, p.B, p.C, p.D, p.z, p.dt_bias, p.init, p.out) = (
+            None if a is None else _Spec(a.shape, a.dtype) for a in arrays)
+        if sig is not None:
+            if len(_problems) >= _MEMO_SIZE:
+                _problems.clear()
+            _problems[sig] = p
+    _check_memory(p, arrays, ptrs)
+    with current_device(p.device):
+        s, handle = resolve_handle(stream, p.device)
         capturing = is_capturing(handle)
-        plan = _plan(c, family)
-        _tls.plan = plan
-        itemsize = np.dtype(c.x.dtype).itemsize
-        table = _device_table(c, handle, s, capturing)
-        state = stream_state(c.device, handle, capturing, s) if plan.family == "chunkpar" else None
-        table.begin()
-        if state is not None:
-            state.begin()
-        try:
+        plan = _tls.plan = _plan(p, family)
+        return _launch(p, plan, arrays[9], ptrs, s, handle, capturing)
+
+
+def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing: bool):
+    """Allocate the outputs the caller did not give and launch the plan's kernel on stream ``handle``
+    (``ptrs``: the pointers of the call's arrays in ``_ARRAYS`` order). Returns what ``ssd_combined`` returns."""
+    ex = p.executable
+    if ex is None or ex[0] is not plan:
+        ex = p.executable = _executable(p, plan)
+    _, pk, o1, o2 = ex
+    table = _tables.get(p.table_key)
+    if table is None:
+        table = _device_table(p, handle, s, capturing)
+    state = stream_state(p.device, handle, capturing, s) if o1 else None
+    used = (table,) if state is None else (table, state)
+    begin_call(used)
+    try:
+        states = None
+        if y is None or p.want_states:
             with s:
-                y = c.out if c.out is not None else cupy.empty(c.x.shape, c.x.dtype)
-                shape = (c.nheads, c.headdim, c.dstate)
-                fin = cupy.empty((c.nfinal,) + shape, c.state_dtype) if c.want_final else None
-                var = cupy.empty((c.nvarlen,) + shape, c.state_dtype) if c.want_varlen else None
-                ck = cupy.empty((c.total_ckpts,) + shape, c.state_dtype) if c.want_chunks else None
+                empty = _cupy.empty
+                if y is None:
+                    y = empty(p.x.shape, p.x.dtype)
+                states = [empty(shape, p.state_dtype) if shape else None for shape in p.out_shapes]
+            ptrs[9] = y.data.ptr
+            ptrs += [0 if a is None else a.data.ptr for a in states]
+        else:
+            ptrs += (0, 0, 0)
+        ptrs.append(table.ptr)
+        if handle not in table._ordered:
             table.order_after_upload(handle, capturing)
-            args = (c.x, c.dt, c.A, c.B, c.C, c.D, c.z, c.dt_bias, c.init, y, fin, var, ck, table.array,
-                    np.int32(c.nseg), np.int32(c.total_chunks), np.int32(c.nheads), np.int32(c.ngroups),
-                    np.int32(c.flags), np.float32(c.lo), np.float32(c.hi))
-            memo = c.launch_memo  # per argument signature: program choices that depend only on it
-            defs = plan.defines
-            if plan.family == "exact":
-                hit = memo.get("exact")
-                if hit is None:
-                    hit = memo["exact"] = (_kernel(c, "ssd_exact", defs), _smem(c, defs, True))
-                k, smem = hit
-                launch_cached(k, plan.work_items, THREADS, args, shared_mem=smem, stream=handle, tag="ssd_exact",
-                              memo=memo)
-            else:
-                mk = ("chunkpar", plan.grid)
-                hit = memo.get(mk)
-                if hit is None:
-                    k = _kernel(c, "ssd_chunkpar", defs)
-                    smem = _smem(c, defs, False)
-                    # The grid comes from this kernel's real occupancy (checked again at the launch).
-                    hit = memo[mk] = (k, smem, min(plan.grid, _coop_capacity(k, smem)))
-                k, smem, grid = hit
-                n = c.total_chunks * plan.slice_units * PBLK * c.dstate
-                o1 = _align(n * 4)
-                o2 = o1 + _align(n * itemsize)
+        if not o1:
+            pk.run(handle, *ptrs)
+        else:
+            ws = state.workspaces.get("ssd_chunkpar")
+            if ws is None or ws.nbytes < plan.workspace_bytes:
                 ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
                                      handle=handle, stream_obj=s, capturing=capturing)
-                base = ws.data  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, workspace_bytes)
-                words = state_ticket_words(state, handle, c.device, 4, s, capturing)
-                with words.guard(handle):
-                    launch_cached(k, grid, THREADS, args + (base, base + o1, base + o2, words.array,
-                                                            np.int32(plan.slice_units)),
-                                  shared_mem=smem, stream=handle, tag="ssd_chunkpar", cooperative=True, memo=memo)
-        finally:
-            if state is not None:
-                state.end(handle, capturing)
-            table.end(handle, capturing)
-    outs = [y]
-    if c.want_final:
-        outs.append(fin)
-    if c.want_varlen:
-        outs.append(var)
-    if c.want_chunks:
-        outs.append(ck)
-    return y if len(outs) == 1 else tuple(outs)
+            base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, workspace_bytes)
+            words = state.tickets.get(4)
+            if words is None:
+                words = state_ticket_words(state, handle, p.device, 4, s, capturing)
+            if words.dirty:
+                words.before_launch(handle)
+            try:
+                pk.run(handle, *ptrs, base, base + o1, base + o2, words.ptr)
+            except BaseException:
+                words.mark_dirty()  # the next call re-zeroes the words on its own stream
+                raise
+    finally:
+        end_call(used, p.device, handle, capturing)
+    if states is None:
+        return y
+    return (y,) + tuple(a for a in states if a is not None)
+
+
+def _executable(p: _Problem, plan: SsdPlan) -> tuple:
+    """(plan, PackedLaunch, o1, o2) of the plan's program for this problem; o1, o2: the chunk-parallel
+    workspace offsets of round_T(S_prev) and the decays (0 for the exact scan)."""
+    defs = plan.defines
+    if plan.family == "exact":
+        return plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), False), 0, 0
+    k = _kernel(p, "ssd_chunkpar", defs)
+    smem = _smem(p, defs, False)
+    n = p.total_chunks * plan.slice_units * PBLK * p.dstate
+    o1 = _align(n * 4)
+    o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
+    # The grid comes from this kernel's real occupancy (checked again when packed).
+    pk = _packed(p, k, min(plan.grid, _coop_capacity(k, smem)), smem, True, np.int32(plan.slice_units))
+    return plan, pk, o1, o2
+
+
+def _packed(p: _Problem, kernel, grid: int, smem: int, cooperative: bool, *extra) -> PackedLaunch:
+    """The ``PackedLaunch`` of a program for this problem: slots for the 10 arrays, the 3 returned states,
+    the segment table (and, chunk-parallel: 3 workspace parts and the ticket words); scalars packed once."""
+    ptr_slots = tuple(Slot(n) for n in _ARRAYS + ("final", "varlen", "chunk", "table"))
+    args = ptr_slots + p.scalars
+    if cooperative:
+        args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("tickets")) + extra
+    return PackedLaunch(kernel, grid, THREADS, args, shared_mem=smem, cooperative=cooperative,
+                        tag="ssd_chunkpar" if cooperative else "ssd_exact")
 
 
 def ssd_flops_bytes(*, batch, seqlen, nheads, headdim, dstate, ngroups=1, chunk_size=256, dtype_bytes=2,

@@ -10,7 +10,7 @@ from cake_rt.interop import BF16, FP16, FP32
 
 
 class FakeDev:
-    """Just enough of a CuPy array for the validation path: dtype, shape, ndim, flags, device."""
+    """Just enough of a CuPy array for the validation path: dtype, shape, ndim, flags, device, nbytes."""
 
     class _Flags:
         def __init__(self, c):
@@ -26,6 +26,7 @@ class FakeDev:
         self.flags = self._Flags(contiguous)
         self.device = self._Device()
         self.strides = ()
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
 
 
 @pytest.fixture(autouse=True)

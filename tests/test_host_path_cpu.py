@@ -1,0 +1,115 @@
+"""The steady-state host path of both ops on the CPU (every CUDA entry point replaced by a no-op, see
+``scripts/host_time.py --cpu``): a memoized call still refuses what a fresh call refuses (a host array
+changed in place, a misaligned or overlapping array), records one event per call, keeps no caller array
+alive, and under capture pins what it used and refuses a new layout. Runs in a subprocess: the stand-ins
+replace module attributes of CuPy for good."""
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("cupy")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+SCRIPT = r'''
+import importlib.util, sys, gc, weakref
+import numpy as np
+spec = importlib.util.spec_from_file_location("host_time", sys.argv[1])
+ht = importlib.util.module_from_spec(spec); spec.loader.exec_module(ht)
+make, s = ht.install_cpu_stubs()
+from cupy_backends.cuda.api import runtime
+import cake_rt
+from cake_rt.interop import BF16
+import cake_rt.ops.ssd as ssd
+import cake_rt.ops.dsa as dsa
+
+records = []
+runtime.eventRecord = lambda ev, handle: records.append(handle)
+
+def refused(fn, match):
+    try:
+        fn()
+    except ValueError as exc:
+        assert str(exc).startswith(match), (str(exc), match)
+        return
+    raise AssertionError(f"not refused: {match}")
+
+# ---- SSD
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); z = make(np.empty((1, L, H, P), BF16))
+B = make(np.empty((1, L, 1, N), BF16)); C = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
+y = make(np.empty((1, L, H, P), BF16))
+cu = np.array([0, 100, L], np.int32)
+def ssd_call(**kw):
+    a = dict(z=z, cu_seqlens=cu, return_final_states=True, out=y, stream=s); a.update(kw)
+    return cake_rt.ssd_combined(x, dt, A, B, C, 64, **a)
+for _ in range(3):
+    ssd_call()
+n = len(ssd._problems)
+records.clear(); ssd_call(); assert len(records) == 1, records   # one event record per call
+assert len(ssd._problems) == n                                     # a memo hit
+cu[1] = 300                                                        # changed in place: validated again
+refused(ssd_call, "cu_seqlens: must be non-decreasing")
+cu[1] = 100
+refused(lambda: ssd_call(out=x), "out: its memory overlaps x")
+base = make(np.empty(L * H * P * 2 + 64, np.uint8))
+mis = base[2:2 + L * H * P * 2].view(BF16).reshape(1, L, H, P)
+refused(lambda: ssd_call(z=mis), "z: the data pointer")
+for v in ssd._problems.values():                                   # the memo holds no caller array
+    assert not any(type(a).__module__.startswith("cupy") for a in ssd._arrays_of(v)), v
+
+# ---- DSA
+T, Tkv = 64, 300
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, 16), np.int32)); sc = make(np.empty((T, 16), np.float32))
+cq = np.array([0, 20, T], np.int32); ck = np.array([0, 100, Tkv], np.int32)
+def dsa_call(**kw):
+    a = dict(cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc, stream=s); a.update(kw)
+    return cake_rt.dsa_indexer_det_topk(q, k, w, 16, **a)
+for _ in range(3):
+    dsa_call()
+n = len(dsa._problems)
+records.clear(); dsa_call(); assert len(records) == 1, records
+assert len(dsa._problems) == n
+cq[-1] = T + 1
+refused(dsa_call, "cu_seqlens_q: expected to end at")
+cq[-1] = T
+refused(lambda: dsa_call(scores=idx.view(np.float32)), "scores: its memory overlaps indices")
+qb = make(np.empty(T * 32 * 128 * 2 + 64, np.uint8))
+refused(lambda: cake_rt.dsa_indexer_det_topk(qb[8:8 + T * 32 * 128 * 2].view(BF16).reshape(T, 32, 128), k, w, 16,
+                                             cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc, stream=s),
+        "q: the data pointer")
+for v in dsa._problems.values():
+    assert v.q is None and v.k is None and v.w is None
+runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc)
+runner(stream=s)
+records.clear(); runner(stream=s); assert len(records) == 1, records
+
+# ---- capture: a memoized call pins what it used, a new layout is refused (nothing is allocated)
+from cake_rt.launch import streams
+from cake_rt.launch.streams import CaptureError
+runtime.streamIsCapturing = lambda handle: runtime.streamCaptureStatusActive
+pinned = streams.pinned_count()
+records.clear()
+ssd_call(); dsa_call()
+assert records == [] and streams.pinned_count() > pinned      # pinned, no event recorded under capture
+for fn in (lambda: ssd_call(cu_seqlens=np.array([0, 50, L], np.int32)),
+           lambda: dsa_call(cu_seqlens_q=np.array([0, 10, T], np.int32))):
+    try:
+        fn()
+    except CaptureError:
+        pass
+    else:
+        raise AssertionError("a new layout was accepted under capture")
+print("ok")
+'''
+
+
+def test_memoized_calls_keep_every_check():
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "scripts" / "host_time.py")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
