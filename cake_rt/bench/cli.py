@@ -15,6 +15,11 @@ import sys
 
 from .. import cli as _cli
 from ..cli import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_TEXT, EXIT_USAGE
+
+
+def gpu_problem():
+    """The CLI's one GPU probe (``cake_rt.cli.gpu_problem``), looked up per call so a test can patch either."""
+    return _cli.gpu_problem()
 from .peers import SSD_PEERS
 from .suites import TARGETS, build_plan, load_suite, parse_int_list
 
@@ -159,7 +164,7 @@ def run(args, argv) -> int:
         return EXIT_FAILED
     if args.from_json:
         return _render_saved(args, old)
-    problem = _cli.gpu_problem()  # the CLI's one GPU probe, looked up per call
+    problem = gpu_problem()
     if problem is not None:
         print(f"cake-rt bench: {problem}; benchmarks need a CUDA GPU (--dry-run lists the rows).", file=sys.stderr)
         return EXIT_NO_GPU
