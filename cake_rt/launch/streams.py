@@ -335,6 +335,31 @@ def pinned_count() -> int:
         return len(_pinned)
 
 
+class UploadedTable(Guarded):
+    """Host metadata (a plan or segment table) in device memory: allocated from stream ``handle``'s pool and
+    written there by an asynchronous copy (``upload``); a call on another stream first waits for that copy
+    (``order_after_upload``, once per stream). As a ``Guarded`` object it is freed only after the kernels
+    that read it have run (or never, once a graph captured it)."""
+
+    def __init__(self, host: np.ndarray, handle: int, stream_obj=None):
+        super().__init__()
+        self._host = host
+        self.array = upload(host, handle, stream_obj)
+        self.ptr = self.array.data.ptr
+        self.ready = cupy.cuda.Event(block=False, disable_timing=True)
+        runtime.eventRecord(self.ready.ptr, handle)
+        self.ordered = {handle}  # streams already ordered after the upload
+
+    def order_after_upload(self, handle: int, capturing: bool) -> None:
+        """Make stream ``handle`` wait for the upload (once per stream)."""
+        if handle in self.ordered:
+            return
+        # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
+        runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
+        if not capturing:  # a graph node orders the replays, not later eager calls on the stream
+            self.ordered.add(handle)
+
+
 class GuardedLRU:
     """A bounded map of ``Guarded`` values; an evicted value is retired (freed after its work)."""
 

@@ -19,13 +19,13 @@ import threading
 
 import numpy as np
 
+from .. import env
 from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint_spans,
                        contiguous_span)
-from ..launch.streams import (PER_THREAD, CaptureError, Guarded, GuardedLRU, begin_call, collect, current_device,
-                              end_call, is_capturing, stream_key, stream_state, upload)
+from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
+                              end_call, is_capturing, stream_key, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
-from .. import env
 from ..launch.workspace import state_workspace
 
 try:  # bound once: the per-call path must not pay an import statement
@@ -534,49 +534,24 @@ def _plan(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
                       info.sm_count, key_split)
 
 
-class _DevicePlan(Guarded):
-    """A plan's unit table in device memory plus its packed launch.
-
-    The table is allocated from the pool of stream ``handle`` and written there by an asynchronous copy
-    (``streams.upload``); a call on another stream first waits for that copy (``ready``). As a ``Guarded``
-    object it is freed only after the kernels that read it have run (or never, once captured in a graph).
-    """
+class _DevicePlan(UploadedTable):
+    """A plan's unit table in device memory (an ``UploadedTable``: uploaded on the planning call's stream,
+    other streams wait for it once, freed after the kernels that read it) plus its packed launch."""
 
     def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int, handle: int, stream_obj=None):
-        import cupy
-
         from ..launch.compile import get_kernel
         from ..launch.grid import occupancy_per_sm
 
-        super().__init__()
-        self.plan, self.cfg, self.device = plan, cfg, dev
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
-        self.scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=_debug_options(), device=dev)
-        occ = occupancy_per_sm(self.scan, SCAN_THREADS, cfg.smem_scan)
+        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=_debug_options(), device=dev)
+        occ = occupancy_per_sm(scan, SCAN_THREADS, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")
-        self.table = upload(host, handle, stream_obj)
-        self.ready = cupy.cuda.Event(block=False, disable_timing=True)
-        from cupy_backends.cuda.api import runtime
-
-        runtime.eventRecord(self.ready.ptr, handle)
-        self._ordered = {handle}  # streams ordered after the upload
-        info = _device_facts(dev)
-        self.grid = max(1, min(plan.nunits, occ * info.sm_count))
-        self._host = host
+        super().__init__(host, handle, stream_obj)
+        self.plan, self.cfg, self.device, self.scan = plan, cfg, dev, scan
+        self.grid = max(1, min(plan.nunits, occ * _device_facts(dev).sm_count))
         self._packed = {}
         self.owned = ()  # a runner's ticket words and workspace: freed with the plan
-
-    def order_after_upload(self, handle: int, capturing: bool) -> None:
-        """Make stream ``handle`` wait for the table upload (once per stream)."""
-        if handle in self._ordered:
-            return
-        from cupy_backends.cuda.api import runtime
-
-        # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
-        runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
-        if not capturing:  # a graph node orders the replays, not later eager calls on the stream
-            self._ordered.add(handle)
 
     def packed(self, schedule: str):
         """The ``PackedLaunch`` of dsa_scan; slots: q, k, w, tickets, arrivals, indices, scores, ent, cnt.
@@ -591,7 +566,7 @@ class _DevicePlan(Guarded):
         plan, cfg = self.plan, self.cfg
         hit = PackedLaunch(
             self.scan, self.grid, SCAN_THREADS,
-            (Slot("q"), Slot("k"), Slot("w"), np.uint64(self.table.data.ptr), np.int32(plan.nunits),
+            (Slot("q"), Slot("k"), Slot("w"), np.uint64(self.ptr), np.int32(plan.nunits),
              Slot("tickets"), np.int32(1 if schedule == "ticket" else 0), Slot("arrivals"), np.int32(plan.topk),
              np.int32(1 if plan.causal else 0), Slot("indices"), Slot("scores"), Slot("ent"), Slot("cnt")),
             shared_mem=cfg.smem_scan, tag=f"dsa_scan:{schedule}")

@@ -22,8 +22,8 @@ from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, 
                        check_disjoint_spans, dtype_name, parse_dtype)
 from .. import env
 from ..launch.grid import PackedLaunch, Slot
-from ..launch.streams import (CaptureError, Guarded, GuardedLRU, begin_call, collect, current_device, end_call,
-                              is_capturing, stream_state, upload)
+from ..launch.streams import (CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
+                              is_capturing, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -761,39 +761,11 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     return plan
 
 
-class _DeviceTable(Guarded):
-    """A segment table in device memory, uploaded on the first caller's stream (``streams.upload``); other
-    streams wait for the upload once. Freed after the kernels that read it (``Guarded``); pinned once a
-    graph captured it."""
-
-    def __init__(self, host: np.ndarray, handle: int, stream_obj=None):
-        import cupy
-        from cupy_backends.cuda.api import runtime
-
-        super().__init__()
-        self._host = host
-        self.array = upload(host, handle, stream_obj)
-        self.ptr = self.array.data.ptr
-        self.ready = cupy.cuda.Event(block=False, disable_timing=True)
-        runtime.eventRecord(self.ready.ptr, handle)
-        self._ordered = {handle}
-
-    def order_after_upload(self, handle: int, capturing: bool) -> None:
-        if handle in self._ordered:
-            return
-        from cupy_backends.cuda.api import runtime
-
-        # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
-        runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
-        if not capturing:  # a graph node orders the replays, not later eager calls on the stream
-            self._ordered.add(handle)
-
-
 _tables = GuardedLRU(64)
 _tls = threading.local()
 
 
-def _device_table(c: _Problem, handle: int, stream_obj, capturing: bool) -> _DeviceTable:
+def _device_table(c: _Problem, handle: int, stream_obj, capturing: bool) -> UploadedTable:
     """The segment table on the device, cached by content (no upload on repeated layouts)."""
     key = c.table_key
     hit = _tables.get(key)
@@ -804,7 +776,7 @@ def _device_table(c: _Problem, handle: int, stream_obj, capturing: bool) -> _Dev
             "ssd_combined: a new sequence layout cannot be uploaded during CUDA graph capture; make one eager "
             "call with the same shapes and cu_seqlens / seq_idx on this stream before capturing")
     collect()
-    return _tables.put(key, _DeviceTable(c.table, handle, stream_obj))
+    return _tables.put(key, UploadedTable(c.table, handle, stream_obj))
 
 
 def last_plan():
@@ -901,7 +873,7 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
         else:
             ptrs += (0, 0, 0)
         ptrs.append(table.ptr)
-        if handle not in table._ordered:
+        if handle not in table.ordered:
             table.order_after_upload(handle, capturing)
         if not o1:
             pk.run(handle, *ptrs)
