@@ -20,6 +20,18 @@ CAKE_DEVICE unsigned dsa_lanemask_lt() {
     return m;
 }
 
+// Sum of the `per` histogram words hist[top - per .. top) a thread owns in the bin scans below (per: a
+// power of two; top = (a multiple of 32) - tid * per). Owners' ranges start `per` words apart, so walking
+// every range from its top puts a warp's 32 reads of one step in 32 / per banks (a per-way conflict for
+// per = 4, 8); lane l walks its range rotated by l * per / 32 words, which spreads each step's 32 reads
+// over 32 distinct banks. Integer adds: the sum does not depend on the order.
+CAKE_DEVICE int owned_bins_sum(const uint32_t* hist, int top, int per) {
+    const int rot = ((int)(threadIdx.x & 31) * per) >> 5;
+    int s = 0;
+    for (int k = 0; k < per; ++k) s += (int)hist[top - 1 - ((k + rot) & (per - 1))];
+    return s;
+}
+
 // Exclusive prefix sum of one int per thread, in thread order; `total` gets the block sum.
 // `scratch` holds at least NT/32 ints. Starts with a barrier, so back-to-back calls are safe.
 template <int NT>
@@ -127,9 +139,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         const int owners = nb / per;
         int s = 0;
         const int top = nb - tid * per;  // bins [top - per, top)
-        if (tid < owners) {
-            for (int b = top - 1; b >= top - per; --b) s += (int)hist[b];
-        }
+        if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
         if (tid < owners && above < need && above + s >= need) {
@@ -247,9 +257,7 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         const int owners = nb / per;
         int s = 0;
         const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
-        if (tid < owners) {
-            for (int b = top - 1; b >= top - per; --b) s += (int)hist[b];
-        }
+        if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
         if (tid < owners && above < need && above + s >= need) {
@@ -428,7 +436,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         for (int q = 0; q < NQ; ++q) {
             s[q] = 0;
             if (((todo >> q) & 1u) && tid < owners)
-                for (int b = top - 1; b >= top - per; --b) s[q] += (int)hists[q * 2048 + b];
+                s[q] = owned_bins_sum(hists + q * 2048, top, per);
             v |= (uint64_t)s[q] << (16 * q);  // a bin sum is at most n[q] < 65536
         }
         uint64_t total;
