@@ -31,22 +31,20 @@ constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = WG && MULTI && MULTI_HIST_BYTES <= TILE * ROWB;  // one key tile buffer is free
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 
-// Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n). Sink(pos, x)
-// receives each kept key with its output position. Safe in place: every round reads before its barriers
-// and writes only at positions <= those it read.
-constexpr int KEEP_E = 4;
+// Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
+// aligned). Sink(pos, x) receives each kept key with its output position. Safe in place: every round reads
+// before its barriers and writes only at positions <= those it read.
+constexpr int KEEP_E = 4;  // the register layout of dsa_load4
 template <class Sink>
 CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratch, Sink sink) {
     int base = 0;
     for (int r0 = 0; r0 < n; r0 += NT * KEEP_E) {
         const int i0 = r0 + (int)threadIdx.x * KEEP_E;
         uint64_t x[KEEP_E];
+        dsa_load4<NT>(x, buf, n, r0 / (NT * KEEP_E));  // buf[i0 .. i0 + 4), 0 past n
         int mine = 0;
 #pragma unroll
-        for (int e = 0; e < KEEP_E; ++e) {
-            x[e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
-            mine += (i0 + e < n && x[e] >= K) ? 1 : 0;
-        }
+        for (int e = 0; e < KEEP_E; ++e) mine += (i0 + e < n && x[e] >= K) ? 1 : 0;
         int total;
         int pos = base + block_excl_scan<NT>(mine, scratch, total);
 #pragma unroll
