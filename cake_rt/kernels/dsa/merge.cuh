@@ -64,8 +64,7 @@ CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk,
     // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
     constexpr int PER = HIST_WORDS / NT;
     const int top = HIST_WORDS - tid * PER;
-    int cnt = 0;
-    for (int b = top - 1; b >= top - PER; --b) cnt += (int)s.hist[b];
+    const int cnt = owned_bins_sum(s.hist, top, PER);
     int total;
     const int above = block_excl_scan<NT>(cnt, s.scratch, total);
     uint64_t* result = &s.st->result;

@@ -20,6 +20,18 @@ CAKE_DEVICE unsigned dsa_lanemask_lt() {
     return m;
 }
 
+// Sum of the `per` histogram words hist[top - per .. top) a thread owns in the bin scans below (per: a
+// power of two; top = (a multiple of 32) - tid * per). Owners' ranges start `per` words apart, so walking
+// every range from its top puts a warp's 32 reads of one step in 32 / per banks (a per-way conflict for
+// per = 4, 8); lane l walks its range rotated by l * per / 32 words, which spreads each step's 32 reads
+// over 32 distinct banks. Integer adds: the sum does not depend on the order.
+CAKE_DEVICE int owned_bins_sum(const uint32_t* hist, int top, int per) {
+    const int rot = ((int)(threadIdx.x & 31) * per) >> 5;
+    int s = 0;
+    for (int k = 0; k < per; ++k) s += (int)hist[top - 1 - ((k + rot) & (per - 1))];
+    return s;
+}
+
 // Exclusive prefix sum of one int per thread, in thread order; `total` gets the block sum.
 // `scratch` holds at least NT/32 ints. Starts with a barrier, so back-to-back calls are safe.
 template <int NT>
@@ -127,9 +139,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         const int owners = nb / per;
         int s = 0;
         const int top = nb - tid * per;  // bins [top - per, top)
-        if (tid < owners) {
-            for (int b = top - 1; b >= top - per; --b) s += (int)hist[b];
-        }
+        if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
         if (tid < owners && above < need && above + s >= need) {
@@ -191,21 +201,39 @@ CAKE_DEVICE uint64_t block_excl_scan_u64(uint64_t v, uint64_t* scratch64, uint64
     return before + x - v;
 }
 
+// Four keys of round r of a buffer (the register layout above: buf[(r * NT + tid) * 4 + e]), 0 past n.
+// Two 16-byte loads (buf is 16-byte aligned). Lanes' keys are 32 bytes apart, so if every lane loaded its
+// first half and then its second, lanes l and l + 4 of each 8-lane phase of a 16-byte load would share
+// banks (2-way conflict: 8 wavefronts a load instead of 4); lanes with bit 2 set load their halves in the
+// other order, so each load's 8 lanes of a phase cover 128 distinct bytes. ORDERED: x[e] = buf[i0 + e];
+// otherwise the four keys in some order (for counts and histograms, which do not depend on it; when
+// i0 + 4 <= n every x[e] is a key of the round, when not x[e] = buf[i0 + e] as in the ordered case).
+template <int NT, bool ORDERED = true>
+CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const uint64_t* buf, int n, int r) {
+    const int i0 = (r * NT + (int)threadIdx.x) * 4;
+    if (i0 + 4 <= n) {
+        const int h = ((int)threadIdx.x >> 2) & 1;
+        const ulonglong2 a = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2 * h);
+        const ulonglong2 b = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2 - 2 * h);
+        if (ORDERED) {
+            x[0] = h ? b.x : a.x;
+            x[1] = h ? b.y : a.y;
+            x[2] = h ? a.x : b.x;
+            x[3] = h ? a.y : b.y;
+        } else {
+            x[0] = a.x; x[1] = a.y; x[2] = b.x; x[3] = b.y;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
+    }
+}
+
 // Load buf[0..n) into the register layout above (0 past n).
 template <int NT, int R>
 CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const int i0 = (r * NT + (int)threadIdx.x) * 4;
-        if (i0 + 4 <= n) {  // 16-byte aligned: buf is, and i0 is a multiple of 4
-            const ulonglong2 a = *reinterpret_cast<const ulonglong2*>(buf + i0);
-            const ulonglong2 b = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2);
-            x[r][0] = a.x; x[r][1] = a.y; x[r][2] = b.x; x[r][3] = b.y;
-        } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) x[r][e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
-        }
-    }
+    for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n, r);
 }
 
 // block_kth_largest on the register copy (same digits, same rule, same result).
@@ -247,9 +275,7 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         const int owners = nb / per;
         int s = 0;
         const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
-        if (tid < owners) {
-            for (int b = top - 1; b >= top - per; --b) s += (int)hist[b];
-        }
+        if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
         if (tid < owners && above < need && above + s >= need) {
@@ -349,19 +375,6 @@ CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, ui
     }
 }
 
-// Four keys of round r of a buffer (the register layout above), 0 past n.
-template <int NT>
-CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const uint64_t* buf, int n, int r) {
-    const int i0 = (r * NT + (int)threadIdx.x) * 4;
-    if (i0 + 4 <= n) {
-        const ulonglong2 a = *reinterpret_cast<const ulonglong2*>(buf + i0);
-        const ulonglong2 b = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2);
-        x[0] = a.x; x[1] = a.y; x[2] = b.x; x[3] = b.y;
-    } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) x[e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
-    }
-}
 
 // block_kth_largest for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4) whose bit is set in
 // `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one
@@ -404,7 +417,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 uint64_t x[4];
-                dsa_load4<NT>(x, buf, n[q], r);
+                dsa_load4<NT, false>(x, buf, n[q], r);  // a histogram: the keys' order is free
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int i = (r * NT + tid) * 4 + e;
@@ -428,7 +441,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         for (int q = 0; q < NQ; ++q) {
             s[q] = 0;
             if (((todo >> q) & 1u) && tid < owners)
-                for (int b = top - 1; b >= top - per; --b) s[q] += (int)hists[q * 2048 + b];
+                s[q] = owned_bins_sum(hists + q * 2048, top, per);
             v |= (uint64_t)s[q] << (16 * q);  // a bin sum is at most n[q] < 65536
         }
         uint64_t total;
@@ -479,7 +492,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             uint64_t x[4];
-            dsa_load4<NT>(x, buf, n[q], r);
+            dsa_load4<NT, false>(x, buf, n[q], r);  // a count: the keys' order is free
             int c = 0;
 #pragma unroll
             for (int e = 0; e < 4; ++e) c += ((r * NT + (int)threadIdx.x) * 4 + e < n[q] && x[e] >= K[q]) ? 1 : 0;

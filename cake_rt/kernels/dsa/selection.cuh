@@ -31,22 +31,20 @@ constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = WG && MULTI && MULTI_HIST_BYTES <= TILE * ROWB;  // one key tile buffer is free
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 
-// Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n). Sink(pos, x)
-// receives each kept key with its output position. Safe in place: every round reads before its barriers
-// and writes only at positions <= those it read.
-constexpr int KEEP_E = 4;
+// Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
+// aligned). Sink(pos, x) receives each kept key with its output position. Safe in place: every round reads
+// before its barriers and writes only at positions <= those it read.
+constexpr int KEEP_E = 4;  // the register layout of dsa_load4
 template <class Sink>
 CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratch, Sink sink) {
     int base = 0;
     for (int r0 = 0; r0 < n; r0 += NT * KEEP_E) {
         const int i0 = r0 + (int)threadIdx.x * KEEP_E;
         uint64_t x[KEEP_E];
+        dsa_load4<NT>(x, buf, n, r0 / (NT * KEEP_E));  // buf[i0 .. i0 + 4), 0 past n
         int mine = 0;
 #pragma unroll
-        for (int e = 0; e < KEEP_E; ++e) {
-            x[e] = (i0 + e < n) ? buf[i0 + e] : 0ull;
-            mine += (i0 + e < n && x[e] >= K) ? 1 : 0;
-        }
+        for (int e = 0; e < KEEP_E; ++e) mine += (i0 + e < n && x[e] >= K) ? 1 : 0;
         int total;
         int pos = base + block_excl_scan<NT>(mine, scratch, total);
 #pragma unroll
@@ -58,28 +56,45 @@ CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratc
     return base;
 }
 
-// Final selection of one query's buffer (n <= CAP keys, in registers): output row `row` (padded with
-// -1 / -inf), or a part in the workspace.
-CAKE_DEVICE void finish_query(const Sel& s, int qq, int n, int topk, int row, int* out_idx, float* out_sc,
-                              uint64_t* part, int* part_count) {
-    uint64_t x[REG_R][4];
-    dsa_reg_load<NT, REG_R>(x, s.cand + qq * CAP, n);
-    const uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch) : 0ull;
-    if (part != nullptr) {
-        const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { part[pos] = v; });
-        if (threadIdx.x == 0) *part_count = kept;
+// Write query qq's kept keys cb[0 .. kept) (ascending id, <= topk of them) out: its output row, padded
+// to topk with -1 / -inf, or (split unit) its part and count in the workspace. Consecutive lanes take
+// consecutive entries, so every store of a warp is coalesced. (Writing straight from an ordered keep is
+// not: a thread's kept keys are consecutive but neighbouring lanes' start about 4 * topk / n entries
+// apart, ~4x the ideal global sectors.)
+CAKE_DEVICE void write_row(const uint64_t* cb, int kept, const Unit& un, int qq, int topk, int* out_idx,
+                           float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
+    if (un.slot >= 0) {
+        uint64_t* part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
+        for (int i = (int)threadIdx.x; i < kept; i += NT) part[i] = cb[i];
+        if (threadIdx.x == 0) ws_cnt[(size_t)un.slot * BQ + qq] = kept;
     } else {
-        int* oi = out_idx + (size_t)row * topk;
-        float* os = out_sc + (size_t)row * topk;
-        const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) {
-            oi[pos] = (int)(uint32_t)v;
-            os[pos] = score_of(v);
-        });
-        for (int i = kept + (int)threadIdx.x; i < topk; i += NT) {
-            oi[i] = -1;
-            os[i] = __int_as_float(0xff800000);  // -inf
+        int* oi = out_idx + (size_t)(un.q0 + qq) * topk;
+        float* os = out_sc + (size_t)(un.q0 + qq) * topk;
+        for (int i = (int)threadIdx.x; i < topk; i += NT) {
+            if (i < kept) {
+                const uint64_t x = cb[i];
+                oi[i] = (int)(uint32_t)x;
+                os[i] = score_of(x);
+            } else {
+                oi[i] = -1;
+                os[i] = __int_as_float(0xff800000);  // -inf
+            }
         }
     }
+}
+
+// Final selection of one query's buffer (n <= CAP keys, in registers), kept in place (as compact_query
+// does), then written out (write_row). Block-uniform.
+CAKE_DEVICE void finish_query(const Sel& s, const Unit& un, int qq, int topk, int* out_idx, float* out_sc,
+                              uint64_t* ws_ent, int* ws_cnt) {
+    uint64_t* cb = s.cand + qq * CAP;
+    const int n = s.cnt[qq];
+    uint64_t x[REG_R][4];
+    dsa_reg_load<NT, REG_R>(x, cb, n);
+    const uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch) : 0ull;
+    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
+    __syncthreads();  // the kept keys are in place
+    write_row(cb, kept, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
 }
 
 // Cut query qq's buffer to exactly topk keys and raise its floor. Block-uniform; ends with a barrier.
@@ -194,43 +209,20 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
         uint64_t K[BQ];
         multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
         int kept[BQ];
-        const bool split = un.slot >= 0;
-        multi_ordered_keep<NT, REG_R, BQ, false>(s.cand, CAP, n, todo, K, scratch64, kept,
-                                                 [&](int q, int pos, uint64_t x) {
-            if (split) {
-                ws_ent[((size_t)un.slot * BQ + q) * topk + pos] = x;
-            } else {
-                out_idx[(size_t)(un.q0 + q) * topk + pos] = (int)(uint32_t)x;
-                out_sc[(size_t)(un.q0 + q) * topk + pos] = score_of(x);
-            }
-        });
+        // Keep in place (the compaction's stable keep), then write each row out coalesced (write_row).
+        multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
+                                                [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
+        __syncthreads();  // the kept keys of every query are in place
 #pragma unroll
-        for (int q = 0; q < BQ; ++q) {
-            if (q >= un.nq) continue;
-            if (split) {
-                if (threadIdx.x == 0) ws_cnt[(size_t)un.slot * BQ + q] = kept[q];
-            } else {
-                int* oi = out_idx + (size_t)(un.q0 + q) * topk;
-                float* os = out_sc + (size_t)(un.q0 + q) * topk;
-                for (int i = kept[q] + (int)threadIdx.x; i < topk; i += NT) {
-                    oi[i] = -1;
-                    os[i] = __int_as_float(0xff800000);  // -inf
-                }
-            }
-        }
+        for (int q = 0; q < BQ; ++q)
+            if (q < un.nq) write_row(s.cand + q * CAP, kept[q], un, q, topk, out_idx, out_sc, ws_ent, ws_cnt);
         __syncthreads();
     } else {
         (void)hists;
 #pragma unroll 1
         for (int qq = 0; qq < un.nq; ++qq) {
-            uint64_t* part = nullptr;
-            int* pc = nullptr;
-            if (un.slot >= 0) {
-                part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
-                pc = ws_cnt + (size_t)un.slot * BQ + qq;
-            }
-            finish_query(s, qq, s.cnt[qq], topk, un.q0 + qq, out_idx, out_sc, part, pc);
-            __syncthreads();
+            finish_query(s, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
+            __syncthreads();  // hist, st and scratch are reused by the next query
         }
     }
 }
