@@ -48,6 +48,13 @@ def ssd_call(**kw):
     return cake_rt.ssd_combined(x, dt, A, B, C, 64, **a)
 for _ in range(3):
     ssd_call()
+# The return convention: y alone without states (out given or not), a tuple with them.
+for kw in (dict(out=None, return_final_states=False), dict(return_final_states=False)):
+    for _ in range(2):  # a fresh call, then a memo hit
+        r = ssd_call(**kw)
+        assert not isinstance(r, tuple) and r.shape == (1, L, H, P), type(r)
+r = ssd_call(out=None)
+assert isinstance(r, tuple) and len(r) == 2 and r[1].shape == (1, H, P, N), type(r)
 n = len(ssd._problems)
 records.clear(); ssd_call(); assert len(records) == 1, records   # one event record per call
 assert len(ssd._problems) == n                                     # a memo hit

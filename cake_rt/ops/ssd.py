@@ -895,7 +895,7 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
                 raise
     finally:
         end_call(used, p.device, handle, capturing)
-    if states is None:
+    if not p.want_states:  # y alone when no state was asked for (whether or not y was allocated here)
         return y
     return (y,) + tuple(a for a in states if a is not None)
 
