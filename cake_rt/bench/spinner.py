@@ -5,6 +5,10 @@ Each CTA asks for the device's whole opt-in shared memory per block (more than h
 two of them never share an SM: ``n`` CTAs hold exactly ``n`` SMs. The context is entered only once
 every CTA is resident (its start counter reads ``n``) and the CTAs sit on ``n`` distinct SMs; on exit
 the stop flag is written by a copy on a third stream and the spinner's stream is synchronized.
+
+Inside a hold, run only kernels whose modules are already loaded (warm the calls up first): loading a
+module waits for the device to go idle, so a first call inside a hold waits for the hold's own timeout
+(``max_hold_s``) and the hold ends with ``timed_out`` > 0. The bench times only warmed-up calls.
 """
 from __future__ import annotations
 
