@@ -39,7 +39,7 @@ __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_fam
 
 KERNEL_PATH = "ssd/ssd_combined.cu"
 THREADS = 128                   # 4 warps (kernel: SSD_THREADS)
-PBLK = 64                       # headdim rows per tile (kernel: SSD_PB)
+UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
@@ -158,13 +158,13 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
                hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1) -> dict:
     """Predicted microseconds of each family for a call's quantities (``hb`` / ``hbx``: units per CTA of
     the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given)."""
-    units = nheads * (headdim // PBLK)
+    units = nheads * (headdim // UNIT_ROWS)
     slots_x = exact_slots if exact_slots else 2 * sm_count
     rounds = _exact_rounds(nseg * units / hbx, total_chunks * units / hbx, max_chunks, slots_x)
     exact = model.e0 + rounds * (model.e_step * _steps_per_chunk(chunk, dstate, hbx) + model.e_chunk)
     slots = coop_slots if coop_slots else 2 * sm_count
     tiles = total_chunks * units / hb
-    scan = max(max_chunks, total_chunks * units * (PBLK * dstate / THREADS) / slots)  # scan chunk steps per CTA
+    scan = max(max_chunks, total_chunks * units * (UNIT_ROWS * dstate / THREADS) / slots)  # scan chunk steps per CTA
     chunkpar = (model.p0 + model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
                 + model.p2 * scan + 3.0 * ws_bytes / model.bw_bytes_per_us + model.p_slice * slices)
     return {"exact": exact, "chunkpar": chunkpar}
@@ -447,7 +447,7 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
             _tables_host.clear()
         _tables_host[key] = hit
     table, nseg, total_chunks, max_chunks, total_ckpts = hit
-    if total_chunks >= 2**31 or nseg * nheads * (headdim // PBLK) >= 2**31:
+    if total_chunks >= 2**31 or nseg * nheads * (headdim // UNIT_ROWS) >= 2**31:
         raise ValueError(f"x: too many chunks ({total_chunks}) or work items for one call")
     p = _Problem(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, init=initial_states, out=out,
                  batch=batch, seqlen=seqlen, nheads=nheads, headdim=headdim, ngroups=ngroups, dstate=dstate,
@@ -550,12 +550,12 @@ _SMEM = {"sm_80": (166912, 167936), "sm_86": (101376, 102400), "sm_89": (101376,
 def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool) -> int:
     """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh)."""
     pad = 4 if itemsize == 4 else 8
-    ldn, ldx, ldf = dstate + pad, PBLK + pad, dstate + 8
+    ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
     c_off = (arrays + 15) // 16 * 16
     tile_n = SUB * ldn * itemsize
     tile_x = SUB * ldx * itemsize
-    s_unit = PBLK * ldf * 4 if exact else PBLK * ldn * itemsize
+    s_unit = UNIT_ROWS * ldf * 4 if exact else UNIT_ROWS * ldn * itemsize
     return c_off + tile_n + nbuf * tile_n + nbuf * hb * tile_x + hb * s_unit
 
 
@@ -625,7 +625,7 @@ def programs(target: str = "sm_90a") -> list:
 def _defines(c: _Problem) -> dict:
     from ..launch.arch import device_info, target_for_capability
 
-    upg = (c.nheads // c.ngroups) * (c.headdim // PBLK)
+    upg = (c.nheads // c.ngroups) * (c.headdim // UNIT_ROWS)
     target = target_for_capability(device_info(c.device).capability)
     return program_defines(_CODES[np.dtype(c.x.dtype)], _CODES[np.dtype(c.dt.dtype)], _CODES[np.dtype(c.state_dtype)],
                            c.headdim, c.dstate, c.chunk, upg, target)
@@ -641,9 +641,9 @@ def _smem(c: _Problem, defs: dict, exact: bool) -> int:
 def slice_units(c: _Problem, hb: int, cap: int) -> int:
     """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
     multiple of ``hb``; 0 when not even one block of units fits."""
-    per_unit = c.total_chunks * PBLK * c.dstate * (4 + np.dtype(c.x.dtype).itemsize)
+    per_unit = c.total_chunks * UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize)
     fixed = _align(c.total_chunks * c.nheads * 4) + 512
-    units = c.nheads * (c.headdim // PBLK)
+    units = c.nheads * (c.headdim // UNIT_ROWS)
     if per_unit == 0:
         return units
     n = max(0, (cap - fixed) // per_unit) // hb * hb
@@ -654,8 +654,8 @@ def workspace_bytes(c: _Problem, units: int | None = None) -> int:
     """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
     round_T(S_prev), per-chunk decays (256-B aligned)."""
     if units is None:
-        units = c.nheads * (c.headdim // PBLK)
-    n = c.total_chunks * units * PBLK * c.dstate
+        units = c.nheads * (c.headdim // UNIT_ROWS)
+    n = c.total_chunks * units * UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
     return _align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
 
@@ -727,7 +727,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     cap = _workspace_cap()
     defs = _defines(c)
     hb, hbx = defs["SSD_HB"], defs["SSD_HBX"]
-    units = c.nheads * (c.headdim // PBLK)
+    units = c.nheads * (c.headdim // UNIT_ROWS)
     su = slice_units(c, hb, cap)
     slices = -(-units // su) if su else 0
     ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
@@ -756,7 +756,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines, plan.slice_units, plan.model_inputs = defs, su, inputs
     if fam == "chunkpar":
         tiles = c.total_chunks * su // hb
-        phase2 = c.nseg * su * (PBLK * c.dstate // THREADS)
+        phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // THREADS)
         plan.grid = max(1, min(max(tiles, phase2), capacity))
     return plan
 
@@ -908,7 +908,7 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
         return plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), False), 0, 0
     k = _kernel(p, "ssd_chunkpar", defs)
     smem = _smem(p, defs, False)
-    n = p.total_chunks * plan.slice_units * PBLK * p.dstate
+    n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
     # The grid comes from this kernel's real occupancy (checked again when packed).
