@@ -18,45 +18,11 @@ import platform
 import sys
 
 from . import __version__
+from .launch.arch import gpu_problem  # the one GPU probe (tests patch cake_rt.cli.gpu_problem)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 EXIT_TEXT = ("exit status: 0 ok; 1 a check, row or compile failed, or an asked-for output could not be written; "
              "2 bad arguments; 3 no usable GPU.")
-
-
-def gpu_problem():
-    """None when CuPy sees a CUDA GPU here, else a one-line reason (no driver, an old driver, no device)."""
-    try:
-        import cupy
-    except Exception as exc:
-        return f"CuPy is not importable ({exc.__class__.__name__}: {exc}); install cake-rt[cuda12] or [cuda13]"
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        if not _driver_loadable():
-            return "no CUDA GPU found: no NVIDIA driver here (libcuda could not be loaded)"
-        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        if "InsufficientDriver" in msg or "insufficient" in msg.lower():
-            try:
-                rt = cupy.cuda.runtime.runtimeGetVersion()
-                return (f"no usable CUDA GPU: the NVIDIA driver is older than CuPy's CUDA runtime "
-                        f"{rt // 1000}.{(rt % 1000) // 10} (update the driver, or use cake-rt[cuda12] on a CUDA 12 driver)")
-            except Exception:
-                return f"no usable CUDA GPU: the NVIDIA driver is too old for this CuPy ({msg})"
-        return f"no CUDA GPU found ({msg})"
-    return None if n > 0 else "no CUDA GPU found (the driver sees no device)"
-
-
-def _driver_loadable() -> bool:
-    import ctypes
-
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            ctypes.CDLL(name)
-            return True
-        except OSError:
-            continue
-    return False
 
 
 def _versions() -> list:

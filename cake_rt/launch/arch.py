@@ -46,14 +46,44 @@ def target_for_capability(capability) -> str:
     return f"sm_{major}{minor}"
 
 
-def has_gpu() -> bool:
-    """True when CuPy imports and sees at least one CUDA device (never raises)."""
+def gpu_problem():
+    """None when CuPy sees a CUDA GPU here, else a one-line reason (no driver, an old driver, no device)."""
     try:
         import cupy
+    except Exception as exc:
+        return f"CuPy is not importable ({exc.__class__.__name__}: {exc}); install cake-rt[cuda12] or [cuda13]"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        if not _driver_loadable():
+            return "no CUDA GPU found: no NVIDIA driver here (libcuda could not be loaded)"
+        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        if "InsufficientDriver" in msg or "insufficient" in msg.lower():
+            try:
+                rt = cupy.cuda.runtime.runtimeGetVersion()
+                return (f"no usable CUDA GPU: the NVIDIA driver is older than CuPy's CUDA runtime "
+                        f"{rt // 1000}.{(rt % 1000) // 10} (update the driver, or use cake-rt[cuda12] on a CUDA 12 driver)")
+            except Exception:
+                return f"no usable CUDA GPU: the NVIDIA driver is too old for this CuPy ({msg})"
+        return f"no CUDA GPU found ({msg})"
+    return None if n > 0 else "no CUDA GPU found (the driver sees no device)"
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+
+def _driver_loadable() -> bool:
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def has_gpu() -> bool:
+    """True when CuPy imports and sees at least one CUDA device (never raises): ``gpu_problem() is None``."""
+    return gpu_problem() is None
 
 
 def _device_index(device) -> int:
