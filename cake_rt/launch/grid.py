@@ -128,11 +128,23 @@ def occupancy_per_sm(kernel, block_threads: int, dyn_smem_bytes: int = 0) -> int
                                                                  int(dyn_smem_bytes)))
 
 
+_capacity_memo: dict = {}  # (id(kernel), block, shared memory) -> (kernel, capacity): a loaded kernel's occupancy is fixed
+
+
 def cooperative_capacity(kernel, block_threads: int, dyn_smem_bytes: int = 0) -> int:
-    """Largest grid a cooperative launch of this kernel can hold co-resident: occupancy x SMs.
+    """Largest grid a cooperative launch of this kernel can hold co-resident: occupancy x SMs (memoized
+    per kernel and launch shape).
 
     Raises ``CooperativeLaunchError`` when the device cannot launch cooperatively or the occupancy is 0.
     """
+    key = (id(kernel), int(block_threads), int(dyn_smem_bytes))
+    hit = _capacity_memo.get(key)
+    if hit is None or hit[0] is not kernel:  # the entry holds its kernel, so an id is never reused under it
+        hit = _capacity_memo[key] = (kernel, _cooperative_capacity(kernel, block_threads, dyn_smem_bytes))
+    return hit[1]
+
+
+def _cooperative_capacity(kernel, block_threads: int, dyn_smem_bytes: int) -> int:
     info = device_info(kernel.device)
     if not info.cooperative_launch:
         raise CooperativeLaunchError(f"device {info.index} ({info.name}) does not support cooperative launches")

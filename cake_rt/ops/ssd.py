@@ -672,28 +672,17 @@ def _env_mode() -> str:
     return env.choice(ENV_MODE, ("auto", "always", "never"), "auto")
 
 
-_kernels: dict = {}
-_capacity: dict = {}
-
-
 def _kernel(c: _Problem, name: str, defs: dict):
-    """The loaded program, memoized here: get_kernel re-reads and re-hashes the source on every call
-    (milliseconds of host time, which a short call would otherwise pay each time)."""
-    key = (c.device, name, tuple(sorted(defs.items())))
-    k = _kernels.get(key)
-    if k is None:
-        from ..launch.compile import get_kernel
-        k = _kernels[key] = get_kernel(KERNEL_PATH, name, defines=defs, device=c.device)
-    return k
+    """The loaded program (``get_kernel`` memoizes it per device, source, kernel and defines)."""
+    from ..launch.compile import get_kernel
+
+    return get_kernel(KERNEL_PATH, name, defines=defs, device=c.device)
 
 
 def _coop_capacity(k, smem: int) -> int:
-    key = (id(k), smem)
-    cap = _capacity.get(key)
-    if cap is None:
-        from ..launch.grid import cooperative_capacity
-        cap = _capacity[key] = cooperative_capacity(k, THREADS, smem)
-    return cap
+    from ..launch.grid import cooperative_capacity
+
+    return cooperative_capacity(k, THREADS, smem)
 
 
 _plan_memo: dict = {}
