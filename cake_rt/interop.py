@@ -266,3 +266,17 @@ def resolve_stream(stream, device=None):
         return resolve(stream, cupy.cuda.runtime.getDevice())[0]
     with cupy.cuda.Device(device):
         return resolve(stream, int(device))[0]
+
+
+def add_host_metadata_key(sig: list, values) -> bool:
+    """Append to a call signature the key of each host metadata array in ``values`` (None, or a NumPy
+    array: its dtype, shape and bytes, so an array changed in place gives another key). False when one is
+    not a host NumPy array (device metadata: the call cannot be memoized on its signature)."""
+    for v in values:
+        if v is None:
+            sig.append(None)
+        elif type(v) is np.ndarray:
+            sig.extend((v.dtype.char, v.shape, v.tobytes()))
+        else:
+            return False
+    return True

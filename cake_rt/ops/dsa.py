@@ -20,8 +20,8 @@ import threading
 import numpy as np
 
 from .. import env
-from ..interop import (BF16, as_device_array, as_host_int32, check_aligned, check_array, check_disjoint_spans,
-                       contiguous_span)
+from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
+                       check_disjoint_spans, contiguous_span)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
                               end_call, is_capturing, stream_key, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
@@ -675,13 +675,8 @@ def _signature(q, k, weights, indices, scores, workspace, topk, cu_seqlens_q, cu
             add((a.shape, a.strides, a.dtype, a.data.device_id))
         else:
             return None
-    for v in (cu_seqlens_q, cu_seqlens_k, q_causal_offsets):
-        if v is None:
-            sig.append(None)
-        elif type(v) is np.ndarray:
-            add((v.dtype.char, v.shape, v.tobytes()))
-        else:
-            return None
+    if not add_host_metadata_key(sig, (cu_seqlens_q, cu_seqlens_k, q_causal_offsets)):
+        return None
     add((type(topk), topk, type(causal), causal, schedule, type(key_split), key_split))
     return tuple(sig)
 

@@ -18,8 +18,8 @@ import threading
 
 import numpy as np
 
-from ..interop import (BF16, FP16, FP32, INT32, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, dtype_name, parse_dtype)
+from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
+                       check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
 from .. import env
 from ..launch.grid import PackedLaunch, Slot
 from ..launch.streams import (CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
@@ -506,13 +506,8 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
             put(d.ptr)
         else:
             return None
-    for v in (seq_idx, cu_seqlens):
-        if v is None:
-            sig.append(None)
-        elif type(v) is np.ndarray:
-            add((v.dtype.char, v.shape, v.tobytes()))
-        else:
-            return None
+    if not add_host_metadata_key(sig, (seq_idx, cu_seqlens)):
+        return None
     if type(dt_limit) is not tuple:
         return None
     add((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, dt_limit, tuple(map(type, dt_limit)),
