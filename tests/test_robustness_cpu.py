@@ -372,6 +372,33 @@ def test_resolve_refuses_other_types():
         resolve(True, 0)
 
 
+def test_foreign_handles_are_wrapped_without_deprecated_classes_and_never_owned(monkeypatch):
+    import warnings
+
+    import cupy
+
+    from cake_rt.launch import streams
+
+    mapped = id(monkeypatch)  # readable memory: passes the pointer check, then the stubbed driver check
+    monkeypatch.setattr(streams, "_context_of_current_device", lambda: 77)
+    monkeypatch.setattr(streams.driver, "streamGetCtx", lambda h: 77, raising=False)
+
+    class Proto:  # a foreign library's stream: only the CUDA stream protocol
+        def __cuda_stream__(self):
+            return (0, mapped)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # CuPy 14 deprecates ExternalStream
+        for spelling in (mapped, Proto(), type("T", (), {"cuda_stream": mapped})()):
+            obj, h = streams.resolve(spelling, 0)
+            assert h == mapped and obj.ptr == mapped and isinstance(obj, cupy.cuda.Stream)
+            # a wrapper: collecting it must neither destroy the caller's stream nor release its state
+            assert not streams.owns_handle(obj)
+    assert streams.owns_handle(cupy.cuda.Stream.null)
+    assert not streams.owns_handle(streams.external_stream(mapped))
+    streams.forget_handle(mapped)
+
+
 def test_retired_objects_wait_for_in_flight_calls():
     from cake_rt.launch import streams
 

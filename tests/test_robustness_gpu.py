@@ -526,3 +526,33 @@ def test_per_thread_default_streams_do_not_share_state():
     assert not errors, errors
     for o in outs:
         np.testing.assert_array_equal(o, base_i.get())
+
+
+def test_wrapping_a_callers_stream_never_destroys_it_or_churns_its_state():
+    import gc
+    import warnings
+
+    from cupy_backends.cuda.api import runtime
+
+    from cake_rt.launch import streams
+
+    T, Tkv = 64, 96
+    host, dev = exact_inputs(13, T, Tkv)
+    want = reference(host, None)
+    raw = runtime.streamCreateWithFlags(runtime.streamNonBlocking)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # CuPy 14 deprecates ExternalStream
+            for _ in range(3):
+                idx, sc = poisoned(T)
+                _dsa().dsa_indexer_det_topk(*dev, TOPK, indices=idx, scores=sc, stream=raw)
+                gc.collect()  # this call's wrapper of `raw` is gone
+                state = streams.stream_states().get(streams.stream_key(0, raw))
+                assert state is not None and (_ == 0 or state is first)  # one state, kept across calls
+                first = state
+        runtime.streamSynchronize(raw)  # fails if collecting a wrapper destroyed the caller's stream
+        assert_exact(idx, sc, want)
+    finally:
+        streams.release_stream(raw)
+        runtime.streamSynchronize(raw)
+        runtime.streamDestroy(raw)

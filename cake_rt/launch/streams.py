@@ -121,12 +121,36 @@ def forget_handle(handle: int) -> None:
         _validated.pop(key, None)
 
 
+class _Handle:
+    """A raw stream handle in the CUDA stream protocol (what ``cupy.cuda.Stream.from_external`` takes)."""
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
+def external_stream(handle: int):
+    """A CuPy stream object for a stream that cake-rt does not own: CuPy never destroys a stream it got
+    through ``Stream.from_external``, so dropping this object leaves the caller's stream alive."""
+    return cupy.cuda.Stream.from_external(_Handle(int(handle)))
+
+
+def owns_handle(stream_obj) -> bool:
+    """Whether ``stream_obj`` is a CuPy stream that owns (and destroys when collected) its handle: a
+    ``cupy.cuda.Stream()`` the caller made, not a wrapper of a foreign stream (``from_external`` marks
+    those with ``_foreign_stream_ref``; the deprecated ``ExternalStream`` is another class)."""
+    return type(stream_obj) is cupy.cuda.Stream and getattr(stream_obj, "_foreign_stream_ref", None) is None
+
+
 def resolve(stream, device: int):
     """``(stream object, handle)`` for ``stream`` on ``device`` (call with ``device`` current).
 
-    None: the current stream of ``device``; a CuPy stream: as is (its device must be ``device``); an int,
-    or an object with ``.cuda_stream`` (PyTorch) or ``.ptr``: checked with the driver, then wrapped in a
-    ``cupy.cuda.ExternalStream``.
+    None: the current stream of ``device``; a CuPy stream: as is (its device must be ``device``; a wrapper
+    of a foreign stream is checked like a handle); an int, or an object with ``.cuda_stream`` (PyTorch),
+    ``.ptr`` or ``__cuda_stream__``: checked with the driver, then wrapped by ``external_stream``.
     """
     if stream is None:
         s = cupy.cuda.get_current_stream()
@@ -136,20 +160,24 @@ def resolve(stream, device: int):
         if dev not in (-1, None) and int(dev) != device:
             raise ValueError(f"stream: a stream of device {dev}, but the inputs are on device {device}")
         ptr = stream.ptr
-        if isinstance(stream, cupy.cuda.ExternalStream):
+        if not owns_handle(stream) and ptr not in (0, LEGACY, PER_THREAD):
             check_handle(ptr, device)
         return stream, ptr
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
         h = check_handle(int(stream), device)
-        return cupy.cuda.ExternalStream(h), h
+        return external_stream(h), h
     handle = getattr(stream, "cuda_stream", None)
     if handle is None:
         handle = getattr(stream, "ptr", None)
+    if handle is None and hasattr(stream, "__cuda_stream__"):
+        proto = stream.__cuda_stream__()
+        if isinstance(proto, tuple) and len(proto) == 2 and proto[0] == 0:
+            handle = proto[1]
     if isinstance(handle, (int, np.integer)) and not isinstance(handle, bool):
         h = check_handle(int(handle), device)
-        return cupy.cuda.ExternalStream(h), h
-    raise TypeError(f"stream: expected None, a cupy.cuda.Stream, an object with .ptr or .cuda_stream, or an int "
-                    f"handle, got {type(stream).__name__}")
+        return external_stream(h), h
+    raise TypeError(f"stream: expected None, a cupy.cuda.Stream, an object with .ptr, .cuda_stream or "
+                    f"__cuda_stream__, or an int handle, got {type(stream).__name__}")
 
 
 def current_device(dev: int):
@@ -185,7 +213,7 @@ def upload(host: np.ndarray, handle: int, stream_obj=None):
     that stream (pageable host memory is staged by the driver before the call returns, so ``host`` may
     change afterwards)."""
     host = np.ascontiguousarray(host)
-    s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
+    s = stream_obj if stream_obj is not None else external_stream(handle)
     with s:
         dev = cupy.empty(host.shape, dtype=host.dtype)
     if host.nbytes:
@@ -195,7 +223,7 @@ def upload(host: np.ndarray, handle: int, stream_obj=None):
 
 def zeros(nbytes_or_shape, dtype, handle: int, stream_obj=None):
     """A zeroed device array allocated from ``handle``'s pool and zeroed by a memset on that stream."""
-    s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
+    s = stream_obj if stream_obj is not None else external_stream(handle)
     with s:
         arr = cupy.empty(nbytes_or_shape, dtype=dtype)
     if arr.nbytes:
@@ -468,7 +496,7 @@ def stream_state(device: int, handle: int, capturing: bool = False, stream_obj=N
                 "prepared runner)")
         st = StreamState(key, handle)
         if stream_obj is not None and handle not in (0, LEGACY, PER_THREAD):
-            if type(stream_obj) is cupy.cuda.Stream:
+            if owns_handle(stream_obj):
                 import weakref
 
                 st.watch = weakref.ref(stream_obj, lambda _ref, key=key: _dead.append(key))

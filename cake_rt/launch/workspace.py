@@ -12,7 +12,7 @@ report the limit to the caller.
 from __future__ import annotations
 
 from .arch import device_index
-from .streams import Buffer, CaptureError, is_capturing, resolve, stream_state, stream_states
+from .streams import Buffer, CaptureError, external_stream, is_capturing, resolve, stream_state, stream_states
 
 
 class WorkspaceCapExceeded(ValueError):
@@ -41,7 +41,7 @@ def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stre
             f"this stream before capturing, or pass a caller-owned workspace where the op takes one")
     # Grow by at least 1/4 so a slowly rising size does not reallocate every call.
     size = max(nbytes, (buf.nbytes * 5) // 4 if buf is not None else 0, 256)
-    s = stream_obj if stream_obj is not None else cupy.cuda.ExternalStream(handle)
+    s = stream_obj if stream_obj is not None else external_stream(handle)
     with s:  # allocated in the order of the stream that will use it
         new = cupy.empty(size, dtype=cupy.uint8)
     if buf is not None:

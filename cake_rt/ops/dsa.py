@@ -23,7 +23,8 @@ from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
                        check_disjoint_spans, contiguous_span)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
-                              end_call, is_capturing, stream_key, stream_state, UploadedTable)
+                              end_call, external_stream, is_capturing, stream_key, stream_state,
+                              UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -906,7 +907,7 @@ class DSAIndexerRunner:
                     "capturing")
             from ..launch.tickets import TicketWords
 
-            s = cupy.cuda.ExternalStream(handle)
+            s = external_stream(handle)
             tickets = (TicketWords(self.plan.ticket_words, device=self._p.device, stream=s, sync=False)
                        if self.tickets else None)
             ws = self.workspace
