@@ -156,7 +156,7 @@ def _grid(headers, rows) -> str:
 def method_text(warm_l2: bool, processes: int) -> str:
     """The timing method of a run, in words (stored in the JSON's config when the run is made)."""
     return ("GPU time of one synchronized call (CUDA events; the host enqueues the call while a delay kernel holds "
-            "the stream; host time measured apart), median (p20-p80) over repeats"
+            "the stream; host time measured apart, per call over back-to-back calls), median (p20-p80) over repeats"
             + (", warm L2" if warm_l2 else ", cold L2 (2x L2 flushed before each call)")
             + (f", median over {processes} fresh processes (both arm orders)" if processes > 1 else ""))
 
@@ -203,7 +203,7 @@ def _sections(doc: dict) -> list:
             heads += [f"{n} ms", f"{n} wall", "speedup"]
         sec.append(("SSD combined (bf16 x/B/C/z, fp32 dt, D, dt_bias, softplus, final states fp32; "
                     "ms: GPU time, median (p20-p80); wall ms: eager wall time from an idle stream, host work "
-                    "included; host ms: host time of the call; speedup: peer GPU time / ours)",
+                    "included; host ms: host time per call, steady state (calls back to back); speedup: peer GPU time / ours)",
                     heads + ["H200 target"], rows))
     dsa = [r for r in recs if r["table"] == "dsa"]
     if dsa:
@@ -214,7 +214,7 @@ def _sections(doc: dict) -> list:
             rows.append([r["row"], d["H"], r["arm"], d["T"], d["Tkv"], d["segments"], _ms(r), _host(r),
                          _f(r.get("tflops"), "{:.1f}"), _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"),
                          _f(r.get("floor_fraction"), "{:.0%}"), pm, sp, _target_cell(r)])
-        sec.append(("DSA indexer top-k (D 128, topk 2048; ms: GPU time, median (p20-p80); host ms: host time of the call)",
+        sec.append(("DSA indexer top-k (D 128, topk 2048; ms: GPU time, median (p20-p80); host ms: host time per call, steady state (calls back to back))",
                     ["row", "H", "entry", "T", "Tkv", "seg", "ms", "host ms", "TFLOP/s", "TB/s", "floor ms", "of floor",
                      "torch ms", "speedup", "H200 target"], rows))
     side = [r for r in recs if r["table"] == "side_stream"]

@@ -369,26 +369,47 @@ class _FakeGpu:
 
 
 def test_timer_order_delay_and_host_time():
-    from cake_rt.bench.timing import Timer, delay_ms_for
+    from cake_rt.bench.timing import HOST_BATCH, Timer, delay_ms_for
 
     log = []
-    host = iter([0.0, 0.010, 1.0, 1.002, 2.0, 2.002] + [10.0 + i * 0.5 + d for i in range(10) for d in (0, 0.001)])
+    warm = [0.0, 0.010, 1.0, 1.002, 2.0, 2.002]
+    timed = [10.0 + i * 0.5 + d for i in range(5) for d in (0, 0.001)]
+    steady = [20.0, 20.0 + HOST_BATCH * 1e-3, 21.0, 21.0 + HOST_BATCH * 2e-3]  # 1 ms, then 2 ms a call
+    wall = [30.0 + i for i in range(10)]
+    host = iter(warm + timed + steady + wall)
     gpu = _FakeGpu(log, [9.0, 5.0, 4.0] + [1.0, 3.0, 2.0, 5.0, 4.0] + [7.0, 6.0, 8.0, 6.5, 7.5])
     t = Timer(stream=None, repeats=5, warmup=3, pieces=gpu, flush=lambda s: log.append(("flush",)), budget_s=10.0)
     t._clock = lambda: next(host)
     out = t.time(lambda: log.append(("call",)))
     assert out["median"] == 3.0 and out["n"] == 5 and out["samples"] == [1.0, 3.0, 2.0, 5.0, 4.0]
     assert out["delay_ms"] == pytest.approx(delay_ms_for(2.0)) == pytest.approx(1.5 * 2.0 + 0.05)
-    assert out["host"]["median"] == pytest.approx(1.0)
+    # Host time: steady state, HOST_BATCH calls back to back per batch behind one delay, two batches.
+    assert out["host"]["median"] == pytest.approx(1.5) and out["host"]["n"] == 2
+    assert out["host"]["calls_per_batch"] == HOST_BATCH
     # Warm-ups: flush, start, call, end, sync (no delay); timed calls: flush, delay, start, call, end, sync.
     kinds = [e[0] for e in log]
     assert kinds[:5] == ["flush", "record", "call", "record", "sync"] and "delay" not in kinds[:15]
     assert kinds[15:21] == ["flush", "delay", "record", "call", "record", "sync"]
-    assert sum(1 for e in log if e[0] == "delay") == 5
+    batch = ["delay"] + ["call"] * HOST_BATCH + ["record", "sync"]
+    assert kinds[45:45 + 2 * len(batch)] == 2 * batch
+    assert log[45][1] == pytest.approx(delay_ms_for(HOST_BATCH * 1.0))  # covers the batch's host work
+    assert sum(1 for e in log if e[0] == "delay") == 5 + 2
     # Eager wall samples: flush, start, wait for it (idle stream), call, end, sync; no delay kernel.
-    assert kinds[45:51] == ["flush", "record", "sync", "call", "record", "sync"]
+    w0 = 45 + 2 * len(batch)
+    assert kinds[w0:w0 + 6] == ["flush", "record", "sync", "call", "record", "sync"]
     assert out["wall"]["median"] == 7.0 and out["wall"]["n"] == 5
     assert delay_ms_for(1e6) == 20.0 and delay_ms_for(-1) == 0.05
+
+
+def test_steady_host_batches_shrink_for_slow_calls():
+    from cake_rt.bench.timing import Timer
+
+    log = []
+    t = Timer(stream=None, repeats=2, warmup=1, pieces=_FakeGpu(log, []), flush=lambda s: None, budget_s=0.5)
+    clock = iter(range(100))
+    t._clock = lambda: float(next(clock))
+    out = t.host_steady(lambda: log.append(("call",)), host_ms=0.05, gpu_ms=15.0)
+    assert out["calls_per_batch"] == 2 and sum(1 for e in log if e[0] == "call") == 4
 
 
 def test_timer_warm_l2_has_no_flush():
