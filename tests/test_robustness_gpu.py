@@ -507,14 +507,20 @@ def test_per_thread_default_streams_do_not_share_state():
     barrier = threading.Barrier(2)
 
     def work():
+        # Every call's output is poisoned before it and copied after it (all on this thread's stream, no host
+        # wait), so a call that lost work items to the other thread's concurrent kernel (a shared ticket word)
+        # leaves poison in its copy even when a later call fills the rows.
         try:
             with cupy.cuda.Stream.ptds:
                 idx, sc = poisoned(T)
+                snaps = []
                 barrier.wait()
                 for _ in range(20):
+                    idx.fill(0x7F7F7F7F)
                     _dsa().dsa_indexer_det_topk(*dev, TOPK, indices=idx, scores=sc, schedule="ticket")
+                    snaps.append(idx.copy())
                 cupy.cuda.Stream.ptds.synchronize()
-                outs.append(idx.get())
+                outs.extend(a.get() for a in snaps)
         except Exception as exc:  # pragma: no cover
             errors.append(exc)
 
@@ -524,6 +530,7 @@ def test_per_thread_default_streams_do_not_share_state():
     for t in threads:
         t.join()
     assert not errors, errors
+    assert len(outs) == 40
     for o in outs:
         np.testing.assert_array_equal(o, base_i.get())
 
