@@ -45,12 +45,13 @@ CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsi
 constexpr int PRODUCT_REGS = 104, SELECT_REGS = 152;
 static_assert(PRODUCT_REGS + SELECT_REGS == 2 * (65536 / BLOCK), "the register file, split");
 
-// Next unit: every thread of the block meets at BAR_UNIT (the previous unit is done with every buffer).
+// Next unit: every thread of the block meets at BAR_UNIT (the previous unit is done with every buffer). The
+// product and the selection call it from their own loops: the unaligned barrier.
 CAKE_DEVICE unsigned next_unit(unsigned u, unsigned* ticket, int use_ticket, unsigned* tslot) {
-    named_sync(BAR_UNIT, BLOCK);  // everyone has read the previous ticket and is done with the unit
+    named_sync_unaligned(BAR_UNIT, BLOCK);  // everyone has read the previous ticket and is done with the unit
     if (!use_ticket) return u + gridDim.x;
     if (threadIdx.x == 0) *tslot = atomicAdd(ticket, 1u);
-    named_sync(BAR_UNIT, BLOCK);
+    named_sync_unaligned(BAR_UNIT, BLOCK);
     return *tslot;
 }
 #endif

@@ -103,6 +103,8 @@ enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_EMPTY = B
 static_assert(BAR_EMPTY + RING <= 16, "16 hardware barriers");
 CAKE_DEVICE void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 CAKE_DEVICE void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+// For a barrier the roles reach from different instructions (bar.sync promises one instruction per generation).
+CAKE_DEVICE void named_sync_unaligned(int id, int n) { asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 CAKE_DEVICE int sel_tid() { return (int)threadIdx.x - SEL0; }
 CAKE_DEVICE void sel_sync() {
     if constexpr (WG) named_sync(BAR_SEL, NT);
