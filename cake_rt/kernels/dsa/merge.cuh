@@ -53,10 +53,7 @@ CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk,
             }
 #pragma unroll
             for (int e = 0; e < E; ++e) {
-                const bool in = i0 + e * 32 + lane < c;
-                const unsigned bin = in ? (unsigned)(x[e] >> 53) : 0xffffffffu;
-                const unsigned peers = __match_any_sync(0xffffffffu, bin);
-                if (in && (__ffs(peers) - 1) == lane) atomicAdd(&s.hist[bin], (unsigned)__popc(peers));
+                hist_count(s.hist, i0 + e * 32 + lane < c, (unsigned)(x[e] >> 53));
             }
         }
     }

@@ -34,6 +34,13 @@ CAKE_DEVICE int owned_bins_sum(const uint32_t* hist, int top, int per) {
     return s;
 }
 
+// Count a key into its bin (in: the key takes part in this pass). Plain shared-memory atomics with no
+// result used: independent from key to key (no vote or match chain per key), and lanes of a warp on one
+// word are combined by the hardware (ATOMS.POPC.INC), so a plateau of equal digits costs one add a warp.
+CAKE_DEVICE void hist_count(uint32_t* hist, bool in, unsigned bin) {
+    if (in) atomicAdd(hist + bin, 1u);
+}
+
 // Exclusive prefix sum of one int per thread, in thread order; `total` gets the block sum.
 // `scratch` holds at least NT/32 ints. Starts with a barrier, so back-to-back calls are safe.
 template <int NT>
@@ -116,8 +123,6 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         const uint64_t prefix = st->prefix, mask = st->mask;
         const int need = st->need;
         dsa::sel_sync();
-        // Scores cluster in a few top digits: lanes with the same digit add once (match_any), so a
-        // plateau of equal scores does not serialize on one shared-memory word.
         constexpr int E = 4;  // loads in flight per thread
         for (int base = 0; base < n; base += NT * E) {
             uint64_t xs[E];
@@ -130,9 +135,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
             for (int e = 0; e < E; ++e) {
                 const int i = base + e * NT + tid;
                 const bool in = i < n && (xs[e] & mask) == prefix;
-                const unsigned bin = in ? ((unsigned)(xs[e] >> shift) & (unsigned)(nb - 1)) : 0xffffffffu;
-                const unsigned peers = __match_any_sync(0xffffffffu, bin);
-                if (in && (__ffs(peers) - 1) == (int)(tid & 31)) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+                hist_count(hist, in, (unsigned)(xs[e] >> shift) & (unsigned)(nb - 1));
             }
         }
         dsa::sel_sync();
@@ -170,9 +173,8 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
 // ---------------------------------------------------------------------------------------------------
 // Register-resident selection. The buffer is read from shared memory once, into registers: R rounds of 4 consecutive keys per thread,
 // entry i = (r * NT + tid) * 4 + e (the order of ordered_keep). The radix passes then count from
-// registers (no reload; a warp with no key in the current prefix skips its match/atomics), and the
-// ordered keep writes from the same registers with ONE block scan (the R rounds' counts packed in
-// 16-bit fields of a uint64) instead of one scan per round. Same selection rule as block_kth_largest:
+// registers (no reload), and the ordered keep writes from the same registers with ONE block scan (the R
+// rounds' counts packed in 16-bit fields of a uint64) instead of one scan per round. Same selection rule as block_kth_largest:
 // exactly k keys are >= the returned K, so the kept set (hence every output) is the same.
 // ---------------------------------------------------------------------------------------------------
 
@@ -265,11 +267,7 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
             for (int e = 0; e < 4; ++e) {
                 const int i = (r * NT + tid) * 4 + e;
                 const bool in = i < n && (x[r][e] & mask) == prefix;
-                if (__any_sync(0xffffffffu, in)) {  // warp-uniform
-                    const unsigned bin = in ? ((unsigned)(x[r][e] >> shift) & (unsigned)(nb - 1)) : 0xffffffffu;
-                    const unsigned peers = __match_any_sync(0xffffffffu, bin);
-                    if (in && (__ffs(peers) - 1) == (tid & 31)) atomicAdd(&hist[bin], (unsigned)__popc(peers));
-                }
+                hist_count(hist, in, (unsigned)(x[r][e] >> shift) & (unsigned)(nb - 1));
             }
         }
         dsa::sel_sync();
@@ -424,12 +422,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
                 for (int e = 0; e < 4; ++e) {
                     const int i = (r * NT + tid) * 4 + e;
                     const bool in = i < n[q] && (x[e] & mask[q]) == prefix[q];
-                    if (__any_sync(0xffffffffu, in)) {  // warp-uniform
-                        const unsigned bin = in ? ((unsigned)(x[e] >> shift) & (unsigned)(nb - 1)) : 0xffffffffu;
-                        const unsigned peers = __match_any_sync(0xffffffffu, bin);
-                        if (in && (__ffs(peers) - 1) == (tid & 31))
-                            atomicAdd(&hists[q * 2048 + bin], (unsigned)__popc(peers));
-                    }
+                    hist_count(hists + q * 2048, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1));
                 }
             }
         }
