@@ -36,8 +36,9 @@ except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` s
     _cupy = _ndarray = None
 
 KERNEL_PATH = "dsa/indexer.cu"
-SCAN_THREADS = 256
+SCAN_THREADS = 256  # threads of the selection (layout.cuh NT): the block, or half of a warp-specialized one
 MERGE_ROUND = SCAN_THREADS * 16  # keys the in-kernel merge appends per round (layout.cuh MERGE_ROUND)
+RING = 4  # score tiles between the product and the selection warpgroups (layout.cuh RING, wgmma)
 PAIRS = 128  # (query, head) columns of one block's score product (layout.cuh PAIRS)
 CAP_MAX = 4096  # candidate capacity per query: the register selection's reach (layout.cuh REG_R <= 4)
 CAP_MIN = 2048 + 256  # a block keeps topk = 2048 with room for a tile and a merge round
@@ -82,13 +83,21 @@ class DsaConfig:
     smem_scan: int
     merge_keys: int
     wgmma: bool = False
+    chist: bool = False
 
     @property
     def defines(self) -> dict:
         d = {"DSA_H": self.H, "DSA_D": self.D, "DSA_BQ": self.BQ, "DSA_TILE": self.TILE, "DSA_CAP": self.CAP}
         if self.wgmma:
             d["DSA_WGMMA"] = 1
+        if self.chist:
+            d["DSA_CHIST"] = 1
         return d
+
+    @property
+    def threads(self) -> int:
+        """Threads per block: the wgmma program is warp-specialized (product + selection warpgroups)."""
+        return 2 * SCAN_THREADS if self.wgmma else SCAN_THREADS
 
     @property
     def max_topk(self) -> int:
@@ -100,28 +109,30 @@ def _round_up(x: int, m: int) -> int:
     return (int(x) + m - 1) // m * m
 
 
-def _layout(H, D, BQ, TILE, CAP, wgmma):
+def _layout(H, D, BQ, TILE, CAP, wgmma, chist=False):
     """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout."""
     qrows = PAIRS if wgmma else _round_up(BQ * H, 16)
     cand = 2 * TILE * D * 2 + qrows * D * 2
     sc = cand + BQ * CAP * 8
-    hist = sc + (2 if wgmma else 1) * BQ * TILE * 4
+    hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (BQ * 2048 * 4 if chist else 0) + (PAIRS * 4 if wgmma else 0)
     end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
     return (1024 if wgmma else 0) + end, sc // 8
 
 
 def _try_config(H: int, D: int, smem_optin: int, wgmma: bool):
-    """The largest block (then the largest capacity) that fits, preferring CAP >= CAP_MIN."""
+    """The largest block (then the largest capacity) that fits, preferring CAP >= CAP_MIN. The wgmma
+    program gives its compactions their own histograms (chist) when they fit beside the largest capacity."""
     best = None
     for TILE in ((128,) if wgmma else (128, 64)):
         for BQ in range(PAIRS // H, 0, -1):
+            chist = wgmma and BQ <= 4 and _layout(H, D, BQ, TILE, CAP_MAX, wgmma, True)[0] <= smem_optin
             cap = CAP_MAX
-            while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma)[0] > smem_optin:
+            while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma, chist)[0] > smem_optin:
                 cap -= SCAN_THREADS
-            smem, mkeys = _layout(H, D, BQ, TILE, cap, wgmma)
+            smem, mkeys = _layout(H, D, BQ, TILE, cap, wgmma, chist)
             if smem > smem_optin or mkeys < 2 * MERGE_ROUND or cap < 2 * TILE:
                 continue
-            cfg = DsaConfig(H, D, BQ, TILE, cap, smem, mkeys, wgmma)
+            cfg = DsaConfig(H, D, BQ, TILE, cap, smem, mkeys, wgmma, chist)
             if cap >= CAP_MIN:
                 return cfg
             if best is None or cfg.max_topk > best.max_topk:
@@ -545,7 +556,7 @@ class _DevicePlan(UploadedTable):
 
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
         scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=_debug_options(), device=dev)
-        occ = occupancy_per_sm(scan, SCAN_THREADS, cfg.smem_scan)
+        occ = occupancy_per_sm(scan, cfg.threads, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")
         super().__init__(host, handle, stream_obj)
@@ -566,7 +577,7 @@ class _DevicePlan(UploadedTable):
 
         plan, cfg = self.plan, self.cfg
         hit = PackedLaunch(
-            self.scan, self.grid, SCAN_THREADS,
+            self.scan, self.grid, cfg.threads,
             (Slot("q"), Slot("k"), Slot("w"), np.uint64(self.ptr), np.int32(plan.nunits),
              Slot("tickets"), np.int32(1 if schedule == "ticket" else 0), Slot("arrivals"), np.int32(plan.topk),
              np.int32(1 if plan.causal else 0), Slot("indices"), Slot("scores"), Slot("ent"), Slot("cnt")),

@@ -45,6 +45,13 @@ CAKE_DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\
 // Order generic-proxy shared-memory writes (st.shared, cp.async results) before async-proxy reads (wgmma).
 CAKE_DEVICE void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// Move this warpgroup's register allocation down / up to N per thread (a warp-specialized block's roles,
+// one branch each; the kernel needs a register cap at entry: __launch_bounds__(threads, 1)).
+template <int N>
+CAKE_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+CAKE_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
 // Keep accumulator registers from being touched between wgmma issue and wait.
 template <int R>
 CAKE_DEVICE void wgmma_fence_operands(float (&d)[R]) {

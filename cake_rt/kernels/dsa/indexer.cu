@@ -5,8 +5,9 @@
 // dsa_scan: a persistent grid draws work units (a block of <= BQ consecutive queries of one segment x a
 // range of keys) from a ticket word (or a static enumeration); per unit:
 //   setup      stage q (rows = (query, head) pairs, zero-padded to the product's N) and the weights
-//   tile loop  tile_sm90.cuh (wgmma) or tile_sm80.cuh (mma.sync): score tiles, appended in key order to
-//              per-query candidate buffers with compactions (selection.cuh)
+//   tile loop  tile_sm90.cuh (wgmma, warp-specialized: product and selection warpgroups on a ring of score
+//              tiles) or tile_sm80.cuh (mma.sync): score tiles, appended in key order to per-query
+//              candidate buffers with compactions (selection.cuh)
 //   finish     exact top-k of each buffer: the output row, or a part when the block's keys are split
 //   merge      the last part of a split block to arrive merges its parts (merge.cuh)
 // The float32 operations of score(t, j) are the same for every (t, j) of a program: D in 16-wide steps in
@@ -26,9 +27,38 @@
 
 using namespace dsa;
 
+// The selection's end of a unit: the exact top-k of every query (output rows, or parts of a split block),
+// then the merge when this is the last part of its block to arrive. Selection threads only.
+CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsigned char* smem, unsigned* arrivals,
+                                  int* flags, int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
+    // ---- finish: exact top-k per query, in buffer (= ascending id) order (the key tiles are free now)
+    finish_unit(sel, un, topk, out_idx, out_sc, ws_ent, ws_cnt, reinterpret_cast<uint32_t*>(smem + Layout::kt));
+    // ---- merge: the last part of a split block to arrive writes the block's rows
+    if (un.slot >= 0 && arrive_last(arrivals, un, flags + 1))
+        merge_parts(sel, un, topk, ws_ent, ws_cnt, reinterpret_cast<uint64_t*>(smem),
+                    reinterpret_cast<int*>(smem + Layout::pstart), out_idx, out_sc);
+}
+
+#if DSA_USE_WGMMA
+// Register split of the warp-specialized block (64K registers / 512 threads on entry): the product keeps
+// its accumulators (64) and addresses, the selection its register-resident buffers.
+constexpr int PRODUCT_REGS = 104, SELECT_REGS = 152;
+static_assert(PRODUCT_REGS + SELECT_REGS == 2 * (65536 / BLOCK), "the register file, split");
+
+// Next unit: every thread of the block meets at BAR_UNIT (the previous unit is done with every buffer). The
+// product and the selection call it from their own loops: the unaligned barrier.
+CAKE_DEVICE unsigned next_unit(unsigned u, unsigned* ticket, int use_ticket, unsigned* tslot) {
+    named_sync_unaligned(BAR_UNIT, BLOCK);  // everyone has read the previous ticket and is done with the unit
+    if (!use_ticket) return u + gridDim.x;
+    if (threadIdx.x == 0) *tslot = atomicAdd(ticket, 1u);
+    named_sync_unaligned(BAR_UNIT, BLOCK);
+    return *tslot;
+}
+#endif
+
 // units: int32 [nunits, UNIT_INTS], longest first. ticket: the ticket word (use_ticket). arrivals: one
 // word per split block (zero at launch, left at zero). ws_ent / ws_cnt: parts of split units.
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(BLOCK, 1)
 dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const float* __restrict__ w,
          const int* __restrict__ units, int nunits, unsigned* ticket, int use_ticket, unsigned* arrivals, int topk,
          int causal, int* __restrict__ out_idx, float* __restrict__ out_sc, uint64_t* __restrict__ ws_ent,
@@ -49,8 +79,39 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     sel.hist = reinterpret_cast<uint32_t*>(smem + Layout::hist);
     sel.st = reinterpret_cast<DsaSelState*>(smem + Layout::st);
     sel.scratch = reinterpret_cast<int*>(smem + Layout::scratch);
+    sel.chist = reinterpret_cast<uint32_t*>(smem + Layout::chist);
     const int tid = threadIdx.x;
 
+#if DSA_USE_WGMMA
+    // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
+    unsigned u = use_ticket ? next_unit(0u, ticket, 1, tslot) : blockIdx.x;
+    if (tid < NT) {
+        setmaxnreg_dec<PRODUCT_REGS>();
+        float* wsm = reinterpret_cast<float*>(smem + Layout::wts);
+        while (u < (unsigned)nunits) {
+            const Unit un = load_unit(units, (int)u);
+            const int span = un.khi - un.klo;
+            const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
+            product_loop(un, ntiles, kt, qs, sc, wsm, q, kmat, w);
+            u = next_unit(u, ticket, use_ticket, tslot);
+        }
+    } else {
+        setmaxnreg_inc<SELECT_REGS>();
+        while (u < (unsigned)nunits) {
+            const Unit un = load_unit(units, (int)u);
+            const int span = un.khi - un.klo;
+            const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
+            if (sel_tid() < BQ) {
+                sel.cnt[sel_tid()] = 0;
+                sel.lo[sel_tid()] = 0ull;
+            }
+            sel_sync();
+            select_loop(sel, un, ntiles, sc, topk, causal);
+            finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
+            u = next_unit(u, ticket, use_ticket, tslot);
+        }
+    }
+#else
     // ---- scheduler
     unsigned u = use_ticket ? ticket_draw(ticket, tslot) : blockIdx.x;
     while (u < (unsigned)nunits) {
@@ -60,9 +121,6 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
         // ---- setup: q, weights, empty buffers, key tile 0 in flight
         load_q(qs, q, un);
         cp_async_wait<0>();
-#if DSA_USE_WGMMA
-        fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
-#endif
         if (tid < BQ) {
             sel.cnt[tid] = 0;
             sel.lo[tid] = 0ull;
@@ -76,16 +134,10 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 
         // ---- tile loop (scores + ordered appends)
         tile_loop(sel, un, ntiles, kt, qs, sc, kmat, wq, topk, causal);
-
-        // ---- finish: exact top-k per query, in buffer (= ascending id) order
-        finish_unit(sel, un, topk, out_idx, out_sc, ws_ent, ws_cnt, reinterpret_cast<uint32_t*>(kt));
-
-        // ---- merge: the last part of a split block to arrive writes the block's rows
-        if (un.slot >= 0 && arrive_last(arrivals, un, flags + 1))
-            merge_parts(sel, un, topk, ws_ent, ws_cnt, reinterpret_cast<uint64_t*>(smem),
-                        reinterpret_cast<int*>(smem + Layout::pstart), out_idx, out_sc);
+        finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
 
         u = use_ticket ? ticket_draw(ticket, tslot) : u + gridDim.x;
     }
+#endif
     if (use_ticket && tid == 0) ticket_done(ticket, u, (unsigned)nunits);
 }

@@ -6,7 +6,8 @@
 //   DSA_BQ    queries per block (BQ * H <= 128 (query, head) pairs)
 //   DSA_TILE  keys per tile (128; 64 on small-shared-memory parts, mma.sync only)
 //   DSA_CAP   candidate capacity per query (a multiple of 256, <= 4096: the register selection's reach)
-//   DSA_WGMMA 1 on sm_90a (wgmma tile loop), else the mma.sync tile loop
+//   DSA_WGMMA 1 on sm_90a (warp-specialized wgmma tile loop), else the mma.sync tile loop
+//   DSA_CHIST 1: a dedicated region for the histograms of the joint compaction (wgmma, BQ <= 4, when it fits)
 // None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
 #pragma once
 #include "../common/types.cuh"
@@ -31,12 +32,22 @@
 #else
 #define DSA_USE_WGMMA 0
 #endif
+#ifndef DSA_CHIST
+#define DSA_CHIST 0
+#endif
 
 namespace dsa {
 
 constexpr int H = DSA_H, D = DSA_D, BQ = DSA_BQ, TILE = DSA_TILE, CAP = DSA_CAP;
 constexpr bool WG = DSA_USE_WGMMA;
+// NT threads run the selection (every routine of select.cuh / selection.cuh / merge.cuh): the whole block
+// on the mma.sync loop; on the wgmma loop the block is warp-specialized, threads [0, NT) compute score tiles
+// (two warpgroups: key copies, wgmma, head sum) and threads [NT, 2 NT) select (appends, compactions, the
+// final selection, the merge), the two meeting on a ring of score tiles guarded by named barriers.
 constexpr int NT = 256, NWARPS = NT / 32;
+constexpr int BLOCK = WG ? 2 * NT : NT;    // threads per block
+constexpr int SEL0 = WG ? NT : 0;         // first selection thread
+constexpr int RING = WG ? 4 : 1;          // score tiles between the product and the selection
 constexpr int PAIRS = 128;                // N of the score product: (query, head) columns, zero-padded
 constexpr int HB = H / 8;                 // 8-column accumulator blocks per query
 constexpr int NB = BQ * HB;               // blocks holding real pairs
@@ -45,7 +56,7 @@ constexpr int ROWB = D * 2;               // bytes per bf16 row
 constexpr int CHUNKS = D / 8;             // 16-byte chunks per row
 constexpr int QROWS = WG ? PAIRS : (BQ * H + 15) / 16 * 16;  // q rows staged (zero rows pad the product)
 constexpr int MMA_WARPS = TILE / 16;      // mma.sync loop: warps computing 16 keys each
-constexpr int SC_BUFS = WG ? 2 : 1;       // wgmma loop: the epilogue of tile it and the append of it-1
+constexpr bool CHIST = WG && DSA_CHIST && BQ <= 4;  // joint-compaction histograms [BQ][2048] u32
 constexpr int HIST_WORDS = 2048;
 constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
 constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
@@ -64,8 +75,10 @@ struct Layout {
     static constexpr int kt = 0;                                   // 2 key tiles [TILE x D] bf16, swizzled
     static constexpr int q = kt + 2 * TILE * ROWB;                 // q of the unit [QROWS x D] bf16, swizzled
     static constexpr int cand = q + QROWS * ROWB;                  // candidates [BQ][CAP] uint64, ascending id
-    static constexpr int sc = cand + BQ * CAP * 8;                 // score tiles [SC_BUFS][BQ][TILE] f32
-    static constexpr int hist = sc + SC_BUFS * BQ * TILE * 4;      // radix histogram [2048] u32
+    static constexpr int sc = cand + BQ * CAP * 8;                 // score tiles [RING][BQ][TILE] f32
+    static constexpr int chist = sc + RING * BQ * TILE * 4;        // CHIST: [BQ][2048] u32
+    static constexpr int wts = chist + (CHIST ? BQ * 2048 * 4 : 0);  // wgmma: the unit's weights [BQ * H] f32
+    static constexpr int hist = wts + (WG ? PAIRS * 4 : 0);       // radix histogram [2048] u32
     static constexpr int st = hist + HIST_WORDS * 4;               // DsaSelState
     static constexpr int scratch = st + 64;                        // block-scan scratch (32 ints)
     static constexpr int flags = scratch + 128;                    // ticket slot, last-arrival flag
@@ -84,6 +97,19 @@ constexpr int UNIT_INTS = 12;
 struct Unit {
     int q0, nq, ks0, lenk, pbase, klo, khi, slot, mblock, slot0, nparts;
 };
+
+// The selection threads: local index, and their barrier (named barrier 1 on the wgmma loop).
+enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_EMPTY = BAR_FULL + RING };
+static_assert(BAR_EMPTY + RING <= 16, "16 hardware barriers");
+CAKE_DEVICE void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+CAKE_DEVICE void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+// For a barrier the roles reach from different instructions (bar.sync promises one instruction per generation).
+CAKE_DEVICE void named_sync_unaligned(int id, int n) { asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+CAKE_DEVICE int sel_tid() { return (int)threadIdx.x - SEL0; }
+CAKE_DEVICE void sel_sync() {
+    if constexpr (WG) named_sync(BAR_SEL, NT);
+    else __syncthreads();
+}
 
 CAKE_DEVICE Unit load_unit(const int* units, int u) {
     const int* p = units + (size_t)u * UNIT_INTS;

@@ -15,8 +15,8 @@ namespace dsa {
 // Called by every thread after the unit wrote its part. Returns (block-uniform) whether this unit merges.
 CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
     __threadfence();  // this thread's part writes are visible device-wide before the arrival
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    sel_sync();
+    if (sel_tid() == 0) {
         const unsigned old = atomicAdd(arrivals + un.mblock, 1u);
         const int last = old == (unsigned)(un.nparts - 1);
         if (last) {
@@ -25,7 +25,7 @@ CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
         }
         *flag = last;
     }
-    __syncthreads();
+    sel_sync();
     return *flag != 0;
 }
 
@@ -34,9 +34,9 @@ CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
 // w + NWARPS, ... coalesced) into a shared histogram; 0 when the parts hold at most topk keys.
 CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
                                  const int* ws_cnt) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = sel_tid(), lane = tid & 31, warp = tid >> 5;
     for (int i = tid; i < HIST_WORDS; i += NT) s.hist[i] = 0u;
-    __syncthreads();
+    sel_sync();
     constexpr int E = 8;  // loads in flight per lane
 #pragma unroll 1
     for (int p = warp; p < un.nparts; p += NWARPS) {
@@ -53,14 +53,11 @@ CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk,
             }
 #pragma unroll
             for (int e = 0; e < E; ++e) {
-                const bool in = i0 + e * 32 + lane < c;
-                const unsigned bin = in ? (unsigned)(x[e] >> 53) : 0xffffffffu;
-                const unsigned peers = __match_any_sync(0xffffffffu, bin);
-                if (in && (__ffs(peers) - 1) == lane) atomicAdd(&s.hist[bin], (unsigned)__popc(peers));
+                hist_count(s.hist, i0 + e * 32 + lane < c, (unsigned)(x[e] >> 53));
             }
         }
     }
-    __syncthreads();
+    sel_sync();
     // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
     constexpr int PER = HIST_WORDS / NT;
     const int top = HIST_WORDS - tid * PER;
@@ -69,7 +66,7 @@ CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk,
     const int above = block_excl_scan<NT>(cnt, s.scratch, total);
     uint64_t* result = &s.st->result;
     if (tid == 0) *result = 0ull;
-    __syncthreads();
+    sel_sync();
     if (total > topk && above < topk && above + cnt >= topk) {
         int cum = above;
         for (int b = top - 1; b >= top - PER; --b) {
@@ -80,9 +77,9 @@ CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk,
             }
         }
     }
-    __syncthreads();
+    sel_sync();
     const uint64_t f = *result;
-    __syncthreads();
+    sel_sync();
     return f;
 }
 
@@ -92,7 +89,7 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
                              uint64_t* buf, int* pstart, int* out_idx, float* out_sc) {
     constexpr int MC = Layout::merge_keys;
     static_assert(MC >= 2 * MERGE_ROUND, "merge capacity");
-    const int tid = threadIdx.x;
+    const int tid = sel_tid();
 #pragma unroll 1
     for (int qq = 0; qq < un.nq; ++qq) {
         int n = 0;
@@ -106,14 +103,14 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
             const int ex = block_excl_scan<NT>(c, s.scratch, total);
             if (tid < nb) pstart[tid] = ex;
             if (tid == 0) pstart[nb] = total;
-            __syncthreads();
+            sel_sync();
 #pragma unroll 1
             for (int r0 = 0; r0 < total; r0 += MERGE_ROUND) {
                 if (n + MERGE_ROUND > MC) {  // make room: keep exactly topk (n > MC - ROUND >= topk)
                     const uint64_t K = block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch);
                     n = ordered_keep(buf, n, K, s.scratch, [&](int pos, uint64_t x) { buf[pos] = x; });
                     floor_key = K + 1ull;
-                    __syncthreads();
+                    sel_sync();
                 }
                 // Thread tid takes flattened entries i0 .. i0 + E of the batch (parts in key order).
                 const int i0 = r0 + tid * MERGE_E;
@@ -147,7 +144,7 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
                 }
                 n += added;
             }
-            __syncthreads();  // pstart is rewritten by the next batch
+            sel_sync();  // pstart is rewritten by the next batch
         }
         // Exact top-k of the merged buffer, in buffer (= ascending id) order.
         const uint64_t K = (n > topk) ? block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch) : 0ull;
@@ -162,7 +159,7 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
             oi[i] = -1;
             os[i] = __int_as_float(0xff800000);  // -inf
         }
-        __syncthreads();  // buf is refilled by the next query
+        sel_sync();  // buf is refilled by the next query
     }
 }
 

@@ -22,13 +22,16 @@ struct Sel {
     uint32_t* hist;    // [2048]
     DsaSelState* st;
     int* scratch;
+    uint32_t* chist;   // CHIST: [BQ][2048]
 };
 
 // All queries of a block select together (select.cuh multi_*) when they fit the register reach: one
-// histogram per query in a free key-tile buffer, the passes' barriers and scans shared.
+// histogram per query, the passes' barriers and scans shared. The final selection takes its histograms from
+// the key tiles (no product runs then); the compactions, which run beside the product, from their own
+// region when the layout has one (CHIST).
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
-constexpr bool MULTI_COMPACT = WG && MULTI && MULTI_HIST_BYTES <= TILE * ROWB;  // one key tile buffer is free
+constexpr bool MULTI_COMPACT = MULTI && CHIST;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 
 // Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
@@ -39,7 +42,7 @@ template <class Sink>
 CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratch, Sink sink) {
     int base = 0;
     for (int r0 = 0; r0 < n; r0 += NT * KEEP_E) {
-        const int i0 = r0 + (int)threadIdx.x * KEEP_E;
+        const int i0 = r0 + sel_tid() * KEEP_E;
         uint64_t x[KEEP_E];
         dsa_load4<NT>(x, buf, n, r0 / (NT * KEEP_E));  // buf[i0 .. i0 + 4), 0 past n
         int mine = 0;
@@ -65,12 +68,12 @@ CAKE_DEVICE void write_row(const uint64_t* cb, int kept, const Unit& un, int qq,
                            float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
     if (un.slot >= 0) {
         uint64_t* part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
-        for (int i = (int)threadIdx.x; i < kept; i += NT) part[i] = cb[i];
-        if (threadIdx.x == 0) ws_cnt[(size_t)un.slot * BQ + qq] = kept;
+        for (int i = sel_tid(); i < kept; i += NT) part[i] = cb[i];
+        if (sel_tid() == 0) ws_cnt[(size_t)un.slot * BQ + qq] = kept;
     } else {
         int* oi = out_idx + (size_t)(un.q0 + qq) * topk;
         float* os = out_sc + (size_t)(un.q0 + qq) * topk;
-        for (int i = (int)threadIdx.x; i < topk; i += NT) {
+        for (int i = sel_tid(); i < topk; i += NT) {
             if (i < kept) {
                 const uint64_t x = cb[i];
                 oi[i] = (int)(uint32_t)x;
@@ -93,7 +96,7 @@ CAKE_DEVICE void finish_query(const Sel& s, const Unit& un, int qq, int topk, in
     dsa_reg_load<NT, REG_R>(x, cb, n);
     const uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch) : 0ull;
     const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
-    __syncthreads();  // the kept keys are in place
+    sel_sync();  // the kept keys are in place
     write_row(cb, kept, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
 }
 
@@ -105,12 +108,12 @@ CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
     dsa_reg_load<NT, REG_R>(x, cb, n);
     const uint64_t K = reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch);
     const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    sel_sync();
+    if (sel_tid() == 0) {
         s.cnt[qq] = kept;
         s.lo[qq] = K + 1ull;
     }
-    __syncthreads();
+    sel_sync();
 }
 
 // Compact the buffers of the queries in `mask` together (MULTI; each has cnt > topk). hists:
@@ -127,8 +130,8 @@ CAKE_DEVICE void compact_multi(const Sel& s, unsigned mask, int topk, uint32_t* 
         int kept[BQ];
         multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, mask, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
-        __syncthreads();
-        if (threadIdx.x == 0) {
+        sel_sync();
+        if (sel_tid() == 0) {
 #pragma unroll
             for (int q = 0; q < BQ; ++q)
                 if ((mask >> q) & 1u) {
@@ -136,14 +139,13 @@ CAKE_DEVICE void compact_multi(const Sel& s, unsigned mask, int topk, uint32_t* 
                     s.lo[q] = K[q] + 1ull;
                 }
         }
-        __syncthreads();
+        sel_sync();
     }
 }
 
-// Compact every buffer that could not take another full tile. `freebuf`: a key-tile buffer no copy or
-// product uses now (MULTI_COMPACT: the histograms of all nearly full buffers, compacted together).
-// Ends with a barrier: every thread has read the counts before the appends rewrite them.
-CAKE_DEVICE void compact_full(const Sel& s, int topk, unsigned char* freebuf) {
+// Compact every buffer that could not take another full tile (MULTI_COMPACT: with every nearly full
+// buffer, together). Ends with a barrier: every thread has read the counts before the appends rewrite them.
+CAKE_DEVICE void compact_full(const Sel& s, int topk) {
     unsigned m = 0u;
 #pragma unroll
     for (int qq = 0; qq < BQ; ++qq)
@@ -155,20 +157,20 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk, unsigned char* freebuf) {
                 const int n = s.cnt[qq];
                 if (n > CAP - 2 * TILE && n > topk) m |= 1u << qq;  // nearly full: join the batch
             }
-            compact_multi(s, m, topk, reinterpret_cast<uint32_t*>(freebuf));
+            compact_multi(s, m, topk, s.chist);
         } else {
 #pragma unroll 1
             for (int qq = 0; qq < BQ; ++qq)
                 if ((m >> qq) & 1u) compact_query(s, qq, topk);
         }
     }
-    __syncthreads();
+    sel_sync();
 }
 
 // Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
 // ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE.
 CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, int j0, int causal) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = sel_tid() & 31, warp = sel_tid() >> 5;
 #pragma unroll 1
     for (int qq = warp; qq < un.nq; qq += NWARPS) {
         int vend = visible_end(un, un.q0 + qq, causal);
@@ -212,17 +214,17 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
         // Keep in place (the compaction's stable keep), then write each row out coalesced (write_row).
         multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
-        __syncthreads();  // the kept keys of every query are in place
+        sel_sync();  // the kept keys of every query are in place
 #pragma unroll
         for (int q = 0; q < BQ; ++q)
             if (q < un.nq) write_row(s.cand + q * CAP, kept[q], un, q, topk, out_idx, out_sc, ws_ent, ws_cnt);
-        __syncthreads();
+        sel_sync();
     } else {
         (void)hists;
 #pragma unroll 1
         for (int qq = 0; qq < un.nq; ++qq) {
             finish_query(s, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
-            __syncthreads();  // hist, st and scratch are reused by the next query
+            sel_sync();  // hist, st and scratch are reused by the next query
         }
     }
 }

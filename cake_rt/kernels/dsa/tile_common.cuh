@@ -47,22 +47,27 @@ CAKE_DEVICE void load_weights(float (&wq)[BQ][HB][2], const float* w, const Unit
 
 // score = sum_h w[h] * max(0, dot_h) for key rows `row` (hr = 0) and `row + 8` (hr = 1) of every query.
 // acc[4 b + 2 hr + e] is the dot product of key row + 8 hr with pair column 8 b + 2 (lane % 4) + e
-// (block b = qq * HB + j). Fixed order for every (t, j) whatever H-aligned column a query starts at: an
-// fmaf chain over (j, e) ascending from 0, then the xor-1 and xor-2 shuffle adds, so the four lanes of a
-// quad end with identical bits. Lane quad leader writes sc[qq * TILE + row + 8 hr].
-template <int NACC>
-CAKE_DEVICE void head_sum_store(const float (&acc)[NACC], const float (&wq)[BQ][HB][2], float* sc, int row) {
+// (block b = qq * HB + j); wt(qq, j) gives the weights of those two heads (e = 0, 1). Fixed order for every
+// (t, j) whatever H-aligned column a query starts at: an fmaf chain over (j, e) ascending from 0, then the
+// xor-1 and xor-2 shuffle adds, so the four lanes of a quad end with identical bits. Lane quad leader
+// writes sc[qq * TILE + row + 8 hr].
+template <int NACC, class Wt>
+CAKE_DEVICE void head_sum_store(const float (&acc)[NACC], Wt wt, float* sc, int row) {
     static_assert(NACC >= NB * 4, "accumulators of every real pair");
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int qq = 0; qq < BQ; ++qq) {
+        float2 wv[HB];
+#pragma unroll
+        for (int j = 0; j < HB; ++j) wv[j] = wt(qq, j);
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             float s = 0.0f;
 #pragma unroll
-            for (int j = 0; j < HB; ++j)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) s = fmaf(wq[qq][j][e], fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + e], 0.0f), s);
+            for (int j = 0; j < HB; ++j) {
+                s = fmaf(wv[j].x, fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + 0], 0.0f), s);
+                s = fmaf(wv[j].y, fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + 1], 0.0f), s);
+            }
             s += __shfl_xor_sync(0xffffffffu, s, 1);
             s += __shfl_xor_sync(0xffffffffu, s, 2);
             if ((lane & 3) == 0) sc[qq * TILE + row + hr * 8] = s;

@@ -24,7 +24,7 @@ CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned ch
             cp_async_wait<0>();
         }
         __syncthreads();  // tile it landed; the previous append (counts, floors, scores) is done
-        compact_full(s, topk, nullptr);
+        compact_full(s, topk);
         const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
         if (warp < MMA_WARPS) {
             float acc[NBP * 8];
@@ -46,7 +46,8 @@ CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned ch
                 }
             }
             // score = sum_h w_h relu(S_h)
-            head_sum_store(acc, wq, sc, warp * 16 + (lane >> 2));
+            head_sum_store(acc, [&](int qq, int j) { return make_float2(wq[qq][j][0], wq[qq][j][1]); }, sc,
+                           warp * 16 + (lane >> 2));
         }
         __syncthreads();  // scores ready; every warp is done reading this key tile
         // The next iteration's barrier orders this append before the next epilogue overwrites the scores.
