@@ -37,7 +37,15 @@ __device__ __forceinline__ SDT sd_from_float(float v) { return ESD::from_float(v
 // ===================================================================================================
 // Exact scan: one CTA per (segment, block of HB units); chunks in order, fp32 states in shared memory.
 // ===================================================================================================
-// S_u <- fma(decay_u, S_u, S_loc_u) on the warp's rows and the pass's columns.
+// Round_T of the state element pair (p, n), (p, n + 1) into the unit's S_prev operand tile (SSD_WG: the
+// wgmma operand is a 16-bit tile; the mma.sync path packs its fragments from the fp32 states instead).
+__device__ __forceinline__ void put_prev(const SsdSmem& s, int u, int p, int n, float v0, float v1) {
+#if SSD_WG
+    st_pair((T*)s.S + u * SSD_PB * SSD_N + tidx(SSD_LDN, p, n), v0, v1);
+#endif
+}
+
+// S_u <- fma(decay_u, S_u, S_loc_u) on the warp's rows and the pass's columns (and round_T(S_u), SSD_WG).
 template <int HB, int NB>
 struct ExactSink {
     const SsdSmem* s;
@@ -47,7 +55,7 @@ struct ExactSink {
 #pragma unroll
         for (int u = 0; u < HB; ++u) {
             const float decay = s->dec[u];
-            float* S = (float*)s->S + u * SSD_PB * SSD_LDF;
+            float* S = s->Sf + u * SSD_PB * SSD_LDF;
 #pragma unroll
             for (int t = 0; t < NB / 8; ++t) {
 #pragma unroll
@@ -57,9 +65,13 @@ struct ExactSink {
                     v.x = ssd_state_step(decay, v.x, acc[u][t][2 * half]);
                     v.y = ssd_state_step(decay, v.y, acc[u][t][2 * half + 1]);
                     *q = v;
+                    put_prev(*s, u, m0 + g + 8 * half, n0 + 8 * t + 2 * tg, v.x, v.y);
                 }
             }
         }
+#if SSD_WG
+        fence_proxy_async_shared();  // round_T(S) is read by wgmma (async proxy) after the next barrier
+#endif
     }
 };
 
@@ -83,7 +95,7 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
                     nseg, total_chunks, nheads, ngroups, flags, lo, hi};
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, true>(smem_raw);
-    float* Sf = (float*)s.S;
+    float* Sf = s.Sf;
     const int nblk = a.nheads * SSD_PBLKS / HB;
     const int item = blockIdx.x;
     const int si = (int)a.table[(long long)a.nseg * 8 + item / nblk];  // longest segments first
@@ -94,13 +106,21 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
     const long long init_idx = seg[SEG_INIT];
 
     // S = initial state (fp32)
-    for (int e = threadIdx.x; e < HB * SSD_PB * SSD_N; e += SSD_THREADS) {
+    for (int e = 2 * threadIdx.x; e < HB * SSD_PB * SSD_N; e += 2 * SSD_THREADS) {
         const int u = e / (SSD_PB * SSD_N), p = (e / SSD_N) % SSD_PB, n = e % SSD_N;
-        float v = 0.0f;
-        if ((a.flags & SSD_F_INIT) && init_idx >= 0)
-            v = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, unit_head(u0 + u), unit_p0(u0 + u) + p) + n]);
-        Sf[(u * SSD_PB + p) * SSD_LDF + n] = v;
+        float v0 = 0.0f, v1 = 0.0f;
+        if ((a.flags & SSD_F_INIT) && init_idx >= 0) {
+            const SDT* src = a.init + ssd_state_index(init_idx, a.nheads, unit_head(u0 + u), unit_p0(u0 + u) + p) + n;
+            v0 = sd_to_float(src[0]);
+            v1 = sd_to_float(src[1]);
+        }
+        Sf[(u * SSD_PB + p) * SSD_LDF + n] = v0;
+        Sf[(u * SSD_PB + p) * SSD_LDF + n + 1] = v1;
+        put_prev(s, u, p, n, v0, v1);
     }
+#if SSD_WG
+    fence_proxy_async_shared();  // round_T(S) is read by wgmma after the first barrier
+#endif
 
     const int nch = (len + SSD_Q - 1) / SSD_Q;
     for (int c = 0; c < nch; ++c) {
