@@ -41,6 +41,7 @@ KERNEL_PATH = "ssd/ssd_combined.cu"
 THREADS = 128                   # 4 warps (kernel: SSD_THREADS)
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
+SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
@@ -747,7 +748,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines, plan.slice_units, plan.model_inputs = defs, su, inputs
     if fam == "chunkpar":
         tiles = c.total_chunks * su // hb
-        phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // THREADS)
+        phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
         plan.grid = max(1, min(max(tiles, phase2), capacity))
     return plan
 

@@ -24,7 +24,7 @@
 #define SSD_MINB 2
 #endif
 #ifndef SSD_SCAN_BATCH
-#define SSD_SCAN_BATCH (SSD_N > 128 ? 8 : 16)
+#define SSD_SCAN_BATCH (SSD_N > 128 ? 2 : 8)
 #endif
 #ifndef SSD_NBMAX
 #define SSD_NBMAX 128
@@ -145,11 +145,22 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
 // workspace fits the cap; per slice three phases separated by grid barriers:
 //   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace
-//   2. every (segment, unit, 128-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
+//   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev)
 // Workspace of a slice of `un` units: local / prev [total_chunks][un][64][N] (fp32 / T).
 // ===================================================================================================
+// round_T of 4 adjacent state values into the S_prev workspace (8 or 16 bytes, aligned).
+__device__ __forceinline__ void store_prev4(T* q, const float (&S)[4]) {
+#if SSD_IS_F32
+    *(float4*)q = make_float4(S[0], S[1], S[2], S[3]);
+#else
+    const uint32_t lo = (uint32_t)E::from_float(S[0]) | ((uint32_t)E::from_float(S[1]) << 16);
+    const uint32_t hi = (uint32_t)E::from_float(S[2]) | ((uint32_t)E::from_float(S[3]) << 16);
+    *(uint2*)q = make_uint2(lo, hi);
+#endif
+}
+
 template <int HB, int NB>
 struct LocalSink {
     float* local;  // the tile's first unit
@@ -178,7 +189,8 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
     float* ws_local, T* ws_prev, float* ws_decay, unsigned* barrier, int slice_units) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = (long long)SSD_PB * SSD_N;  // elements of one unit's state
-    constexpr int NEB = (int)(UE / SSD_THREADS);           // phase-2 items per unit
+    constexpr int SV = 4;                                   // phase 2: adjacent state columns per thread
+    constexpr int NEB = (int)(UE / (SSD_THREADS * SV));    // phase-2 items per unit
     const SsdArgs a{x, dt, A, Bm, Cm, D, z, dt_bias, init, y, final_out, varlen_out, chunk_out, table,
                     nseg, total_chunks, nheads, ngroups, flags, lo, hi};
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -208,28 +220,35 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
         }
         grid_barrier(barrier);
 
-        // Phase 2: the cross-chunk recurrence, elementwise, chunks in order.
+        // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
+        // chunks in order.
         const long long nitems = (long long)a.nseg * un * NEB;
         for (long long it = blockIdx.x; it < nitems; it += gridDim.x) {
             const int si = (int)(it / ((long long)un * NEB));
             const int uu = (int)((it / NEB) % un);
-            const int e = (int)(it % NEB) * SSD_THREADS + threadIdx.x;
+            const int e = ((int)(it % NEB) * SSD_THREADS + threadIdx.x) * SV;
             const int u = us + uu, h = unit_head(u);
             const int p = unit_p0(u) + e / SSD_N, n = e % SSD_N;
             const long long* seg = a.table + (long long)si * 8;
             const int len = (int)seg[SEG_LEN];
             const long long c0 = seg[SEG_CHUNK0], init_idx = seg[SEG_INIT];
             const int nch = (len + SSD_Q - 1) / SSD_Q;
-            float S = 0.0f;
-            if ((a.flags & SSD_F_INIT) && init_idx >= 0) S = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, h, p) + n]);
+            float S[SV];
+#pragma unroll
+            for (int v = 0; v < SV; ++v) S[v] = 0.0f;
+            if ((a.flags & SSD_F_INIT) && init_idx >= 0) {
+#pragma unroll
+                for (int v = 0; v < SV; ++v) S[v] = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, h, p) + n + v]);
+            }
             // SSD_SCAN_BATCH chunks' loads in flight at once: the scan waits one memory round trip per batch.
             for (int cb = 0; cb < nch; cb += SSD_SCAN_BATCH) {
-                float loc[SSD_SCAN_BATCH], dec[SSD_SCAN_BATCH];
+                float4 loc[SSD_SCAN_BATCH];
+                float dec[SSD_SCAN_BATCH];
 #pragma unroll
                 for (int k = 0; k < SSD_SCAN_BATCH; ++k) {  // independent loads first (cg: written by other CTAs)
                     const long long c = c0 + cb + k;
                     if (cb + k < nch) {
-                        loc[k] = __ldcg(ws_local + (c * un + uu) * UE + e);
+                        loc[k] = __ldcg((const float4*)(ws_local + (c * un + uu) * UE + e));
                         dec[k] = __ldcg(ws_decay + c * a.nheads + h);
                     }
                 }
@@ -237,16 +256,25 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
                 for (int k = 0; k < SSD_SCAN_BATCH; ++k) {
                     if (cb + k < nch) {
                         const long long c = c0 + cb + k;
-                        ws_prev[(c * un + uu) * UE + e] = E::from_float(S);
-                        S = ssd_state_step(dec[k], S, loc[k]);
-                        if (a.chunk_out != nullptr && (cb + k + 1) * SSD_Q <= len)
-                            a.chunk_out[ssd_state_index(seg[SEG_CKPT0] + cb + k, a.nheads, h, p) + n] = sd_from_float(S);
+                        store_prev4(ws_prev + (c * un + uu) * UE + e, S);
+                        S[0] = ssd_state_step(dec[k], S[0], loc[k].x);
+                        S[1] = ssd_state_step(dec[k], S[1], loc[k].y);
+                        S[2] = ssd_state_step(dec[k], S[2], loc[k].z);
+                        S[3] = ssd_state_step(dec[k], S[3], loc[k].w);
+                        if (a.chunk_out != nullptr && (cb + k + 1) * SSD_Q <= len) {
+                            SDT* q = a.chunk_out + ssd_state_index(seg[SEG_CKPT0] + cb + k, a.nheads, h, p) + n;
+#pragma unroll
+                            for (int v = 0; v < SV; ++v) q[v] = sd_from_float(S[v]);
+                        }
                     }
                 }
             }
             const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
-            if (fi >= 0 && a.final_out) a.final_out[ssd_state_index(fi, a.nheads, h, p) + n] = sd_from_float(S);
-            if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n] = sd_from_float(S);
+#pragma unroll
+            for (int v = 0; v < SV; ++v) {
+                if (fi >= 0 && a.final_out) a.final_out[ssd_state_index(fi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
+                if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
+            }
         }
         grid_barrier(barrier);
 

@@ -343,19 +343,28 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
     constexpr int VEC = 16 / (int)sizeof(T);
     constexpr int PER_ROW = ROW_ELEMS / VEC;
 #if SSD_WG
-    // Whole rounds, unrolled: a thread keeps its 16-byte column and steps RSTEP rows a round, so its addresses
-    // are one base plus constants (a multiple of 8 rows keeps the swizzle phase).
+    // Rows up to 128 elements: whole rounds, unrolled; a thread keeps its 16-byte column and steps RSTEP rows
+    // (a multiple of 8: the swizzle phase stays) a round, so its addresses are one base plus constants.
     static_assert(SSD_SUB * PER_ROW % SSD_THREADS == 0 && SSD_THREADS % PER_ROW == 0, "whole rounds");
     constexpr int ROUNDS = SSD_SUB * PER_ROW / SSD_THREADS, RSTEP = SSD_THREADS / PER_ROW;
-    const int r0 = threadIdx.x / PER_ROW, c = (threadIdx.x % PER_ROW) * VEC;
-    const T* g0 = src + (long long)r0 * row_stride + c;
-    T* d0 = dst + tidx(ld_dst, r0, c0 + c);
+    if (RSTEP % 8 == 0) {
+        const int r0 = threadIdx.x / PER_ROW, c = (threadIdx.x % PER_ROW) * VEC;
+        const T* g0 = src + (long long)r0 * row_stride + c;
+        T* d0 = dst + tidx(ld_dst, r0, c0 + c);
 #pragma unroll
-    for (int k = 0; k < ROUNDS; ++k) {
-        const int r = r0 + k * RSTEP;
+        for (int k = 0; k < ROUNDS; ++k) {
+            const bool ok = r0 + k * RSTEP < valid;
+            cp_async_16_zfill(d0 + k * RSTEP * 64, ok ? g0 + k * RSTEP * row_stride : src, ok ? 16 : 0);
+        }
+        return;
+    }
+#endif
+#if SSD_WG
+    for (int i = threadIdx.x; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
+        const int r = i / PER_ROW, c = (i % PER_ROW) * VEC;
         const bool ok = r < valid;
-        T* d = RSTEP % 8 == 0 ? d0 + k * RSTEP * 64 : dst + tidx(ld_dst, r, c0 + c);
-        cp_async_16_zfill(d, ok ? g0 + k * RSTEP * row_stride : src, ok ? 16 : 0);
+        const T* g = src + (ok ? (long long)r * row_stride + c : 0);
+        cp_async_16_zfill(dst + tidx(ld_dst, r, c0 + c), g, ok ? 16 : 0);
     }
 #else
     for (int i = threadIdx.x; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
