@@ -77,10 +77,10 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=10.0, e_step=1.4528, e_chunk=10.7123, p_slice=10.7123, p0=12.0, p1=1.967, p2=0.1731,
+    (9, 0): CostModel(e0=91.59, e_step=1.037, e_chunk=8.278, p_slice=6.581, p0=7.373, p1=1.208, p2=0.1063,
                       bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-29: the six suite rows, both families, 4-warp tile kernels with one unit per "
-                             "chunk-parallel CTA (docs/ssd.md, bench/results/ssd_h200_v5_run2_hb1.json)"),
+                      source="H200, 2026-11-30: `cake-rt calibrate --repeats 3` on the six suite rows, both families, "
+                             "sm_90a warpgroup (wgmma) tiles, tree f954ff7 (docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
