@@ -41,6 +41,7 @@ KERNEL_PATH = "ssd/ssd_combined.cu"
 THREADS = 128                   # 4 warps (kernel: SSD_THREADS)
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
+SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
@@ -76,10 +77,10 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=10.0, e_step=1.4528, e_chunk=10.7123, p_slice=10.7123, p0=12.0, p1=1.967, p2=0.1731,
+    (9, 0): CostModel(e0=91.59, e_step=1.037, e_chunk=8.278, p_slice=6.581, p0=7.373, p1=1.208, p2=0.1063,
                       bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-29: the six suite rows, both families, 4-warp tile kernels with one unit per "
-                             "chunk-parallel CTA (docs/ssd.md, bench/results/ssd_h200_v5_run2_hb1.json)"),
+                      source="H200, 2026-11-30: `cake-rt calibrate --repeats 3` on the six suite rows, both families, "
+                             "sm_90a warpgroup (wgmma) tiles, tree f954ff7 (docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
@@ -542,11 +543,16 @@ _SMEM = {"sm_80": (166912, 167936), "sm_86": (101376, 102400), "sm_89": (101376,
          "sm_90a": (232448, 233472), "sm_100a": (232448, 233472)}   # (per block opt-in, per SM) by target
 
 
-def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool) -> int:
-    """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh)."""
+def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool, wg: bool = False) -> int:
+    """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh; ``wg``: the sm_90a warpgroup
+    layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it)."""
+    arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
+    if wg:
+        tile_n = SUB * dstate * 2
+        tiles = tile_n + nbuf * tile_n + nbuf * hb * SUB * UNIT_ROWS * 2 + hb * tile_n
+        return 1024 + tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 0) + arrays
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8
-    arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
     c_off = (arrays + 15) // 16 * 16
     tile_n = SUB * ldn * itemsize
     tile_x = SUB * ldx * itemsize
@@ -555,14 +561,14 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
 
 
 def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, exact: bool,
-                  optin: int = OPTIN_SMEM_H200, per_sm: int = OPTIN_SMEM_H200 + 1024):
+                  optin: int = OPTIN_SMEM_H200, per_sm: int = OPTIN_SMEM_H200 + 1024, wg: bool = False):
     """(units per CTA, B/X buffers) of a program. Two units per CTA (C B^T shared) only in the exact scan with
     16-bit inputs and dstate 64, double-buffered, two CTAs per SM: in the chunk-parallel kernel they bought
     4% on the long rows and cost 35% on the short one (half the tiles); elsewhere ptxas spills. Otherwise
     one unit, double-buffered when two CTAs still share an SM, else the first layout that fits at all."""
     def fits(hb, nb, n_per_sm):
-        return n_per_sm * (smem_bytes(itemsize, dstate, chunk, hb, nb, exact) + 1024) <= per_sm and \
-            smem_bytes(itemsize, dstate, chunk, hb, nb, exact) <= optin
+        return n_per_sm * (smem_bytes(itemsize, dstate, chunk, hb, nb, exact, wg) + 1024) <= per_sm and \
+            smem_bytes(itemsize, dstate, chunk, hb, nb, exact, wg) <= optin
     if exact and itemsize == 2 and dstate <= 64 and units_per_group % 2 == 0 and fits(2, 2, 2):
         return 2, 2
     for nb in (2, 1):
@@ -580,10 +586,11 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     """The defines of the program that serves these dtypes (codes 0 bf16, 1 fp16, 2 fp32) and shape."""
     itemsize = 4 if x_code == 2 else 2
     optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
-    hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm)
-    hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm)
+    wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
+    hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
+    hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
     return {"SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code, "SSD_P": headdim, "SSD_N": dstate,
-            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
+            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx, "SSD_WG": int(wg)}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -628,9 +635,10 @@ def _defines(c: _Problem) -> dict:
 
 def _smem(c: _Problem, defs: dict, exact: bool) -> int:
     it = np.dtype(c.x.dtype).itemsize
+    wg = bool(defs["SSD_WG"])
     if exact:
-        return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HBX"], defs["SSD_NBUFX"], True)
-    return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HB"], defs["SSD_NBUF"], False)
+        return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg)
+    return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
 def slice_units(c: _Problem, hb: int, cap: int) -> int:
@@ -740,7 +748,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines, plan.slice_units, plan.model_inputs = defs, su, inputs
     if fam == "chunkpar":
         tiles = c.total_chunks * su // hb
-        phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // THREADS)
+        phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
         plan.grid = max(1, min(max(tiles, phase2), capacity))
     return plan
 

@@ -235,7 +235,7 @@ def test_programs_list():
     progs = ops.programs("sm_90a")
     assert len(progs) == len({tuple(sorted(d.items())) for _, d in progs})
     assert all(path == ops.KERNEL_PATH for path, _ in progs)
-    keys = {"SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_HB", "SSD_NBUF", "SSD_HBX", "SSD_NBUFX"}
+    keys = {"SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_HB", "SSD_NBUF", "SSD_HBX", "SSD_NBUFX", "SSD_WG"}
     assert all(set(d) == keys for _, d in progs)
     # the bench suite's programs are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):

@@ -23,5 +23,7 @@ def test_program_compiles_without_spills(target, index):
         assert r["shared_bytes"] == 0, (defs, name, r)  # all shared memory is dynamic (sized by the host)
     itemsize = 4 if defs["SSD_T"] == 2 else 2
     optin = ops._SMEM[target][0]
-    assert ops.smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False) <= optin
-    assert ops.smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HBX"], defs["SSD_NBUFX"], True) <= optin
+    wg = bool(defs["SSD_WG"])
+    assert wg == (target == "sm_90a" and itemsize == 2)  # the warpgroup path: sm_90a, 16-bit inputs
+    assert ops.smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg) <= optin
+    assert ops.smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg) <= optin

@@ -24,7 +24,7 @@
 #define SSD_MINB 2
 #endif
 #ifndef SSD_SCAN_BATCH
-#define SSD_SCAN_BATCH (SSD_N > 128 ? 8 : 16)
+#define SSD_SCAN_BATCH (SSD_N > 128 ? 2 : 8)
 #endif
 #ifndef SSD_NBMAX
 #define SSD_NBMAX 128
@@ -37,7 +37,15 @@ __device__ __forceinline__ SDT sd_from_float(float v) { return ESD::from_float(v
 // ===================================================================================================
 // Exact scan: one CTA per (segment, block of HB units); chunks in order, fp32 states in shared memory.
 // ===================================================================================================
-// S_u <- fma(decay_u, S_u, S_loc_u) on the warp's rows and the pass's columns.
+// Round_T of the state element pair (p, n), (p, n + 1) into the unit's S_prev operand tile (SSD_WG: the
+// wgmma operand is a 16-bit tile; the mma.sync path packs its fragments from the fp32 states instead).
+__device__ __forceinline__ void put_prev(const SsdSmem& s, int u, int p, int n, float v0, float v1) {
+#if SSD_WG
+    st_pair((T*)s.S + u * SSD_PB * SSD_N + tidx(SSD_LDN, p, n), v0, v1);
+#endif
+}
+
+// S_u <- fma(decay_u, S_u, S_loc_u) on the warp's rows and the pass's columns (and round_T(S_u), SSD_WG).
 template <int HB, int NB>
 struct ExactSink {
     const SsdSmem* s;
@@ -47,7 +55,7 @@ struct ExactSink {
 #pragma unroll
         for (int u = 0; u < HB; ++u) {
             const float decay = s->dec[u];
-            float* S = (float*)s->S + u * SSD_PB * SSD_LDF;
+            float* S = s->Sf + u * SSD_PB * SSD_LDF;
 #pragma unroll
             for (int t = 0; t < NB / 8; ++t) {
 #pragma unroll
@@ -57,9 +65,13 @@ struct ExactSink {
                     v.x = ssd_state_step(decay, v.x, acc[u][t][2 * half]);
                     v.y = ssd_state_step(decay, v.y, acc[u][t][2 * half + 1]);
                     *q = v;
+                    put_prev(*s, u, m0 + g + 8 * half, n0 + 8 * t + 2 * tg, v.x, v.y);
                 }
             }
         }
+#if SSD_WG
+        fence_proxy_async_shared();  // round_T(S) is read by wgmma (async proxy) after the next barrier
+#endif
     }
 };
 
@@ -83,7 +95,7 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
                     nseg, total_chunks, nheads, ngroups, flags, lo, hi};
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, true>(smem_raw);
-    float* Sf = (float*)s.S;
+    float* Sf = s.Sf;
     const int nblk = a.nheads * SSD_PBLKS / HB;
     const int item = blockIdx.x;
     const int si = (int)a.table[(long long)a.nseg * 8 + item / nblk];  // longest segments first
@@ -94,13 +106,21 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
     const long long init_idx = seg[SEG_INIT];
 
     // S = initial state (fp32)
-    for (int e = threadIdx.x; e < HB * SSD_PB * SSD_N; e += SSD_THREADS) {
+    for (int e = 2 * threadIdx.x; e < HB * SSD_PB * SSD_N; e += 2 * SSD_THREADS) {
         const int u = e / (SSD_PB * SSD_N), p = (e / SSD_N) % SSD_PB, n = e % SSD_N;
-        float v = 0.0f;
-        if ((a.flags & SSD_F_INIT) && init_idx >= 0)
-            v = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, unit_head(u0 + u), unit_p0(u0 + u) + p) + n]);
-        Sf[(u * SSD_PB + p) * SSD_LDF + n] = v;
+        float v0 = 0.0f, v1 = 0.0f;
+        if ((a.flags & SSD_F_INIT) && init_idx >= 0) {
+            const SDT* src = a.init + ssd_state_index(init_idx, a.nheads, unit_head(u0 + u), unit_p0(u0 + u) + p) + n;
+            v0 = sd_to_float(src[0]);
+            v1 = sd_to_float(src[1]);
+        }
+        Sf[(u * SSD_PB + p) * SSD_LDF + n] = v0;
+        Sf[(u * SSD_PB + p) * SSD_LDF + n + 1] = v1;
+        put_prev(s, u, p, n, v0, v1);
     }
+#if SSD_WG
+    fence_proxy_async_shared();  // round_T(S) is read by wgmma after the first barrier
+#endif
 
     const int nch = (len + SSD_Q - 1) / SSD_Q;
     for (int c = 0; c < nch; ++c) {
@@ -125,11 +145,22 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
 // workspace fits the cap; per slice three phases separated by grid barriers:
 //   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace
-//   2. every (segment, unit, 128-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
+//   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev)
 // Workspace of a slice of `un` units: local / prev [total_chunks][un][64][N] (fp32 / T).
 // ===================================================================================================
+// round_T of 4 adjacent state values into the S_prev workspace (8 or 16 bytes, aligned).
+__device__ __forceinline__ void store_prev4(T* q, const float (&S)[4]) {
+#if SSD_IS_F32
+    *(float4*)q = make_float4(S[0], S[1], S[2], S[3]);
+#else
+    const uint32_t lo = (uint32_t)E::from_float(S[0]) | ((uint32_t)E::from_float(S[1]) << 16);
+    const uint32_t hi = (uint32_t)E::from_float(S[2]) | ((uint32_t)E::from_float(S[3]) << 16);
+    *(uint2*)q = make_uint2(lo, hi);
+#endif
+}
+
 template <int HB, int NB>
 struct LocalSink {
     float* local;  // the tile's first unit
@@ -158,7 +189,8 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
     float* ws_local, T* ws_prev, float* ws_decay, unsigned* barrier, int slice_units) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = (long long)SSD_PB * SSD_N;  // elements of one unit's state
-    constexpr int NEB = (int)(UE / SSD_THREADS);           // phase-2 items per unit
+    constexpr int SV = 4;                                   // phase 2: adjacent state columns per thread
+    constexpr int NEB = (int)(UE / (SSD_THREADS * SV));    // phase-2 items per unit
     const SsdArgs a{x, dt, A, Bm, Cm, D, z, dt_bias, init, y, final_out, varlen_out, chunk_out, table,
                     nseg, total_chunks, nheads, ngroups, flags, lo, hi};
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -188,28 +220,35 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
         }
         grid_barrier(barrier);
 
-        // Phase 2: the cross-chunk recurrence, elementwise, chunks in order.
+        // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
+        // chunks in order.
         const long long nitems = (long long)a.nseg * un * NEB;
         for (long long it = blockIdx.x; it < nitems; it += gridDim.x) {
             const int si = (int)(it / ((long long)un * NEB));
             const int uu = (int)((it / NEB) % un);
-            const int e = (int)(it % NEB) * SSD_THREADS + threadIdx.x;
+            const int e = ((int)(it % NEB) * SSD_THREADS + threadIdx.x) * SV;
             const int u = us + uu, h = unit_head(u);
             const int p = unit_p0(u) + e / SSD_N, n = e % SSD_N;
             const long long* seg = a.table + (long long)si * 8;
             const int len = (int)seg[SEG_LEN];
             const long long c0 = seg[SEG_CHUNK0], init_idx = seg[SEG_INIT];
             const int nch = (len + SSD_Q - 1) / SSD_Q;
-            float S = 0.0f;
-            if ((a.flags & SSD_F_INIT) && init_idx >= 0) S = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, h, p) + n]);
+            float S[SV];
+#pragma unroll
+            for (int v = 0; v < SV; ++v) S[v] = 0.0f;
+            if ((a.flags & SSD_F_INIT) && init_idx >= 0) {
+#pragma unroll
+                for (int v = 0; v < SV; ++v) S[v] = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, h, p) + n + v]);
+            }
             // SSD_SCAN_BATCH chunks' loads in flight at once: the scan waits one memory round trip per batch.
             for (int cb = 0; cb < nch; cb += SSD_SCAN_BATCH) {
-                float loc[SSD_SCAN_BATCH], dec[SSD_SCAN_BATCH];
+                float4 loc[SSD_SCAN_BATCH];
+                float dec[SSD_SCAN_BATCH];
 #pragma unroll
                 for (int k = 0; k < SSD_SCAN_BATCH; ++k) {  // independent loads first (cg: written by other CTAs)
                     const long long c = c0 + cb + k;
                     if (cb + k < nch) {
-                        loc[k] = __ldcg(ws_local + (c * un + uu) * UE + e);
+                        loc[k] = __ldcg((const float4*)(ws_local + (c * un + uu) * UE + e));
                         dec[k] = __ldcg(ws_decay + c * a.nheads + h);
                     }
                 }
@@ -217,16 +256,25 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
                 for (int k = 0; k < SSD_SCAN_BATCH; ++k) {
                     if (cb + k < nch) {
                         const long long c = c0 + cb + k;
-                        ws_prev[(c * un + uu) * UE + e] = E::from_float(S);
-                        S = ssd_state_step(dec[k], S, loc[k]);
-                        if (a.chunk_out != nullptr && (cb + k + 1) * SSD_Q <= len)
-                            a.chunk_out[ssd_state_index(seg[SEG_CKPT0] + cb + k, a.nheads, h, p) + n] = sd_from_float(S);
+                        store_prev4(ws_prev + (c * un + uu) * UE + e, S);
+                        S[0] = ssd_state_step(dec[k], S[0], loc[k].x);
+                        S[1] = ssd_state_step(dec[k], S[1], loc[k].y);
+                        S[2] = ssd_state_step(dec[k], S[2], loc[k].z);
+                        S[3] = ssd_state_step(dec[k], S[3], loc[k].w);
+                        if (a.chunk_out != nullptr && (cb + k + 1) * SSD_Q <= len) {
+                            SDT* q = a.chunk_out + ssd_state_index(seg[SEG_CKPT0] + cb + k, a.nheads, h, p) + n;
+#pragma unroll
+                            for (int v = 0; v < SV; ++v) q[v] = sd_from_float(S[v]);
+                        }
                     }
                 }
             }
             const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
-            if (fi >= 0 && a.final_out) a.final_out[ssd_state_index(fi, a.nheads, h, p) + n] = sd_from_float(S);
-            if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n] = sd_from_float(S);
+#pragma unroll
+            for (int v = 0; v < SV; ++v) {
+                if (fi >= 0 && a.final_out) a.final_out[ssd_state_index(fi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
+                if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
+            }
         }
         grid_barrier(barrier);
 

@@ -23,11 +23,30 @@
 // the registers (the C fragments of two n-tiles are the A fragment of the next mma).
 //
 // Compile-time parameters (defines): SSD_T (0 bf16, 1 fp16, 2 fp32: x, B, C, z, y), SSD_DT (dt dtype,
-// same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size);
-// per kernel (ssd_combined.cu): units per CTA and B/X buffers.
+// same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size),
+// SSD_WG (1: the sm_90a warpgroup path, 16-bit inputs only); per kernel (ssd_combined.cu): units per CTA and
+// B/X buffers.
+//
+// Two tensor-core paths, one per architecture, the same arithmetic around them:
+//   sm_80..sm_89 (SSD_WG 0): mma.sync m16n8k16 per warp, operands by ldmatrix from padded rows;
+//   sm_90a (SSD_WG 1): wgmma m64nNk16 per warpgroup (the CTA), every element tile stored as 64-column panels
+//     of 128-byte swizzled rows (the layout wgmma descriptors read); C B^T and C S_prev^T from shared memory
+//     (both K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled
+//     in them) and B read transposed (MN-major) from the same tiles.
+// Both families of one program use the same path, so their bits still agree.
 #pragma once
 #include "../common/types.cuh"
 #include "../common/mma.cuh"
+
+#ifndef SSD_WG
+#define SSD_WG 0
+#endif
+#if SSD_WG
+#include "../common/wgmma.cuh"
+#if !defined(CAKE_HAS_WGMMA)
+#error "SSD_WG needs the sm_90a target"
+#endif
+#endif
 
 #ifndef SSD_T
 #define SSD_T 0
@@ -69,9 +88,17 @@ typedef typename ESD::storage SDT;
 #define SSD_PBLKS (SSD_P / SSD_PB)       // units per head
 #define SSD_SUB 64                       // tokens per sub-block of a chunk
 #define SSD_IS_F32 (SSD_T == 2)
+#if SSD_WG
+#if SSD_IS_F32
+#error "SSD_WG is for 16-bit inputs"
+#endif
+#define SSD_LDN SSD_N                    // swizzled panels, no padding (tidx places an element)
+#define SSD_LDX SSD_PB
+#else
 #define SSD_PAD (SSD_IS_F32 ? 4 : 8)     // 16 bytes of row padding: ldmatrix rows stay aligned, banks spread
 #define SSD_LDN (SSD_N + SSD_PAD)        // leading dim of N-wide element tiles (C, B, S_prev)
 #define SSD_LDX (SSD_PB + SSD_PAD)       // leading dim of 64-wide element tiles (X)
+#endif
 #define SSD_LDF (SSD_N + 8)              // leading dim of the fp32 state (exact scan): float2 rows conflict-free
 
 // Flags (runtime, uniform per launch).
@@ -86,6 +113,27 @@ typedef typename ESD::storage SDT;
 // ---------------------------------------------------------------------------------------------------
 // shared memory: one layout per (units, buffers, state kind); the host mirrors it (ops/ssd.py smem_bytes).
 __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16; }
+#if SSD_WG
+// Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
+// whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
+template <int HB, int NBUF, bool EXACT>
+struct SsdLayout {
+    static constexpr int BYTES_N = SSD_SUB * SSD_N * 2;
+    static constexpr int BYTES_X = SSD_SUB * SSD_PB * 2;
+    static constexpr int C = 0;                                    // T [64][N]      C of the row block
+    static constexpr int B = C + BYTES_N;                          // T [NBUF][64][N]
+    static constexpr int X = B + NBUF * BYTES_N;                   // T [NBUF][HB][64][64]
+    static constexpr int S = X + NBUF * HB * BYTES_X;              // T [HB][64][N]  round_T(S_prev)
+    static constexpr int SF = S + HB * BYTES_N;                    // exact: float [HB][64][LDF]
+    static constexpr int cs = SF + (EXACT ? HB * SSD_PB * SSD_LDF * 4 : 0);
+    static constexpr int dtv = cs + 4 * HB * SSD_Q;
+    static constexpr int w = dtv + 4 * HB * SSD_Q;
+    static constexpr int cf = w + 4 * HB * SSD_Q;
+    static constexpr int gt = cf + 4 * HB * SSD_Q;
+    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
+    static constexpr int bytes = dec + 4 * HB;
+};
+#else
 template <int HB, int NBUF, bool EXACT>
 struct SsdLayout {
     static constexpr int BYTES_N = SSD_SUB * SSD_LDN * (int)sizeof(T);
@@ -101,16 +149,24 @@ struct SsdLayout {
     static constexpr int X = B + NBUF * BYTES_N;                   // T [NBUF][HB][64][LDX]
     static constexpr int S = X + NBUF * HB * BYTES_X;              // exact: float [HB][64][LDF]; else T [HB][64][LDN]
     static constexpr int S_UNIT = EXACT ? SSD_PB * SSD_LDF * 4 : SSD_PB * SSD_LDN * (int)sizeof(T);
+    static constexpr int SF = S;
     static constexpr int bytes = S + HB * S_UNIT;
 };
+#endif
 
 struct SsdSmem {
     float* cs; float* dtv; float* w; float* cf; float* gt; float* dec;
     T* Cs; T* B0; T* B1; T* X0; T* X1; unsigned char* S;
+    float* Sf;  // exact scan: the fp32 states [HB][64][LDF]
 };
 template <int HB, int NBUF, bool EXACT>
-__device__ __forceinline__ SsdSmem ssd_smem(unsigned char* base) {
+__device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     typedef SsdLayout<HB, NBUF, EXACT> L;
+#if SSD_WG
+    unsigned char* base = raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u);  // the host adds 1024 bytes for this
+#else
+    unsigned char* base = raw;
+#endif
     SsdSmem s;
     s.cs = (float*)(base + L::cs);
     s.dtv = (float*)(base + L::dtv);
@@ -124,6 +180,7 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* base) {
     s.X0 = (T*)(base + L::X);
     s.X1 = (T*)(base + L::X + (NBUF - 1) * HB * L::BYTES_X);
     s.S = base + L::S;
+    s.Sf = (float*)(base + L::SF);
     return s;
 }
 // Buffer selection by value (an indexed pointer array would live in local memory).
@@ -204,7 +261,23 @@ __device__ __forceinline__ void zero_tiles(float (*acc)[4]) {
     for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 }
 
+// Index of element (row r, column c) of a 64-row element tile of leading dim ld: padded rows, or (SSD_WG)
+// 64-column panels of 64 x 128-byte rows whose 16-byte chunk q sits at chunk q ^ (r % 8).
+__device__ __forceinline__ int tidx(int ld, int r, int c) {
+#if SSD_WG
+    return ((c >> 6) << 12) + (r << 6) + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+#else
+    return r * ld + c;
+#endif
+}
+
 // Fragment loads (16-bit programs). A: 16 x 16 (rows m0.., k k0..); B: two 16 x 8 n-tiles (n0.., n0 + 8..).
+#if SSD_WG
+__device__ __forceinline__ void ldA_km(uint32_t a[4], const T* A, int lda, int m0, int k0) {  // A stored [k][m]
+    const int lane = threadIdx.x & 31, li = lane & 7, mat = lane >> 3;
+    ldmatrix_x4_trans(a, A + tidx(lda, k0 + li + ((mat >> 1) << 3), m0 + ((mat & 1) << 3)));
+}
+#else
 __device__ __forceinline__ void ldA_rm(uint32_t a[4], const T* A, int lda, int m0, int k0) {  // A stored [m][k]
     const int lane = threadIdx.x & 31;
     ldmatrix_x4(a, A + (m0 + (lane & 15)) * lda + k0 + ((lane >> 4) << 3));
@@ -221,18 +294,86 @@ __device__ __forceinline__ void ldB_kn(uint32_t b[4], const T* B, int ldb, int n
     const int lane = threadIdx.x & 31, li = lane & 7, mat = lane >> 3;
     ldmatrix_x4_trans(b, B + (k0 + li + ((mat & 1) << 3)) * ldb + n0 + ((mat >> 1) << 3));
 }
+#endif
+
+#if SSD_WG
+// ---------------------------------------------------------------------------------------------------
+// Warpgroup products (sm_90a). Accumulators d[4t + q] are the mma.m16n8k16 fragments of 8-column block t.
+__device__ __forceinline__ void wg_ss_n64(float* d, uint64_t da, uint64_t db, int accumulate) {
+#if SSD_T == 0
+    wgmma_m64n64k16_bf16(d, da, db, accumulate);
+#else
+    wgmma_m64n64k16_f16(d, da, db, accumulate);
+#endif
+}
+template <int NN>
+__device__ __forceinline__ void wg_rs_tb(float* d, const uint32_t a[4], uint64_t db, int accumulate) {
+    static_assert(NN == 64 || NN == 128, "state columns per pass");
+#if SSD_T == 0
+    if (NN == 64) wgmma_m64n64k16_bf16_rs_tb(d, a, db, accumulate);
+    else wgmma_m64n128k16_bf16_rs_tb(d, a, db, accumulate);
+#else
+    if (NN == 64) wgmma_m64n64k16_f16_rs_tb(d, a, db, accumulate);
+    else wgmma_m64n128k16_f16_rs_tb(d, a, db, accumulate);
+#endif
+}
+// Wait for the group just committed; the accumulators are not touched before it lands.
+template <int R>
+__device__ __forceinline__ void wg_wait(float* d) {
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Descriptor of 16 K columns k0.. of a K-major tile (k0 % 16 == 0): panel k0 / 64, 32 bytes per 16 columns.
+__device__ __forceinline__ uint64_t desc_k(const T* tile, int k0) {
+    return wgmma_desc_sw128(tile + ((k0 >> 6) << 12) + (k0 & 63));
+}
+// Descriptor of 16 K rows k0.. of an MN-major tile, MN columns n0.. (n0 % 64 == 0): 64-column panels 8 KiB apart.
+__device__ __forceinline__ uint64_t desc_mn(const T* tile, int k0, int n0) {
+    return wgmma_desc_mn_sw128(tile + ((n0 >> 6) << 12) + (k0 << 6), 8192u);
+}
+#endif
 
 // 64 rows x ROW_ELEMS elements global -> shared (cp.async, zero-fill rows >= valid).
+// Columns c0.. of the tile (c0 % 64 == 0 with SSD_WG).
 template <int ROW_ELEMS>
-__device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src, long long row_stride, int valid) {
+__device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src, long long row_stride, int valid,
+                                                int c0 = 0) {
     constexpr int VEC = 16 / (int)sizeof(T);
     constexpr int PER_ROW = ROW_ELEMS / VEC;
+#if SSD_WG
+    // Rows up to 128 elements: whole rounds, unrolled; a thread keeps its 16-byte column and steps RSTEP rows
+    // (a multiple of 8: the swizzle phase stays) a round, so its addresses are one base plus constants.
+    static_assert(SSD_SUB * PER_ROW % SSD_THREADS == 0 && SSD_THREADS % PER_ROW == 0, "whole rounds");
+    constexpr int ROUNDS = SSD_SUB * PER_ROW / SSD_THREADS, RSTEP = SSD_THREADS / PER_ROW;
+    if (RSTEP % 8 == 0) {
+        const int r0 = threadIdx.x / PER_ROW, c = (threadIdx.x % PER_ROW) * VEC;
+        const T* g0 = src + (long long)r0 * row_stride + c;
+        T* d0 = dst + tidx(ld_dst, r0, c0 + c);
+#pragma unroll
+        for (int k = 0; k < ROUNDS; ++k) {
+            const bool ok = r0 + k * RSTEP < valid;
+            cp_async_16_zfill(d0 + k * RSTEP * 64, ok ? g0 + k * RSTEP * row_stride : src, ok ? 16 : 0);
+        }
+        return;
+    }
+#endif
+#if SSD_WG
     for (int i = threadIdx.x; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
         const int r = i / PER_ROW, c = (i % PER_ROW) * VEC;
         const bool ok = r < valid;
         const T* g = src + (ok ? (long long)r * row_stride + c : 0);
-        cp_async_16_zfill(dst + r * ld_dst + c, g, ok ? 16 : 0);
+        cp_async_16_zfill(dst + tidx(ld_dst, r, c0 + c), g, ok ? 16 : 0);
     }
+#else
+    for (int i = threadIdx.x; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
+        const int r = i / PER_ROW, c = (i % PER_ROW) * VEC;
+        const bool ok = r < valid;
+        const T* g = src + (ok ? (long long)r * row_stride + c : 0);
+        cp_async_16_zfill(dst + c0 + r * ld_dst + c, g, ok ? 16 : 0);
+    }
+#endif
 }
 
 // Issue (one commit group) B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token
@@ -240,8 +381,8 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
 template <int HB, int NCOLS>
 __device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
                                          int u0, int n0) {
-    load_tile_async<NCOLS>(sB(s, buf) + n0, SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
-                           (long long)a.ngroups * SSD_N, valid);
+    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
+                           (long long)a.ngroups * SSD_N, valid, n0);
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
         const int uu = u0 + u;
@@ -312,6 +453,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
     constexpr int NT = NB / 8;
     const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
     const int g = lane >> 2, tg = lane & 3;
+    (void)g;  // the fp32 path only
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int n0 = 0; n0 < SSD_N; n0 += NB) {
@@ -335,9 +477,43 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
                 issue_bx<HB, NB>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
                 cp_async_wait<0>();
             }
+#if SSD_WG
+            fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
+#endif
             __syncthreads();
             const T* Bs = sB(s, buf);
-#if SSD_IS_F32
+#if SSD_WG
+            // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
+            uint32_t af[HB][SSD_SUB / 16][4];
+#pragma unroll
+            for (int k = 0; k < SSD_SUB / 16; ++k) {
+                const int k0 = 16 * k;
+#pragma unroll
+                for (int u = 0; u < HB; ++u) {
+                    uint32_t av[4];
+                    ldA_km(av, sX(s, buf, u), SSD_LDX, m0, k0);
+                    const float2 w0 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 2 * tg);
+                    const float2 w8 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 8 + 2 * tg);
+                    af[u][k][0] = pack2(__fmul_rn(lo16(av[0]), w0.x), __fmul_rn(hi16(av[0]), w0.y));
+                    af[u][k][1] = pack2(__fmul_rn(lo16(av[1]), w0.x), __fmul_rn(hi16(av[1]), w0.y));
+                    af[u][k][2] = pack2(__fmul_rn(lo16(av[2]), w8.x), __fmul_rn(hi16(av[2]), w8.y));
+                    af[u][k][3] = pack2(__fmul_rn(lo16(av[3]), w8.x), __fmul_rn(hi16(av[3]), w8.y));
+                }
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < SSD_SUB / 16; ++k)
+#pragma unroll
+                for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+#pragma unroll
+            for (int u = 0; u < HB; ++u)
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
+#elif SSD_IS_F32
             for (int k = 0; k < SSD_SUB; ++k) {
 #pragma unroll
                 for (int u = 0; u < HB; ++u) {
@@ -392,6 +568,58 @@ __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc)
 // ---------------------------------------------------------------------------------------------------
 // Output GEMM pieces (warp strip: 16 token rows m0.., 64 columns as 8 n-tiles).
 
+#if SSD_WG
+// CB = C_i B_j^T, 64 x 64 (the warp's strip: rows m0..m0+15), K = the N state columns in order, 16 per product.
+__device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int, int) {
+    float* d = &cb[0][0];
+    wgmma_fence();
+#pragma unroll
+    for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k(Cs, k0), desc_k(Bs, k0), k0 > 0);
+    wg_wait<32>(d);
+}
+// y_u += C S_u^T over the N state columns (S_u: round_T(S_prev) of unit u, [64][N] swizzled).
+template <int HB, bool S_F32>
+__device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, const unsigned char* S) {
+    wgmma_fence();
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int k0 = 0; k0 < SSD_N; k0 += 16)
+            wg_ss_n64(&y[u][0][0], desc_k(Cs, k0), desc_k((const T*)S + u * SSD_PB * SSD_N, k0), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(y[u][t][q])::"memory");
+}
+// y += M X_j, M[r][c] = f(cb[r][c], r, c) as register A fragments (the accumulator fragments of n-tiles 2kk,
+// 2kk+1 are the A fragment of k-tile kk), X_j read transposed; k-tiles kk >= nk (this warp's rows see
+// nothing there) get zero fragments: the warpgroup issues all four products.
+template <class F>
+__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    uint32_t af[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        af[kk][0] = af[kk][1] = af[kk][2] = af[kk][3] = 0u;
+        if (kk < nk) {
+            const int c0 = 16 * kk + 2 * tg, c1 = c0 + 8;
+            af[kk][0] = f.pair(cb[2 * kk][0], cb[2 * kk][1], g, c0);
+            af[kk][1] = f.pair(cb[2 * kk][2], cb[2 * kk][3], g + 8, c0);
+            af[kk][2] = f.pair(cb[2 * kk + 1][0], cb[2 * kk + 1][1], g, c1);
+            af[kk][3] = f.pair(cb[2 * kk + 1][2], cb[2 * kk + 1][3], g + 8, c1);
+        }
+    }
+    float* d = &y[0][0];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wg_rs_tb<64>(d, af[kk], desc_mn(Xs, 16 * kk, 0), 1);
+    wg_wait<32>(d);
+}
+#else
 // CB strip: cb[t] = C[m0.., :] B[8t.., :]^T over the N state columns, n-tiles t < nt (even) only.
 __device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int m0, int nt) {
     zero_tiles<8>(cb);
@@ -534,6 +762,8 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
 #endif
 }
 
+#endif  // SSD_WG
+
 // Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
 struct MOff {
     const float* cf;  // the unit's column factors of this sub-block
@@ -603,6 +833,9 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 issue_bx<HB, SSD_N>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
                 cp_async_wait<0>();
             }
+#if SSD_WG
+            fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
+#endif
             __syncthreads();
             if (j == 0) {
                 // acc = 2^R_i (C_i S_prev^T)
@@ -687,7 +920,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
                     if (hasD) {
                         float x0, x1;
-                        ld_pair(Xi + r * SSD_LDX + pc, x0, x1);
+                        ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);
                         o0 = __fmaf_rn(dv[t][0], x0, o0);
                         o1 = __fmaf_rn(dv[t][1], x1, o1);
                     }
