@@ -549,7 +549,7 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
     if wg:
         tile_n = SUB * dstate * 2
-        tiles = tile_n + nbuf * tile_n + nbuf * hb * SUB * UNIT_ROWS * 2 + hb * tile_n
+        tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
         return 1024 + tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 0) + arrays
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8

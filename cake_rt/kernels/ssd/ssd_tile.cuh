@@ -124,7 +124,8 @@ struct SsdLayout {
     static constexpr int B = C + BYTES_N;                          // T [NBUF][64][N]
     static constexpr int X = B + NBUF * BYTES_N;                   // T [NBUF][HB][64][64]
     static constexpr int S = X + NBUF * HB * BYTES_X;              // T [HB][64][N]  round_T(S_prev)
-    static constexpr int SF = S + HB * BYTES_N;                    // exact: float [HB][64][LDF]
+    static constexpr int Z = S + HB * BYTES_N;                     // T [HB][64][64] z of the row block
+    static constexpr int SF = Z + HB * BYTES_X;                    // exact: float [HB][64][LDF]
     static constexpr int cs = SF + (EXACT ? HB * SSD_PB * SSD_LDF * 4 : 0);
     static constexpr int dtv = cs + 4 * HB * SSD_Q;
     static constexpr int w = dtv + 4 * HB * SSD_Q;
@@ -150,6 +151,7 @@ struct SsdLayout {
     static constexpr int S = X + NBUF * HB * BYTES_X;              // exact: float [HB][64][LDF]; else T [HB][64][LDN]
     static constexpr int S_UNIT = EXACT ? SSD_PB * SSD_LDF * 4 : SSD_PB * SSD_LDN * (int)sizeof(T);
     static constexpr int SF = S;
+    static constexpr int Z = S;  // (unused: z is read from global memory)
     static constexpr int bytes = S + HB * S_UNIT;
 };
 #endif
@@ -158,6 +160,7 @@ struct SsdSmem {
     float* cs; float* dtv; float* w; float* cf; float* gt; float* dec;
     T* Cs; T* B0; T* B1; T* X0; T* X1; unsigned char* S;
     float* Sf;  // exact scan: the fp32 states [HB][64][LDF]
+    T* Zs;      // SSD_WG: z of the row block [HB][64][64]
 };
 template <int HB, int NBUF, bool EXACT>
 __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
@@ -181,6 +184,7 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     s.X1 = (T*)(base + L::X + (NBUF - 1) * HB * L::BYTES_X);
     s.S = base + L::S;
     s.Sf = (float*)(base + L::SF);
+    s.Zs = (T*)(base + L::Z);
     return s;
 }
 // Buffer selection by value (an indexed pointer array would live in local memory).
@@ -813,6 +817,15 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             if (j == 0) {
                 load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + (tok_i * a.ngroups + grp) * SSD_N,
                                        (long long)a.ngroups * SSD_N, valid_i);
+#if SSD_WG
+                if (a.flags & SSD_F_Z) {  // z of the row block, read by the epilogue (no global round trip there)
+#pragma unroll
+                    for (int u = 0; u < HB; ++u)
+                        load_tile_async<SSD_PB>(s.Zs + u * SSD_SUB * SSD_PB, SSD_LDX,
+                                                a.z + (tok_i * a.nheads + unit_head(u0 + u)) * SSD_P + unit_p0(u0 + u),
+                                                (long long)a.nheads * SSD_P, valid_i);
+                }
+#endif
                 cp_async_commit();
                 // c_s = 2^(R_i - cs_s) dt'_s for the tokens before the row block
                 for (int e = threadIdx.x; e < HB * i * SSD_SUB; e += SSD_THREADS) {
@@ -888,7 +901,10 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         for (int u = 0; u < HB; ++u) {
             const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
             const T* Xi = sX(s, buf, u);  // X_i: the last step was j == i
-            float dv[8][2], zv[2][8][2];
+            float dv[8][2];
+#if !SSD_WG
+            float zv[2][8][2];
+#endif
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
                 const int pc = 8 * t + 2 * tg;
@@ -901,6 +917,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                         dv[t][0] = dv[t][1] = __ldg(a.D + h);
                     }
                 }
+#if !SSD_WG
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
                     const int r = m0 + g + 8 * half;
@@ -908,6 +925,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
                                                      zv[half][t][0], zv[half][t][1]);
                 }
+#endif
             }
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
@@ -925,7 +943,12 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                         o1 = __fmaf_rn(dv[t][1], x1, o1);
                     }
                     if (hasZ) {
+#if SSD_WG
+                        float z0, z1;
+                        ld_pair(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc), z0, z1);
+#else
                         const float z0 = zv[half][t][0], z1 = zv[half][t][1];
+#endif
                         o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
                         o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
                     }
