@@ -55,6 +55,14 @@ for kw in (dict(out=None, return_final_states=False), dict(return_final_states=F
         assert not isinstance(r, tuple) and r.shape == (1, L, H, P), type(r)
 r = ssd_call(out=None)
 assert isinstance(r, tuple) and len(r) == 2 and r[1].shape == (1, H, P, N), type(r)
+# An empty problem (batch 2, no tokens) in each family: the launch gets the pointers its kernel takes (the
+# chunk-parallel workspace offsets are all 0 there, so they cannot tell the families apart).
+x0 = make(np.empty((2, 0, H, P), BF16)); B0 = make(np.empty((2, 0, 1, N), BF16))
+dt0 = make(np.empty((2, 0, H), np.float32)); h0 = make(np.empty((2, H, P, N), np.float32))
+for fam in ("chunkpar", "exact", "auto"):
+    r = cake_rt.ssd_combined(x0, dt0, A, B0, B0, 64, initial_states=h0, return_final_states=True, family=fam,
+                             stream=s)
+    assert r[0].shape == (2, 0, H, P) and r[1].shape == (2, H, P, N), fam
 n = len(ssd._problems)
 records.clear(); ssd_call(); assert len(records) == 1, records   # one event record per call
 assert len(ssd._problems) == n                                     # a memo hit

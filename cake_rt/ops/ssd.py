@@ -845,11 +845,11 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
     ex = p.executable
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
-    _, pk, o1, o2 = ex
+    _, pk, coop, o1, o2 = ex
     table = _tables.get(p.table_key)
     if table is None:
         table = _device_table(p, handle, s, capturing)
-    state = stream_state(p.device, handle, capturing, s) if o1 else None
+    state = stream_state(p.device, handle, capturing, s) if coop else None
     used = (table,) if state is None else (table, state)
     begin_call(used)
     try:
@@ -867,7 +867,7 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
         ptrs.append(table.ptr)
         if handle not in table.ordered:
             table.order_after_upload(handle, capturing)
-        if not o1:
+        if not coop:
             pk.run(handle, *ptrs)
         else:
             ws = state.workspaces.get("ssd_chunkpar")
@@ -893,11 +893,13 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
 
 
 def _executable(p: _Problem, plan: SsdPlan) -> tuple:
-    """(plan, PackedLaunch, o1, o2) of the plan's program for this problem; o1, o2: the chunk-parallel
-    workspace offsets of round_T(S_prev) and the decays (0 for the exact scan)."""
+    """(plan, PackedLaunch, cooperative, o1, o2) of the plan's program for this problem. cooperative: the
+    chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1, o2: its
+    workspace offsets of round_T(S_prev) and the decays (0 for the exact scan; o1 is 0 for an empty problem
+    too, so it never tells the families apart)."""
     defs = plan.defines
     if plan.family == "exact":
-        return plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), False), 0, 0
+        return plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), False), False, 0, 0
     k = _kernel(p, "ssd_chunkpar", defs)
     smem = _smem(p, defs, False)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
@@ -905,7 +907,7 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
     # The grid comes from this kernel's real occupancy (checked again when packed).
     pk = _packed(p, k, min(plan.grid, _coop_capacity(k, smem)), smem, True, np.int32(plan.slice_units))
-    return plan, pk, o1, o2
+    return plan, pk, True, o1, o2
 
 
 def _packed(p: _Problem, kernel, grid: int, smem: int, cooperative: bool, *extra) -> PackedLaunch:
