@@ -78,6 +78,7 @@ class L2Flusher:
 
 
 HOST_BATCH = 16  # calls per steady-state host-time batch (at most)
+HOST_BATCH_MIN = 8  # and at least: with fewer, the first call after a synchronize dominates the mean
 
 
 def delay_ms_for(host_ms: float) -> float:
@@ -147,9 +148,9 @@ class Timer:
     def host_steady(self, fn, *, host_ms: float, gpu_ms: float, batches: int = 2) -> dict:
         """summarize() of the host ms per call over ``batches`` batches of k calls issued back to back (the
         steady state of a caller that launches call after call). Each batch is queued behind a delay kernel
-        long enough for the k calls' host work, so no call waits for the GPU; k <= HOST_BATCH, fewer for slow
-        calls (the batch's GPU work stays within about 15% of the arm's budget)."""
-        k = max(2, min(HOST_BATCH, int(0.15 * self.budget_s * 1e3 / max(gpu_ms, 1e-3) / batches)))
+        long enough for the k calls' host work, so no call waits for the GPU; HOST_BATCH_MIN <= k <= HOST_BATCH,
+        fewer for slow calls (the batch's GPU work stays within about 15% of the arm's budget where it can)."""
+        k = max(HOST_BATCH_MIN, min(HOST_BATCH, int(0.15 * self.budget_s * 1e3 / max(gpu_ms, 1e-3) / batches)))
         per_call = []
         for _ in range(batches):
             self.gpu.delay(self.stream, delay_ms_for(k * host_ms))

@@ -402,14 +402,17 @@ def test_timer_order_delay_and_host_time():
 
 
 def test_steady_host_batches_shrink_for_slow_calls():
-    from cake_rt.bench.timing import Timer
+    from cake_rt.bench.timing import HOST_BATCH, HOST_BATCH_MIN, Timer
 
     log = []
     t = Timer(stream=None, repeats=2, warmup=1, pieces=_FakeGpu(log, []), flush=lambda s: None, budget_s=0.5)
     clock = iter(range(100))
     t._clock = lambda: float(next(clock))
     out = t.host_steady(lambda: log.append(("call",)), host_ms=0.05, gpu_ms=15.0)
-    assert out["calls_per_batch"] == 2 and sum(1 for e in log if e[0] == "call") == 4
+    assert out["calls_per_batch"] == HOST_BATCH_MIN and sum(1 for e in log if e[0] == "call") == 2 * HOST_BATCH_MIN
+    log.clear()
+    out = t.host_steady(lambda: log.append(("call",)), host_ms=0.05, gpu_ms=2.0)  # 0.15 * 500 / 2 / 2 = 18
+    assert out["calls_per_batch"] == HOST_BATCH
 
 
 def test_timer_warm_l2_has_no_flush():
