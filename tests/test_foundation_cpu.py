@@ -66,6 +66,24 @@ def test_compile_error_names_program_and_shows_log():
     assert "broken.cu" in msg and "sm_80" in msg and "undefined_thing" in msg
 
 
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_cubin_is_the_whole_elf_image(tmp_path, monkeypatch, target):
+    # CuPy's getCUBIN drops the image's last byte (a NUL-terminated-string convention): the cubin must end
+    # where its ELF program-header table, section-header table and sections end.
+    import struct
+
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", "off")
+    cubin = cc.compile_cubin('extern "C" __global__ void whole(float* x) { x[threadIdx.x] = 2.0f; }',
+                             name="whole.cu", target=target)
+    assert cubin[:4] == b"\x7fELF"
+    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
+    assert len(cubin) >= phoff + phentsize * phnum and len(cubin) >= shoff + shentsize * shnum
+    short = cubin[:-1]
+    assert cc.elf_complete(short) == cubin and cc.elf_complete(cubin) == cubin
+    assert cc.elf_complete(b"not an elf") == b"not an elf"
+
+
 def test_no_forced_ftz():
     assert "--ftz=false" in cc.DEFAULT_OPTIONS
     assert not any(o in ("--ftz=true", "-ftz=true") for o in cc.DEFAULT_OPTIONS)

@@ -118,6 +118,33 @@ def _options(target: str, options) -> list:
     return [f"-arch={target}", *DEFAULT_OPTIONS, *options]
 
 
+def elf_complete(image: bytes) -> bytes:
+    """``image`` padded with zero bytes up to the end of its ELF tables and sections.
+
+    CuPy's ``nvrtc.getCUBIN`` returns the cubin less its last byte (it treats the buffer like PTX, as a
+    NUL-terminated string); that byte is the top byte of the last program header's 64-bit alignment, which
+    is 0. The driver only loaded the short image because CPython stores a NUL after every bytes object; the
+    padded image is the compiler's exact output. Anything that is not a 64-bit little-endian ELF is returned
+    as is."""
+    import struct
+
+    if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2 or image[5] != 1:
+        return image
+    phoff, shoff = struct.unpack_from("<QQ", image, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", image, 0x36)
+    need = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    for i in range(shnum):
+        off = shoff + i * shentsize
+        if off + 0x28 > len(image):
+            break
+        sh_type, = struct.unpack_from("<I", image, off + 4)
+        sh_offset, sh_size = struct.unpack_from("<QQ", image, off + 0x18)
+        if sh_type != 8:  # SHT_NOBITS occupies no file bytes
+            need = max(need, sh_offset + sh_size)
+    short = need - len(image)
+    return image + b"\0" * short if 0 < short <= 8 else image
+
+
 def _run_nvrtc(text: str, name: str, target: str, options, *, verbose: bool):
     nvrtc = _nvrtc()
     opts = _options(target, options)
@@ -133,7 +160,7 @@ def _run_nvrtc(text: str, name: str, target: str, options, *, verbose: bool):
                 f"NVRTC failed to compile program {name!r} for {target} ({exc}).\n"
                 f"options: {' '.join(opts)}\n--- NVRTC log ---\n{log}"
             ) from None
-        cubin = nvrtc.getCUBIN(prog)
+        cubin = elf_complete(nvrtc.getCUBIN(prog))
         log = nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)
