@@ -240,10 +240,13 @@ CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
     for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n, r);
 }
 
-// block_kth_largest on the register copy (same digits, same rule, same result).
+// block_kth_largest on the register copy (same digits; slack = 0: the same rule and result). slack > 0: a
+// floor, not the k-th key: the passes stop at the first bucket that holds the k-th key and has at most
+// slack keys below it, and K is that bucket's lowest key (k .. k + slack keys are >= K). A compaction needs
+// only that (every key below K has k larger ones, so it is out of the top-k); the final selection is exact.
 template <int NT, int R>
 CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, uint32_t* hist, DsaSelState* st,
-                                     int* scratch) {
+                                     int* scratch, int slack = 0) {
     const int tid = dsa::sel_tid();
     if (k >= n) return 0ull;  // block-uniform: everything is kept
     if (tid == 0) {
@@ -287,7 +290,7 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
                     st->prefix = prefix | ((uint64_t)b << shift);
                     st->mask = mask | ((uint64_t)(nb - 1) << shift);
                     st->need = nneed;
-                    st->done = (c == nneed) ? 1 : 0;
+                    st->done = (c - nneed <= slack) ? 1 : 0;  // keys of the bucket below the k-th: c - nneed
                     break;
                 }
                 cum += c;
@@ -378,11 +381,12 @@ CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, ui
 
 // block_kth_largest for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4) whose bit is set in
 // `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one
-// block_kth_largest returns. K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
+// block_kth_largest returns (slack > 0: the floor of reg_kth_largest). K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
 // scratch64: NT/32 uint64. All passes of all queries share their barriers and scans.
 template <int NT, int R, int NQ>
 CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (&n)[NQ], int k, unsigned active,
-                                   uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ]) {
+                                   uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ],
+                                   int slack = 0) {
     static_assert(NQ >= 1 && NQ <= 4, "four 16-bit bin sums per uint64");
     const int tid = dsa::sel_tid();
     if (tid < NQ) {
@@ -453,7 +457,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
                         ms[q].prefix = prefix[q] | ((uint64_t)b << shift);
                         ms[q].mask = mask[q] | ((uint64_t)(nb - 1) << shift);
                         ms[q].need = nneed;
-                        ms[q].done = (c == nneed) ? 1 : 0;
+                        ms[q].done = (c - nneed <= slack) ? 1 : 0;
                         break;
                     }
                     cum += c;

@@ -1,10 +1,11 @@
 // Streaming exact top-k of a unit: one candidate buffer per query, appended in ascending key id.
 //
 // Candidate key x = (float_order_key(score) << 32) | j. Query qq keeps cand[qq][0 .. cnt[qq]) in ascending
-// j and a floor lo[qq]: only x >= lo enters. When a buffer could not take another tile, an exact radix
-// select finds K with exactly topk keys >= K; the buffer keeps those (stable) and lo = K + 1. The top-k
-// set under a total order is unique, so any key split, any schedule and any compaction moment give the
-// same set, and buffer order gives ascending ids.
+// j and a floor lo[qq]: only x >= lo enters. When a buffer could not take another tile, a radix select
+// finds a K with topk .. topk + compact_slack keys >= K; the buffer keeps those (stable) and lo = K + 1;
+// the final selection is exact (exactly topk keys >= K). The top-k set under a total order is unique, so
+// any key split, any schedule and any compaction moment or floor give the same set, and buffer order gives
+// ascending ids.
 #pragma once
 #include "layout.cuh"
 #include "select.cuh"
@@ -100,13 +101,20 @@ CAKE_DEVICE void finish_query(const Sel& s, const Unit& un, int qq, int topk, in
     write_row(cb, kept, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
 }
 
-// Cut query qq's buffer to exactly topk keys and raise its floor. Block-uniform; ends with a barrier.
+// Keys a compaction may keep above topk: its radix select stops at the first digit whose bucket leaves at
+// most this many (usually the first: a bucket of the top 11 bits holds a few dozen to a few hundred keys
+// near the k-th), for a third of the room a compaction makes. The buffers keep ascending ids and the
+// floor only ever drops keys with topk larger ones, so the output does not change.
+CAKE_DEVICE int compact_slack(int topk) { return (CAP - TILE - topk) / 3; }
+
+// Cut query qq's buffer to topk .. topk + compact_slack keys and raise its floor. Block-uniform; ends with
+// a barrier.
 CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
     uint64_t* cb = s.cand + qq * CAP;
     const int n = s.cnt[qq];
     uint64_t x[REG_R][4];
     dsa_reg_load<NT, REG_R>(x, cb, n);
-    const uint64_t K = reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch);
+    const uint64_t K = reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch, compact_slack(topk));
     const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
     sel_sync();
     if (sel_tid() == 0) {
@@ -116,7 +124,7 @@ CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
     sel_sync();
 }
 
-// Compact the buffers of the queries in `mask` together (MULTI; each has cnt > topk). hists:
+// Compact the buffers of the queries in `mask` together (MULTI; each has cnt > topk), as compact_query. hists:
 // MULTI_HIST_BYTES of free shared memory. Ends with a barrier.
 CAKE_DEVICE void compact_multi(const Sel& s, unsigned mask, int topk, uint32_t* hists) {
     if constexpr (MULTI) {
@@ -126,7 +134,7 @@ CAKE_DEVICE void compact_multi(const Sel& s, unsigned mask, int topk, uint32_t* 
 #pragma unroll
         for (int q = 0; q < BQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q] : 0;
         uint64_t K[BQ];
-        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, mask, hists, ms, scratch64, K);
+        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, mask, hists, ms, scratch64, K, compact_slack(topk));
         int kept[BQ];
         multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, mask, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
