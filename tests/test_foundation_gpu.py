@@ -130,7 +130,8 @@ def test_ticket_words_rezeroed_on_the_run_stream_after_a_failed_launch():
     s = cupy.cuda.Stream(non_blocking=True)
     with pytest.raises(ValueError):
         with words.guard(s):
-            words.array[0] = 777  # a launch that died half-way leaves a stale count behind...
+            with s:  # a launch on s that died half-way leaves a stale count behind (written in s's order:
+                words.array[0] = 777  # a write on another stream would race with the re-zeroing)...
             raise ValueError("launch failed")
     assert words.dirty
     with words.guard(s):  # ...and the next call re-zeroes on its own stream before launching
