@@ -181,6 +181,25 @@ struct LocalSink {
     }
 };
 
+// Chunk-parallel tile `tile` of a slice starting at unit `us` (nblk blocks of HB units a chunk): its global chunk
+// c, the chunk's first token and length, and the block's first unit. Phases 1 and 3 walk the same tiles.
+struct ChunkTile {
+    long long c, ctok;
+    int l, u0;
+};
+template <int HB>
+__device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us) {
+    const long long* chunk_seg = a.table + (long long)a.nseg * 9;
+    ChunkTile t;
+    t.c = tile / nblk;
+    t.u0 = us + (int)(tile % nblk) * HB;
+    const long long* seg = a.table + chunk_seg[t.c] * 8;
+    const int cc = (int)(t.c - seg[SEG_CHUNK0]);
+    t.ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
+    t.l = min(SSD_Q, (int)seg[SEG_LEN] - cc * SSD_Q);
+    return t;
+}
+
 extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
@@ -195,7 +214,6 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
                     nseg, total_chunks, nheads, ngroups, flags, lo, hi};
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
-    const long long* chunk_seg = a.table + (long long)a.nseg * 9;
     const int units = a.nheads * SSD_PBLKS;
 
     for (int us = 0; us < units; us += slice_units) {
@@ -206,12 +224,9 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
 
         // Phase 1: chunk-local states.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-            const long long c = tile / nblk;
-            const int u0 = us + (int)(tile % nblk) * HB;
-            const long long* seg = a.table + chunk_seg[c] * 8;
-            const int cc = (int)(c - seg[SEG_CHUNK0]);
-            const long long ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
-            const int l = min(SSD_Q, (int)seg[SEG_LEN] - cc * SSD_Q);
+            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+            const long long c = t.c, ctok = t.ctok;
+            const int u0 = t.u0, l = t.l;
             ssd_chunk_prep<HB>(a, s, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
@@ -280,12 +295,9 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
 
         // Phase 3: outputs.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-            const long long c = tile / nblk;
-            const int u0 = us + (int)(tile % nblk) * HB;
-            const long long* seg = a.table + chunk_seg[c] * 8;
-            const int cc = (int)(c - seg[SEG_CHUNK0]);
-            const long long ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
-            const int l = min(SSD_Q, (int)seg[SEG_LEN] - cc * SSD_Q);
+            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+            const long long c = t.c, ctok = t.ctok;
+            const int u0 = t.u0, l = t.l;
             __syncthreads();  // the previous tile is done with S_prev
 #pragma unroll
             for (int u = 0; u < HB; ++u)

@@ -446,6 +446,21 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
     __syncthreads();
 }
 
+// A fragment of the state product (16-bit programs, both tensor-core paths): A = round_T(w_s X^T), rows
+// m0.. (headdim), columns k0.. (tokens of the sub-block); the fragment's columns are tokens k0 + 2tg (+1) and
+// k0 + 8 + 2tg (+1). w: the unit's state weights of this sub-block.
+__device__ __forceinline__ void wx_fragment(uint32_t af[4], const T* Xs, const float* w, int m0, int k0) {
+    const int tg = threadIdx.x & 3;
+    uint32_t av[4];
+    ldA_km(av, Xs, SSD_LDX, m0, k0);
+    const float2 w0 = *(const float2*)(w + k0 + 2 * tg);
+    const float2 w8 = *(const float2*)(w + k0 + 8 + 2 * tg);
+    af[0] = pack2(__fmul_rn(lo16(av[0]), w0.x), __fmul_rn(hi16(av[0]), w0.y));
+    af[1] = pack2(__fmul_rn(lo16(av[1]), w0.x), __fmul_rn(hi16(av[1]), w0.y));
+    af[2] = pack2(__fmul_rn(lo16(av[2]), w8.x), __fmul_rn(hi16(av[2]), w8.y));
+    af[3] = pack2(__fmul_rn(lo16(av[3]), w8.x), __fmul_rn(hi16(av[3]), w8.y));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Chunk-local states of the block: S_loc_u[p][n] = sum_s round_T(w_u[s] X_u[s][p]) B[s][n], tokens in
 // ascending order, NB state columns per pass (B fragments loaded once per k step and used by every unit).
@@ -494,14 +509,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
                 const int k0 = 16 * k;
 #pragma unroll
                 for (int u = 0; u < HB; ++u) {
-                    uint32_t av[4];
-                    ldA_km(av, sX(s, buf, u), SSD_LDX, m0, k0);
-                    const float2 w0 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 2 * tg);
-                    const float2 w8 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 8 + 2 * tg);
-                    af[u][k][0] = pack2(__fmul_rn(lo16(av[0]), w0.x), __fmul_rn(hi16(av[0]), w0.y));
-                    af[u][k][1] = pack2(__fmul_rn(lo16(av[1]), w0.x), __fmul_rn(hi16(av[1]), w0.y));
-                    af[u][k][2] = pack2(__fmul_rn(lo16(av[2]), w8.x), __fmul_rn(hi16(av[2]), w8.y));
-                    af[u][k][3] = pack2(__fmul_rn(lo16(av[3]), w8.x), __fmul_rn(hi16(av[3]), w8.y));
+                    wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, k0);
                 }
             }
             wgmma_fence();
@@ -543,16 +551,8 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
                 for (int t2 = 0; t2 < NT / 2; ++t2) ldB_kn(b[t2], Bs, SSD_LDN, n0 + 16 * t2, k0);
 #pragma unroll
                 for (int u = 0; u < HB; ++u) {
-                    uint32_t av[4];
-                    ldA_km(av, sX(s, buf, u), SSD_LDX, m0, k0);
-                    // A = round_T(w_s X^T): the columns of the fragment are tokens k0 + 2tg (+1) and k0 + 8 + 2tg (+1)
-                    const float2 w0 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 2 * tg);
-                    const float2 w8 = *(const float2*)(s.w + u * SSD_Q + j * SSD_SUB + k0 + 8 + 2 * tg);
                     uint32_t af[4];
-                    af[0] = pack2(__fmul_rn(lo16(av[0]), w0.x), __fmul_rn(hi16(av[0]), w0.y));
-                    af[1] = pack2(__fmul_rn(lo16(av[1]), w0.x), __fmul_rn(hi16(av[1]), w0.y));
-                    af[2] = pack2(__fmul_rn(lo16(av[2]), w8.x), __fmul_rn(hi16(av[2]), w8.y));
-                    af[3] = pack2(__fmul_rn(lo16(av[3]), w8.x), __fmul_rn(hi16(av[3]), w8.y));
+                    wx_fragment(af, sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, k0);
 #pragma unroll
                     for (int t2 = 0; t2 < NT / 2; ++t2) {
                         mma16816(acc[u][2 * t2], af, b[t2]);
