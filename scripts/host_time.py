@@ -58,28 +58,22 @@ def install_cpu_stubs():
         def synchronize(self):
             pass
 
-    class Device:
+    class NoOp:  # entering, leaving and synchronizing do nothing
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            pass
+
+    class Device(NoOp):
         def __init__(self, index=0):
             self.id = int(index)
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def synchronize(self):
-            pass
-
-    class Stream(cupy.cuda.ExternalStream):
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def synchronize(self):
-            pass
+    class Stream(NoOp, cupy.cuda.Stream):  # a foreign stream, as the library wraps one
+        pass
 
     runtime.getDevice = lambda: 0
     runtime.streamIsCapturing = lambda handle: runtime.streamCaptureStatusNone
@@ -108,12 +102,10 @@ def install_cpu_stubs():
                          max_dynamic_shared=1 << 20)
 
     cc.get_kernel = get_kernel
-    import warnings
+    from cake_rt.launch.streams import StreamHandle
 
     handle_owner = bytearray(64)  # the handle must point at readable memory (streams.check_handle)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        stream = Stream(id(handle_owner))
+    stream = Stream.from_external(StreamHandle(id(handle_owner)))
     stream._owner = handle_owner
     return (lambda host: fake(host.shape, host.dtype)), stream
 

@@ -121,7 +121,7 @@ def forget_handle(handle: int) -> None:
         _validated.pop(key, None)
 
 
-class _Handle:
+class StreamHandle:
     """A raw stream handle in the CUDA stream protocol (what ``cupy.cuda.Stream.from_external`` takes)."""
     __slots__ = ("ptr",)
 
@@ -135,7 +135,7 @@ class _Handle:
 def external_stream(handle: int):
     """A CuPy stream object for a stream that cake-rt does not own: CuPy never destroys a stream it got
     through ``Stream.from_external``, so dropping this object leaves the caller's stream alive."""
-    return cupy.cuda.Stream.from_external(_Handle(int(handle)))
+    return cupy.cuda.Stream.from_external(StreamHandle(int(handle)))
 
 
 def owns_handle(stream_obj) -> bool:
