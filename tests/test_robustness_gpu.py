@@ -3,7 +3,8 @@ memory-pool reuse, plan eviction while calls are queued, CUDA graph capture with
 workspace growth, misaligned views, aliasing, read-only outputs, stream handles, one runner on two
 threads and two streams, per-thread default streams.
 
-Every test here fails on the code before the fix (wrong bits, a crash, or no error). Scenarios that crashed
+Every test here but one fails on the code before the fix (wrong bits, a crash, or no error); the SSD
+segment-table test is a guard (that upload was already stream-ordered). Scenarios that crashed
 the process (a misaligned address, a bad handle, an illegal address after eviction) run in a subprocess so
 a failure cannot poison the CUDA context of the other tests.
 
@@ -167,21 +168,35 @@ def test_dsa_prepared_first_run_is_ordered_after_prepare():
 
 
 def test_ticket_words_zeroed_on_the_creating_stream():
+    """Words made while stream ``t`` is current come from ``t``'s pool, whose block a kernel queued on ``t``
+    still writes: their zero must land after that write (on ``t``) and be complete before a launch on
+    another stream ``s`` that is not ordered after ``t``. Then the same with ``s`` current (same stream)."""
     cupy = _cp()
     from cake_rt.launch.compile import get_kernel
     from cake_rt.launch.grid import launch
     from cake_rt.launch.tickets import TicketWords
 
     k = get_kernel("common/selftest.cu", "selftest_ticket")
-    s = cupy.cuda.Stream(non_blocking=True)
-    junk_queued_after_hold(s, value=0x40)  # a stale count that would skip units
-    with s:
-        words = TicketWords(1)
     nunits = 2053
+    s = cupy.cuda.Stream(non_blocking=True)
+    t = cupy.cuda.Stream(non_blocking=True)
+    junk_queued_after_hold(t, value=0x40)  # a stale count (0x40404040) that would skip every unit
+    with t:
+        words = TicketWords(1)
     claims = cupy.zeros(nunits, np.uint32)
+    cupy.cuda.Device().synchronize()  # `t`'s queued junk write has landed; `s` is not ordered after `t`
     launch(k, 97, 64, (words.array, claims, np.int32(nunits)), stream=s)
     s.synchronize()
-    assert np.all(claims.get() == 1)
+    assert np.all(claims.get() == 1), "words made on another stream were used before their zero landed"
+
+    junk_queued_after_hold(s, value=0x40)
+    with s:
+        words = TicketWords(1)
+    claims.fill(0)
+    cupy.cuda.Device().synchronize()
+    launch(k, 97, 64, (words.array, claims, np.int32(nunits)), stream=s)
+    s.synchronize()
+    assert np.all(claims.get() == 1), "words made on the launch stream were not zeroed after its queued writes"
 
 
 def _ssd_inputs(seed, L=200, Hh=4, P=64, N=64):
@@ -221,6 +236,9 @@ def test_ssd_segment_table_is_written_in_stream_order():
 # ----------------------------------------------------------------------------------------------------
 
 def test_plan_eviction_while_calls_are_queued_keeps_the_table_alive():
+    # Every layout has the same number of work units (segment lengths are multiples of 8), so every plan
+    # table has the same size and the evicted table's pool block is the one the next upload gets; the
+    # evicting calls write into preallocated outputs, so no other block of that pool changes hands.
     rc, out = run_script("""
     from cake_rt.launch.compile import get_kernel
     from cake_rt.launch.grid import launch
@@ -229,23 +247,32 @@ def test_plan_eviction_while_calls_are_queued_keeps_the_table_alive():
     q, k, w = inputs(T, T)
     def lay(seed):
         r = np.random.default_rng(seed)
-        return np.concatenate([[0], np.sort(r.choice(np.arange(1, T), 4, replace=False)), [T]]).astype(np.int32)
-    cu0 = lay(0)
+        cuts = 8 * np.sort(r.choice(np.arange(1, T // 8), 4, replace=False))
+        return np.concatenate([[0], cuts, [T]]).astype(np.int32)
+    layouts, seen = [], set()
+    for i in range(10000):
+        cu = lay(i)
+        if cu.tobytes() not in seen:
+            seen.add(cu.tobytes())
+            layouts.append(cu)
+        if len(layouts) == 81:
+            break
+    cu0 = layouts[0]
     s = cupy.cuda.Stream(non_blocking=True)
-    s2 = cupy.cuda.Stream(non_blocking=True)
     kern = get_kernel("bench/spin.cu", "cake_bench_spin")
     words = cupy.zeros(8, dtype=cupy.uint32)
-    cupy.cuda.Device().synchronize()
     idx = cupy.full((T, 16), 0x7F7F7F7F, dtype=cupy.int32)
     sc = cupy.full((T, 16), np.nan, dtype=cupy.float32)
+    idx2 = cupy.empty((T, 16), dtype=cupy.int32)
+    sc2 = cupy.empty((T, 16), dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
     with s:
         launch(kern, 1, 32, (words, words[4:], np.uint64(400_000_000)), shared_mem=1024, stream=s)
         dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cu0, cu_seqlens_k=cu0, indices=idx, scores=sc, stream=s)
-        # 80 other layouts on another stream evict the queued call's plan while it waits behind the hold
-        for i in range(1, 81):
-            cu = lay(i)
-            dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cu, cu_seqlens_k=cu, stream=s2)
-        s2.synchronize()
+        # 80 other layouts on the same stream evict the queued call's plan while it waits behind the hold
+        for cu in layouts[1:]:
+            dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cu, cu_seqlens_k=cu, indices=idx2, scores=sc2,
+                                 stream=s)
     s.synchronize()
     wi, ws = dsa_indexer_reference(q.get(), k.get(), w.get(), 16, cu_seqlens_q=cu0, cu_seqlens_k=cu0)
     ok = np.array_equal(idx.get(), wi) and np.array_equal(sc.get(), np.asarray(ws, np.float32))
@@ -463,37 +490,56 @@ def test_requires_grad_inputs_are_read_and_outputs_refused():
 # ----------------------------------------------------------------------------------------------------
 
 def test_one_runner_on_two_threads_and_two_streams():
+    """Two threads run one runner at the same moment on two streams (both wait on one event); each copies
+    the outputs on its own stream right after its run. A run must have written every row itself when its
+    stream reaches the copy, so the runs may not share a ticket word (each would do part of the units).
+    The first key segment is 64x longer than the others, so a run that skipped its unit finishes first."""
     cupy = _cp()
-    T, Tkv = 2048, 32768  # kernels long enough (~1 ms) that the two streams' launches overlap
-    host, dev = exact_inputs(11, T, Tkv)
-    base_i, base_s = _dsa().dsa_indexer_det_topk(*dev, TOPK, schedule="ticket")
-    cupy.cuda.Device().synchronize()
-    idx, sc = poisoned(T)
-    runner = _dsa().prepare_dsa_indexer_det_topk(*dev, TOPK, indices=idx, scores=sc, schedule="ticket")
-    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
-    errors = []
-    barrier = threading.Barrier(2)
+    T, long_k, short_k = 16, 65536, 1024
+    cu_q = np.arange(T + 1, dtype=np.int32)  # one query per segment: one work unit per query
+    cu_k = np.concatenate([[0], np.cumsum([long_k] + [short_k] * (T - 1))]).astype(np.int32)
+    host, dev = exact_inputs(11, T, int(cu_k[-1]))
+    meta = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=False, schedule="ticket", key_split=1 << 30)
+    from cake_rt.reference.dsa import dsa_indexer_reference
 
-    def work(s):
+    wi, ws = dsa_indexer_reference(*host, TOPK, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=False)
+    idx, sc = poisoned(T)
+    runner = _dsa().prepare_dsa_indexer_det_topk(*dev, TOPK, indices=idx, scores=sc, **meta)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    gate_stream = cupy.cuda.Stream(non_blocking=True)
+    snaps, errors = [], []
+
+    def work(s, gate, barrier):
         try:
             barrier.wait()
-            for _ in range(20):
-                runner(stream=s)
+            s.wait_event(gate)
+            runner(stream=s)
+            with s:
+                snap = (idx.copy(), sc.copy())
             s.synchronize()
+            snaps.append((snap[0].get(), snap[1].get()))
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in streams]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    for s in streams:  # one more ordered run: the words must have come back to zero on both streams
+    for _ in range(8):
+        cupy.cuda.Device().synchronize()
         idx.fill(0x7F7F7F7F)
-        runner(stream=s)
-        s.synchronize()
-        np.testing.assert_array_equal(idx.get(), base_i.get())
+        sc.fill(np.nan)
+        cupy.cuda.Device().synchronize()
+        hold(gate_stream, 50_000_000)  # both threads queue their runs behind this event
+        gate = cupy.cuda.Event(disable_timing=True)
+        gate.record(gate_stream)
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=work, args=(s, gate, barrier)) for s in streams]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert len(snaps) == 16
+    for i, s in snaps:
+        np.testing.assert_array_equal(i, wi)
+        np.testing.assert_array_equal(s, np.asarray(ws, np.float32))
     assert np.all(runner.tickets.read() == 0)
 
 

@@ -886,7 +886,6 @@ class DSAIndexerRunner:
 
         self._p, self._dp = p, dp
         self._qkw = (p.q.data.ptr, p.k.data.ptr, p.w.data.ptr)
-        self._args = None  # (workspace, tickets, launch pointers) of the last stream memory used
         self.indices, self.scores = indices, scores
         self.workspace = workspace
         self.schedule = schedule
@@ -894,22 +893,32 @@ class DSAIndexerRunner:
         self.plan = dp.plan
         self.config = dp.cfg
         self._caller_ws = caller_ws
-        # Ticket word and library workspace per stream: runs on two streams never share them. The first
-        # stream the runner runs on (or is captured on) takes the ones made at prepare.
+        # Ticket word, library workspace and launch pointers per stream: runs on two streams never share
+        # them. The first stream the runner runs on (or is captured on) takes the ones made at prepare.
+        # Entries are made under the lock (two threads' first runs must not both take the prepare ones).
         self._per_stream = {}
+        self._per_stream_lock = threading.Lock()
         self._home = (tickets, workspace)
         dp.owned = self._per_stream
         weakref.finalize(self, dp.retire)
 
     def _stream_memory(self, handle: int, capturing: bool):
+        """``(tickets, workspace, launch pointers)`` of the stream ``handle``, made on its first run."""
         key = handle if handle != PER_THREAD else stream_key(self._p.device, handle)
         mem = self._per_stream.get(key)
         if mem is not None:
             return mem
+        with self._per_stream_lock:
+            mem = self._per_stream.get(key)
+            if mem is None:
+                mem = self._per_stream[key] = self._new_stream_memory(handle, capturing)
+        return mem
+
+    def _new_stream_memory(self, handle: int, capturing: bool):
         import cupy
 
         if not self._per_stream:
-            mem = self._home
+            tickets, ws = self._home
         else:
             if capturing:
                 raise CaptureError(
@@ -925,9 +934,8 @@ class DSAIndexerRunner:
             if ws is not None and not self._caller_ws:
                 with s:
                     ws = cupy.empty(ws.nbytes, dtype=np.uint8)
-            mem = (tickets, ws)
-        self._per_stream[key] = mem
-        return mem
+        args = _launch_args(self._dp, self._qkw, self.indices, self.scores, ws, tickets, self.schedule)
+        return tickets, ws, args
 
     @property
     def launches_per_call(self) -> int:
@@ -938,14 +946,10 @@ class DSAIndexerRunner:
         with current_device(p.device):
             _, handle = resolve_handle(stream, p.device)
             capturing = is_capturing(handle)
-            tickets, ws = self._stream_memory(handle, capturing)
+            tickets, _, args = self._stream_memory(handle, capturing)
             used = (dp,)
             begin_call(used)
             try:
-                if self._args is None or self._args[0] is not ws or self._args[1] is not tickets:
-                    self._args = (ws, tickets, _launch_args(dp, self._qkw, self.indices, self.scores, ws, tickets,
-                                                            self.schedule))
-                args = self._args[2]
                 if args is not None:
                     _run(dp, args, tickets, self.schedule, handle)
             finally:
