@@ -673,23 +673,25 @@ def _needs_words(plan: DsaPlan, schedule) -> bool:
 
 def _signature(q, k, weights, indices, scores, workspace, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal,
                schedule, key_split):
-    """Hashable signature of an eager call whose arrays are all CuPy arrays (outputs and workspace: or None)
-    and whose metadata is host NumPy (or None): shapes, strides, dtypes and devices of the arrays, the
+    """Hashable signature of an eager call whose arrays are all C-contiguous CuPy arrays (outputs and
+    workspace: or None) and whose metadata is host NumPy (or None): shapes, dtypes and devices of the arrays, the
     metadata's dtype, shape and bytes (a host array changed in place gives another signature), the scalars
     with their types. None when the call cannot be memoized (foreign arrays, device metadata)."""
     nd = _ndarray
     sig = []
-    add = sig.extend
+    add = sig.append
     for a in (q, k, weights, indices, scores, workspace):
         if a is None:
-            sig.append(None)
-        elif type(a) is nd:
-            add((a.shape, a.strides, a.dtype, a.data.device_id))
+            add(None)
+        elif type(a) is nd and a._c_contiguous:  # strides follow from the shape (others fail validation)
+            add(a.shape)
+            add(a.dtype)
+            add(a.data.device_id)
         else:
             return None
     if not add_host_metadata_key(sig, (cu_seqlens_q, cu_seqlens_k, q_causal_offsets)):
         return None
-    add((type(topk), topk, type(causal), causal, schedule, type(key_split), key_split))
+    sig.extend((type(topk), topk, type(causal), causal, schedule, type(key_split), key_split))
     return tuple(sig)
 
 

@@ -488,22 +488,24 @@ def _arrays_of(p: _Problem) -> tuple:
 
 def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, final, varlen, chunks,
                state_dtype, family):
-    """Hashable signature of a call whose arrays are all CuPy arrays (or None) and whose metadata is host
-    NumPy (or None): shapes, strides, dtypes and devices of the arrays, the metadata's dtype, shape and
+    """Hashable signature of a call whose arrays are all C-contiguous CuPy arrays (or None) and whose metadata
+    is host NumPy (or None): shapes, dtypes and devices of the arrays, the metadata's dtype, shape and
     bytes (a host array changed in place gives another signature), the scalars with their types (True and
     1 differ). None when the call cannot be memoized (foreign arrays, device metadata, unhashable values).
     Appends the arrays' pointers (0 for None) to ``ptrs``."""
     nd = _ndarray
     sig = []
-    add = sig.extend
+    add = sig.append
     put = ptrs.append
     for a in arrays:
         if a is None:
-            sig.append(None)
+            add(None)
             put(0)
-        elif type(a) is nd:
+        elif type(a) is nd and a._c_contiguous:  # strides follow from the shape (others fail validation)
             d = a.data
-            add((a.shape, a.strides, a.dtype, d.device_id))
+            add(a.shape)
+            add(a.dtype)
+            add(d.device_id)
             put(d.ptr)
         else:
             return None
@@ -511,8 +513,8 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
         return None
     if type(dt_limit) is not tuple:
         return None
-    add((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, dt_limit, tuple(map(type, dt_limit)),
-         type(final), final, type(varlen), varlen, type(chunks), chunks, state_dtype, family))
+    sig.extend((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, dt_limit, tuple(map(type, dt_limit)),
+                type(final), final, type(varlen), varlen, type(chunks), chunks, state_dtype, family))
     return tuple(sig)
 
 
