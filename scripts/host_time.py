@@ -173,6 +173,8 @@ def main():
     ap.add_argument("--cpu", action="store_true", help="no GPU: every CUDA entry point is a Python no-op")
     ap.add_argument("--profile", choices=("ssd eager", "dsa eager", "dsa prepared"),
                     help="print a cProfile of this call kind (steady state) instead of the table")
+    ap.add_argument("--entry-costs", action="store_true",
+                    help="(GPU) also time each CUDA entry point a steady call makes, alone, and the real launches")
     args = ap.parse_args()
     if args.cpu:
         make, s = install_cpu_stubs()
@@ -219,6 +221,54 @@ def main():
     print(f"{'call':<14} {'median us':>10} {'p90 us':>8}   ({mode}, {args.calls} calls)")
     for name, med, p90 in rows:
         print(f"{name:<14} {med:>10.1f} {p90:>8.1f}")
+    if args.entry_costs and not args.cpu:
+        entry_costs(fns, s)
+
+
+def entry_costs(fns, s, n=200):
+    """Median microseconds of each CUDA entry point a steady call makes, timed alone on stream ``s``, and of
+    each whole call with real launches (``n`` calls queued behind a delay kernel, so none waits for the GPU)."""
+    import cupy
+    from cupy_backends.cuda.api import runtime
+
+    from cake_rt.bench.timing import _CudaPieces
+
+    gpu = _CudaPieces()
+    ev = cupy.cuda.Event(block=False, disable_timing=True)
+    h = s.ptr
+
+    def alloc():
+        with s:
+            cupy.empty((4, 8, 64, 64), np.float32)
+
+    pieces = {
+        "getDevice": runtime.getDevice,
+        "get_current_stream": cupy.cuda.get_current_stream,
+        "streamIsCapturing": lambda: runtime.streamIsCapturing(h),
+        "eventRecord": lambda: runtime.eventRecord(ev.ptr, h),
+        "cupy.empty 512 KiB": alloc,
+    }
+    rows = []
+    for name, fn in pieces.items():
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        rows.append((name, 1e6 * statistics.median(ts)))
+    for name, fn in fns.items():  # real launches: the stream is held by a delay kernel while they queue
+        ts = []
+        for _ in range(4):
+            gpu.delay(s, 20.0)  # ms: covers 16 calls of any of the three
+            for _ in range(16):
+                t0 = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t0)
+            s.synchronize()
+        rows.append((name + " (real launch)", 1e6 * statistics.median(ts)))
+    print(f"{'entry point':<30} {'median us':>10}   (alone, {n} calls)")
+    for name, med in rows:
+        print(f"{name:<30} {med:>10.2f}")
 
 
 if __name__ == "__main__":
