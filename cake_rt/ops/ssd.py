@@ -790,6 +790,25 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
         return _plan(c, family)
 
 
+def _refuse_device_metadata_under_capture(x, stream, named) -> None:
+    """``ValueError`` naming the first device-resident metadata argument of ``named`` ((name, value) pairs)
+    when the call's stream is capturing a CUDA graph: reading it needs a device-to-host copy, which would
+    invalidate the capture. Host metadata and calls outside capture pass."""
+    meta = [n for n, v in named if v is not None and not isinstance(v, (np.ndarray, list, tuple))]
+    if not meta:
+        return
+    try:
+        dev = _dev(x, "x").device.id
+    except Exception:
+        return  # validation reports x
+    with current_device(dev):
+        _, handle = resolve_handle(stream, dev)
+        if is_capturing(handle):
+            raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
+                             f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
+                             f"same host metadata before capturing")
+
+
 def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
                  cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, math.inf), return_final_states=False,
                  return_varlen_states=False, return_chunk_states=False, state_dtype=None, family="auto", out=None,
@@ -818,6 +837,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     except TypeError:  # an unhashable scalar argument: validated every call
         p = sig = None
     if p is None:
+        _refuse_device_metadata_under_capture(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)))
         if out is not None:
             out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
         p = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,

@@ -240,6 +240,46 @@ def test_errors_before_launch_leave_out_untouched():
         cake_rt.ssd_combined(case["host"]["x"], d["dt"], d["A"], d["B"], d["C"], 64)
 
 
+def test_eager_capture_with_device_metadata_is_a_clear_error():
+    """cu_seqlens / seq_idx on the device need a device-to-host copy, which a CUDA graph capture forbids: a
+    ValueError naming the argument, nothing launched (out keeps its poison), and the capture still ends
+    cleanly. The same call with host metadata, made once eagerly, is captured and replays the eager bits."""
+    import cupy
+
+    import cake_rt
+
+    case = make_case(23, 1, 300, 4, 64, 64, 1, cu_lens=[120, 180])
+    d, kw = case["dev"], dict(case["dev_kw"])
+    s = cupy.cuda.Stream(non_blocking=True)
+    for name in ("cu_seqlens", "seq_idx"):
+        kw_dev = dict(kw)
+        if name == "seq_idx":
+            kw_dev["seq_idx"] = cupy.asarray(np.repeat(np.arange(2, dtype=np.int32), [120, 180])[None])
+        y = poison(d["x"].shape, d["x"].dtype)
+        before = to_bytes(y)
+        cupy.cuda.Device().synchronize()
+        s.begin_capture()
+        try:
+            with pytest.raises(ValueError, match=name):
+                cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **kw_dev, out=y, stream=s)
+        finally:
+            s.end_capture()
+        assert to_bytes(y) == before
+    host_kw = dict(kw, cu_seqlens=case["host_kw"]["cu_seqlens"])
+    want = cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **host_kw,
+                                out=poison(d["x"].shape, d["x"].dtype), stream=s)
+    y = poison(d["x"].shape, d["x"].dtype)
+    cupy.cuda.Device().synchronize()
+    s.begin_capture()
+    try:
+        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **host_kw, out=y, stream=s)
+    finally:
+        graph = s.end_capture()
+    graph.launch(s)
+    s.synchronize()
+    assert to_bytes(y) == to_bytes(want)
+
+
 def test_side_stream_gives_same_bits_and_auto_matches():
     import cupy
 
