@@ -82,6 +82,7 @@ struct Layout {
     static constexpr int st = hist + HIST_WORDS * 4;               // DsaSelState
     static constexpr int scratch = st + 64;                        // block-scan scratch (32 ints)
     static constexpr int flags = scratch + 128;                    // ticket slot, last-arrival flag
+    static constexpr int empty = flags + 32;                       // wgmma: EMPTY mbarriers of the score slots [RING]
     static constexpr int lo = flags + 64;                          // per-query floors [16] uint64
     static constexpr int cnt = lo + 16 * 8;                        // per-query counts [16] int
     static constexpr int pstart = cnt + 16 * 4;                    // merge: flattened part starts [NT + 1]
@@ -89,6 +90,7 @@ struct Layout {
     static constexpr int merge_keys = sc / 8;                      // merge buffer capacity (kt .. sc)
 };
 static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0, "alignment of the operand tiles");
+static_assert(Layout::empty % 8 == 0 && Layout::empty + RING * 8 <= Layout::lo, "the mbarriers");
 
 // A work unit: queries [q0, q0 + nq) of one segment x keys [klo, khi). Split blocks (slot >= 0) write a
 // part (their <= topk candidates per query) to the workspace; the last of the block's `nparts` units to
@@ -98,9 +100,13 @@ struct Unit {
     int q0, nq, ks0, lenk, pbase, klo, khi, slot, mblock, slot0, nparts;
 };
 
-// The selection threads: local index, and their barrier (named barrier 1 on the wgmma loop).
-enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_EMPTY = BAR_FULL + RING };
-static_assert(BAR_EMPTY + RING <= 16, "16 hardware barriers");
+// Named barriers of the wgmma loop: the selection threads (BAR_SEL; the block on the mma.sync loop), the
+// product threads (BAR_MMA), everyone at a unit's end (BAR_UNIT), a score slot written (BAR_FULL + slot),
+// one product warpgroup's key rows landed (BAR_WG + warpgroup), a warpgroup's turn to issue its product
+// (BAR_TURN + warpgroup). A slot's release (EMPTY) is an mbarrier (Layout::empty): each product warpgroup
+// waits for it on its own schedule.
+enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_WG = BAR_FULL + RING, BAR_TURN = BAR_WG + 2 };
+static_assert(BAR_TURN + 2 <= 16, "16 hardware barriers");
 CAKE_DEVICE void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 CAKE_DEVICE void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 // For a barrier the roles reach from different instructions (bar.sync promises one instruction per generation).
