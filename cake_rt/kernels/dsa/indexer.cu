@@ -80,6 +80,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     sel.st = reinterpret_cast<DsaSelState*>(smem + Layout::st);
     sel.scratch = reinterpret_cast<int*>(smem + Layout::scratch);
     sel.chist = reinterpret_cast<uint32_t*>(smem + Layout::chist);
+    sel.pscratch = reinterpret_cast<uint64_t*>(smem + Layout::pstart);
     const int tid = threadIdx.x;
 
 #if DSA_USE_WGMMA
