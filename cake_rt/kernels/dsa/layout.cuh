@@ -93,8 +93,7 @@ struct Layout {
     static constexpr int merge_keys = sc / 8;                      // merge buffer capacity (kt .. sc)
 };
 static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0, "alignment of the operand tiles");
-static_assert(Layout::pstart % 16 == 0 && 112 * 8 <= (NT + 4) * 4, "a joint compaction's states and scan words");
-static_assert(NT / 16 * 8 <= 128, "the selection's scratch holds the warps' min / max");
+static_assert(Layout::pstart % 16 == 0 && 384 <= (NT + 4) * 4, "a joint compaction's states and scan words");
 static_assert(Layout::empty % 8 == 0 && Layout::empty + RING * 8 <= Layout::lo, "the mbarriers");
 
 // A work unit: queries [q0, q0 + nq) of one segment x keys [klo, khi). Split blocks (slot >= 0) write a

@@ -94,86 +94,36 @@ CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
     return (warp ? scratch[warp - 1] : 0) + before_in_warp;
 }
 
-// Every radix select here starts below the bits all its keys share:
-// `top` = the highest bit in which the smallest and the largest key differ, then digits of 11 bits down
-// (bits [top - 10, top], the last one narrower), so the first digit spreads the keys over its bins
-// (a buffer's keys usually share sign and most exponent bits; a plateau of equal scores shares all 32
-// score bits). Any digit split gives the same K: the k-th largest (slack = 0), or a floor with k .. k +
-// slack keys at or above it.
-CAKE_DEVICE int digit_shift(int top) { return top > 10 ? top - 10 : 0; }
-CAKE_DEVICE int high_bit_apart(uint64_t lo, uint64_t hi) { return (lo ^ hi) ? 63 - __clzll((long long)(lo ^ hi)) : 0; }
-CAKE_DEVICE uint64_t mask_above(int top) { return top >= 63 ? 0ull : ~0ull << (top + 1); }
-
-// Warp-wide min and max; lane 0 stores them at mm[warp] and mm[NT / 32 + warp].
-template <int NT>
-CAKE_DEVICE void warp_minmax_store(uint64_t lo, uint64_t hi, uint64_t* mm) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const uint64_t a = __shfl_xor_sync(0xffffffffu, lo, o), b = __shfl_xor_sync(0xffffffffu, hi, o);
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-    }
-    if ((dsa::sel_tid() & 31) == 0) {
-        mm[dsa::sel_tid() >> 5] = lo;
-        mm[NT / 32 + (dsa::sel_tid() >> 5)] = hi;
-    }
-}
-
-// The block's min and max from warp_minmax_store's words (after a barrier).
-template <int NT>
-CAKE_DEVICE void block_minmax_load(const uint64_t* mm, uint64_t& lo, uint64_t& hi) {
-    lo = ~0ull;
-    hi = 0ull;
-#pragma unroll
-    for (int w = 0; w < NT / 32; ++w) {
-        lo = mm[w] < lo ? mm[w] : lo;
-        hi = mm[NT / 32 + w] > hi ? mm[NT / 32 + w] : hi;
-    }
-}
-
 // The k-th largest key K of buf[0..n) (1 <= k <= n): exactly k keys are >= K, or K may be lowered to
 // the bucket floor when the bucket holding the k-th key is taken whole (still exactly k keys >= K).
-// MSB-first radix select with the digits above; stops as soon as the boundary bucket is taken whole.
-// `hist` holds 2048 uint32, `scratch` at least NT / 16 uint64. Keys are unique (the id is in the low
-// half), so the selection is exact and does not depend on the order of buf.
+// MSB-first radix select, 11/11/10-bit digits per 32-bit half; stops as soon as the boundary bucket
+// is taken whole. `hist` holds 2048 uint32. Keys are unique (the id is in the low half), so the
+// selection is exact and does not depend on the order of buf.
 template <int NT>
 CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32_t* hist, DsaSelState* st,
                                        int* scratch) {
     const int tid = dsa::sel_tid();
-    if (k >= n) return 0ull;  // block-uniform: everything is kept
-    constexpr int E = 4;  // loads in flight per thread
-    dsa::sel_sync();  // every thread is done with the scratch words (a caller's scan) before they are rewritten
-    {
-        uint64_t lo = ~0ull, hi = 0ull;
-        for (int i = tid; i < n; i += NT) {
-            const uint64_t x = buf[i];
-            lo = x < lo ? x : lo;
-            hi = x > hi ? x : hi;
-        }
-        warp_minmax_store<NT>(lo, hi, reinterpret_cast<uint64_t*>(scratch));
+    if (tid == 0) {
+        st->prefix = 0ull;
+        st->mask = 0ull;
+        st->need = k;
+        st->done = (k >= n) ? 1 : 0;
     }
-    int top = 63;
+    dsa::sel_sync();
+    if (st->done) {  // everything is kept
+        dsa::sel_sync();
+        return 0ull;
+    }
 #pragma unroll 1
-    for (int p = 0; top >= 0; ++p) {
-        const int nb0 = p == 0 ? 2048 : 1 << (top - digit_shift(top) + 1);
-        for (int i = tid; i < nb0; i += NT) hist[i] = 0u;
-        dsa::sel_sync();  // hist zeroed; st of the previous pass (or the warps' min / max) visible
-        uint64_t prefix, mask;
-        int need;
-        if (p == 0) {
-            uint64_t lo, hi;
-            block_minmax_load<NT>(reinterpret_cast<const uint64_t*>(scratch), lo, hi);
-            top = high_bit_apart(lo, hi);
-            mask = mask_above(top);
-            prefix = lo & mask;
-            need = k;
-        } else {
-            prefix = st->prefix;
-            mask = st->mask;
-            need = st->need;
-        }
-        const int shift = digit_shift(top);
-        const int nb = 1 << (top - shift + 1);
+    for (int p = 0; p < 6; ++p) {
+        const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
+        const int bits = (p == 2 || p == 5) ? 10 : 11;
+        const int nb = 1 << bits;
+        for (int i = tid; i < nb; i += NT) hist[i] = 0u;
+        const uint64_t prefix = st->prefix, mask = st->mask;
+        const int need = st->need;
+        dsa::sel_sync();
+        constexpr int E = 4;  // loads in flight per thread
         for (int base = 0; base < n; base += NT * E) {
             uint64_t xs[E];
 #pragma unroll
@@ -193,13 +143,13 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         const int per = nb >= NT ? nb / NT : 1;
         const int owners = nb / per;
         int s = 0;
-        const int tb = nb - tid * per;  // bins [tb - per, tb)
-        if (tid < owners) s = owned_bins_sum(hist, tb, per);
+        const int top = nb - tid * per;  // bins [top - per, top)
+        if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
         if (tid < owners && above < need && above + s >= need) {
             int cum = above;
-            for (int b = tb - 1; b >= tb - per; --b) {
+            for (int b = top - 1; b >= top - per; --b) {
                 const int c = (int)hist[b];
                 if (cum + c >= need) {
                     const int nneed = need - cum;
@@ -214,7 +164,6 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         }
         dsa::sel_sync();
         if (st->done) break;
-        top = shift - 1;
     }
     const uint64_t K = st->prefix;
     dsa::sel_sync();
@@ -291,51 +240,30 @@ CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
     for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n, r);
 }
 
-// block_kth_largest's rule on the register copy, with the digits above. slack > 0: a floor, not the k-th
-// key: the passes stop at the first bucket that holds the k-th key and has at most slack keys below it,
-// and K is that bucket's lowest key (k .. k + slack keys are >= K). A compaction needs only that (every
-// key below K has k larger ones, so it is out of the top-k); the final selection is exact. scratch: at
-// least NT / 16 uint64 (the warps' min / max, then the scans; written before the first barrier, so a
-// caller's last read of them must be behind a barrier).
+// block_kth_largest on the register copy (same digits; slack = 0: the same rule and result). slack > 0: a
+// floor, not the k-th key: the passes stop at the first bucket that holds the k-th key and has at most
+// slack keys below it, and K is that bucket's lowest key (k .. k + slack keys are >= K). A compaction needs
+// only that (every key below K has k larger ones, so it is out of the top-k); the final selection is exact.
 template <int NT, int R>
 CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, uint32_t* hist, DsaSelState* st,
                                      int* scratch, int slack = 0) {
     const int tid = dsa::sel_tid();
     if (k >= n) return 0ull;  // block-uniform: everything is kept
-    {
-        uint64_t lo = ~0ull, hi = 0ull;
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                if ((r * NT + tid) * 4 + e < n) {
-                    lo = x[r][e] < lo ? x[r][e] : lo;
-                    hi = x[r][e] > hi ? x[r][e] : hi;
-                }
-        warp_minmax_store<NT>(lo, hi, reinterpret_cast<uint64_t*>(scratch));
+    if (tid == 0) {
+        st->prefix = 0ull;
+        st->mask = 0ull;
+        st->need = k;
+        st->done = 0;
     }
-    int top = 63;
 #pragma unroll 1
-    for (int p = 0; top >= 0; ++p) {
-        const int nb0 = p == 0 ? 2048 : 1 << (top - digit_shift(top) + 1);
-        for (int i = tid; i < nb0; i += NT) hist[i] = 0u;
-        dsa::sel_sync();  // hist zeroed; st of the previous pass (or the warps' min / max) visible
-        uint64_t prefix, mask;
-        int need;
-        if (p == 0) {
-            uint64_t lo, hi;
-            block_minmax_load<NT>(reinterpret_cast<const uint64_t*>(scratch), lo, hi);
-            top = high_bit_apart(lo, hi);
-            mask = mask_above(top);
-            prefix = lo & mask;
-            need = k;
-        } else {
-            prefix = st->prefix;
-            mask = st->mask;
-            need = st->need;
-        }
-        const int shift = digit_shift(top);
-        const int nb = 1 << (top - shift + 1);
+    for (int p = 0; p < 6; ++p) {
+        const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
+        const int bits = (p == 2 || p == 5) ? 10 : 11;
+        const int nb = 1 << bits;
+        for (int i = tid; i < nb; i += NT) hist[i] = 0u;
+        dsa::sel_sync();  // hist zeroed; st of the previous pass (or the init) visible
+        const uint64_t prefix = st->prefix, mask = st->mask;
+        const int need = st->need;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -349,13 +277,13 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         const int per = nb >= NT ? nb / NT : 1;
         const int owners = nb / per;
         int s = 0;
-        const int tb = nb - tid * per;  // bins [tb - per, tb), counted from the top digit down
-        if (tid < owners) s = owned_bins_sum(hist, tb, per);
+        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
+        if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
         if (tid < owners && above < need && above + s >= need) {
             int cum = above;
-            for (int b = tb - 1; b >= tb - per; --b) {
+            for (int b = top - 1; b >= top - per; --b) {
                 const int c = (int)hist[b];
                 if (cum + c >= need) {
                     const int nneed = need - cum;
@@ -370,7 +298,6 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         }
         dsa::sel_sync();
         if (st->done) break;
-        top = shift - 1;
     }
     const uint64_t K = st->prefix;
     dsa::sel_sync();  // everyone has read st before a later call rewrites it
@@ -452,68 +379,40 @@ CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, ui
 }
 
 
-// reg_kth_largest's rule and digits for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4)
-// whose bit is set in `active` (block-uniform; each needs n[q] > k): each K[q] is the one reg_kth_largest
-// returns (slack > 0: the floor). K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
-// scratch64: NT/32 uint64; mm: 2 * NQ * NT/32 uint64 (the warps' min / max). All passes of all queries
-// share their barriers and scans.
+// block_kth_largest for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4) whose bit is set in
+// `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one
+// block_kth_largest returns (slack > 0: the floor of reg_kth_largest). K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
+// scratch64: NT/32 uint64. All passes of all queries share their barriers and scans.
 template <int NT, int R, int NQ>
 CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (&n)[NQ], int k, unsigned active,
-                                   uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t* mm,
-                                   uint64_t (&K)[NQ], int slack = 0) {
+                                   uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ],
+                                   int slack = 0) {
     static_assert(NQ >= 1 && NQ <= 4, "four 16-bit bin sums per uint64");
-    constexpr int NW = NT / 32;
     const int tid = dsa::sel_tid();
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) {
-        if (!((active >> q) & 1u)) continue;  // block-uniform
-        const uint64_t* buf = bufs + (size_t)q * stride;
-        uint64_t lo = ~0ull, hi = 0ull;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            uint64_t x[4];
-            dsa_load4<NT, false>(x, buf, n[q], r);  // a min / max: the keys' order is free
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                if ((r * NT + tid) * 4 + e < n[q]) {
-                    lo = x[e] < lo ? x[e] : lo;
-                    hi = x[e] > hi ? x[e] : hi;
-                }
-        }
-        warp_minmax_store<NT>(lo, hi, mm + q * 2 * NW);
+    if (tid < NQ) {
+        ms[tid].prefix = 0ull;
+        ms[tid].mask = 0ull;
+        ms[tid].need = k;
+        ms[tid].done = ((active >> tid) & 1u) ? 0 : 1;
     }
-    if (tid < NQ) ms[tid].done = ((active >> tid) & 1u) ? 0 : 1;
-    int top[NQ];
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) top[q] = 63;
     unsigned todo = active;
 #pragma unroll 1
-    for (int p = 0; todo; ++p) {
+    for (int p = 0; p < 6 && todo; ++p) {
+        const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
+        const int bits = (p == 2 || p == 5) ? 10 : 11;
+        const int nb = 1 << bits;
 #pragma unroll
         for (int q = 0; q < NQ; ++q)
-            if ((todo >> q) & 1u) {
-                const int nb0 = p == 0 ? 2048 : 1 << (top[q] - digit_shift(top[q]) + 1);
-                for (int i = tid; i < nb0; i += NT) hists[q * 2048 + i] = 0u;
-            }
-        dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the warps' min / max) visible
+            if ((todo >> q) & 1u)
+                for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
+        dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
         uint64_t prefix[NQ], mask[NQ];
-        int need[NQ], shift[NQ], nb[NQ];
+        int need[NQ];
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
-            if (p == 0) {
-                uint64_t lo = 0ull, hi = 0ull;
-                if ((active >> q) & 1u) block_minmax_load<NT>(mm + q * 2 * NW, lo, hi);
-                top[q] = high_bit_apart(lo, hi);
-                mask[q] = mask_above(top[q]);
-                prefix[q] = lo & mask[q];
-                need[q] = k;
-            } else {
-                prefix[q] = ms[q].prefix;
-                mask[q] = ms[q].mask;
-                need[q] = ms[q].need;
-            }
-            shift[q] = digit_shift(top[q]);
-            nb[q] = 1 << (top[q] - shift[q] + 1);
+            prefix[q] = ms[q].prefix;
+            mask[q] = ms[q].mask;
+            need[q] = ms[q].need;
         }
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
@@ -527,19 +426,21 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
                 for (int e = 0; e < 4; ++e) {
                     const int i = (r * NT + tid) * 4 + e;
                     const bool in = i < n[q] && (x[e] & mask[q]) == prefix[q];
-                    hist_count(hists + q * 2048, in, (unsigned)(x[e] >> shift[q]) & (unsigned)(nb[q] - 1));
+                    hist_count(hists + q * 2048, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1));
                 }
             }
         }
         dsa::sel_sync();
-        int s[NQ], per[NQ], tb[NQ];
+        const int per = nb >= NT ? nb / NT : 1;
+        const int owners = nb / per;
+        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
+        int s[NQ];
         uint64_t v = 0ull;
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
-            per[q] = nb[q] >= NT ? nb[q] / NT : 1;
-            tb[q] = nb[q] - tid * per[q];  // bins [tb - per, tb), counted from the top digit down
             s[q] = 0;
-            if (((todo >> q) & 1u) && tid < nb[q] / per[q]) s[q] = owned_bins_sum(hists + q * 2048, tb[q], per[q]);
+            if (((todo >> q) & 1u) && tid < owners)
+                s[q] = owned_bins_sum(hists + q * 2048, top, per);
             v |= (uint64_t)s[q] << (16 * q);  // a bin sum is at most n[q] < 65536
         }
         uint64_t total;
@@ -547,14 +448,14 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
             const int above = (int)((ex >> (16 * q)) & 0xffffull);
-            if (((todo >> q) & 1u) && tid < nb[q] / per[q] && above < need[q] && above + s[q] >= need[q]) {
+            if (((todo >> q) & 1u) && tid < owners && above < need[q] && above + s[q] >= need[q]) {
                 int cum = above;
-                for (int b = tb[q] - 1; b >= tb[q] - per[q]; --b) {
+                for (int b = top - 1; b >= top - per; --b) {
                     const int c = (int)hists[q * 2048 + b];
                     if (cum + c >= need[q]) {
                         const int nneed = need[q] - cum;
-                        ms[q].prefix = prefix[q] | ((uint64_t)b << shift[q]);
-                        ms[q].mask = mask[q] | ((uint64_t)(nb[q] - 1) << shift[q]);
+                        ms[q].prefix = prefix[q] | ((uint64_t)b << shift);
+                        ms[q].mask = mask[q] | ((uint64_t)(nb - 1) << shift);
                         ms[q].need = nneed;
                         ms[q].done = (c - nneed <= slack) ? 1 : 0;
                         break;
@@ -566,10 +467,8 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         dsa::sel_sync();
         todo = 0u;
 #pragma unroll
-        for (int q = 0; q < NQ; ++q) {
+        for (int q = 0; q < NQ; ++q)
             if (!ms[q].done) todo |= 1u << q;
-            top[q] = shift[q] - 1;
-        }
     }
 #pragma unroll
     for (int q = 0; q < NQ; ++q) K[q] = ((active >> q) & 1u) ? ms[q].prefix : 0ull;

@@ -24,7 +24,7 @@ struct Sel {
     DsaSelState* st;
     int* scratch;
     uint32_t* chist;   // CB > 1: [CB][2048], through hist
-    uint64_t* pscratch;  // a joint compaction's states (16 words), scan words (32) and warps' min / max (64)
+    uint64_t* pscratch;  // a joint compaction's states (128 bytes) and scan words (NQ * NT / 32 uint64)
 };
 
 // All queries of a block select together (select.cuh multi_*) when they fit the register reach: one
@@ -137,8 +137,7 @@ CAKE_DEVICE void compact_multi(const Sel& s, int q0, unsigned mask, int topk) {
 #pragma unroll
         for (int q = 0; q < NQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q0 + q] : 0;
         uint64_t K[NQ];
-        multi_kth_largest<NT, REG_R, NQ>(bufs, CAP, n, topk, mask, s.chist, ms, scratch64, s.pscratch + 48, K,
-                                         compact_slack(topk));
+        multi_kth_largest<NT, REG_R, NQ>(bufs, CAP, n, topk, mask, s.chist, ms, scratch64, K, compact_slack(topk));
         int kept[NQ];
         multi_ordered_keep<NT, REG_R, NQ, true>(bufs, CAP, n, mask, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { bufs[q * CAP + pos] = x; });
@@ -228,7 +227,7 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             if (q < un.nq && n[q] > topk) active |= 1u << q;
         }
         uint64_t K[BQ];
-        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, scratch64 + 32, K);
+        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
         int kept[BQ];
         // Keep in place (the compaction's stable keep), then write each row out coalesced (write_row).
         multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
