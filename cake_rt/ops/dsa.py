@@ -71,7 +71,8 @@ __all__ = [
 @dataclasses.dataclass(frozen=True)
 class DsaConfig:
     """One compiled program: heads H, head dim D, queries per block BQ, keys per tile TILE, candidate
-    capacity per query CAP, the tile loop (wgmma on sm_90a, else mma.sync) and its dynamic shared memory.
+    capacity per query CAP, the tile loop (wgmma on sm_90a, else mma.sync), the queries per joint compaction
+    CB and its dynamic shared memory.
     A function of (H, D, device) only, never of topk or the metadata: every call with the same H and D
     runs the same float32 operations per score."""
 
@@ -83,15 +84,15 @@ class DsaConfig:
     smem_scan: int
     merge_keys: int
     wgmma: bool = False
-    chist: bool = False
+    CB: int = 1
 
     @property
     def defines(self) -> dict:
         d = {"DSA_H": self.H, "DSA_D": self.D, "DSA_BQ": self.BQ, "DSA_TILE": self.TILE, "DSA_CAP": self.CAP}
         if self.wgmma:
             d["DSA_WGMMA"] = 1
-        if self.chist:
-            d["DSA_CHIST"] = 1
+        if self.CB > 1:
+            d["DSA_CB"] = self.CB
         return d
 
     @property
@@ -109,30 +110,37 @@ def _round_up(x: int, m: int) -> int:
     return (int(x) + m - 1) // m * m
 
 
-def _layout(H, D, BQ, TILE, CAP, wgmma, chist=False):
+def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
     """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout."""
     qrows = PAIRS if wgmma else _round_up(BQ * H, 16)
     cand = 2 * TILE * D * 2 + qrows * D * 2
     sc = cand + BQ * CAP * 8
-    hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (BQ * 2048 * 4 if chist else 0) + (PAIRS * 4 if wgmma else 0)
+    hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (PAIRS * 4 if wgmma else 0) + (cb - 1) * 2048 * 4
     end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
     return (1024 if wgmma else 0) + end, sc // 8
 
 
 def _try_config(H: int, D: int, smem_optin: int, wgmma: bool):
     """The largest block (then the largest capacity) that fits, preferring CAP >= CAP_MIN. The wgmma
-    program gives its compactions their own histograms (chist) when they fit beside the largest capacity."""
+    program compacts the buffers of a block of <= 4 queries together (CB = BQ) when their histograms fit
+    beside the largest capacity, else in pairs (CB = 2, at the capacity that fits), else one by one."""
     best = None
     for TILE in ((128,) if wgmma else (128, 64)):
         for BQ in range(PAIRS // H, 0, -1):
-            chist = wgmma and BQ <= 4 and _layout(H, D, BQ, TILE, CAP_MAX, wgmma, True)[0] <= smem_optin
+            cb = 1
+            if wgmma and 2 <= BQ <= 4:
+                cb = BQ if _layout(H, D, BQ, TILE, CAP_MAX, wgmma, BQ)[0] <= smem_optin else 2
             cap = CAP_MAX
-            while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma, chist)[0] > smem_optin:
+            while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma, cb)[0] > smem_optin:
                 cap -= SCAN_THREADS
-            smem, mkeys = _layout(H, D, BQ, TILE, cap, wgmma, chist)
+            if cb > 1 and cap < CAP_MIN:
+                cb, cap = 1, CAP_MAX
+                while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma)[0] > smem_optin:
+                    cap -= SCAN_THREADS
+            smem, mkeys = _layout(H, D, BQ, TILE, cap, wgmma, cb)
             if smem > smem_optin or mkeys < 2 * MERGE_ROUND or cap < 2 * TILE:
                 continue
-            cfg = DsaConfig(H, D, BQ, TILE, cap, smem, mkeys, wgmma, chist)
+            cfg = DsaConfig(H, D, BQ, TILE, cap, smem, mkeys, wgmma, cb)
             if cap >= CAP_MIN:
                 return cfg
             if best is None or cfg.max_topk > best.max_topk:

@@ -68,8 +68,10 @@ def test_config_fits_and_holds_topk(smem, target, H, D):
     assert cfg.wgmma == (target == "sm_90a")
     # sm_90a is warp-specialized: product + selection warpgroups; the compactions' own histograms only there
     assert cfg.threads == (2 if cfg.wgmma else 1) * dsa.SCAN_THREADS
-    assert not cfg.chist or (cfg.wgmma and cfg.BQ <= 4 and cfg.CAP == dsa.CAP_MAX)
-    assert ("DSA_CHIST" in cfg.defines) == cfg.chist
+    # joint compactions (CB > 1) on the wgmma program only: the whole block at the largest capacity, or pairs
+    assert cfg.CB == 1 or (cfg.wgmma and cfg.BQ <= 4 and (cfg.CB == cfg.BQ and cfg.CAP == dsa.CAP_MAX or cfg.CB == 2))
+    assert cfg.CB == 1 or cfg.CAP >= dsa.CAP_MIN
+    assert cfg.defines.get("DSA_CB", 1) == cfg.CB
     assert 1 <= cfg.BQ <= 16 and cfg.BQ * H <= dsa.PAIRS and cfg.TILE in (64, 128)
     assert cfg.smem_scan <= smem
     assert cfg.CAP % dsa.SCAN_THREADS == 0 and 2 * cfg.TILE <= cfg.CAP <= dsa.CAP_MAX
@@ -86,8 +88,8 @@ def test_config_fits_and_holds_topk(smem, target, H, D):
 def test_bench_geometries_keep_their_blocks():
     # H = 32 / 64 at D = 128 on the H200: 128 (query, head) pairs per block, as measured before.
     c32, c64 = dsa.config_for(32, 128, 232448, "sm_90a"), dsa.config_for(64, 128, 232448, "sm_90a")
-    assert (c32.BQ, c32.CAP, c32.chist) == (4, 3584, False)  # shared memory is full: compactions query by query
-    assert (c64.BQ, c64.CAP, c64.chist) == (2, 4096, True)
+    assert (c32.BQ, c32.CAP, c32.CB) == (4, 3328, 2)  # shared memory is full: compactions in pairs
+    assert (c64.BQ, c64.CAP, c64.CB) == (2, 4096, 2)
 
 
 @pytest.mark.parametrize("H,D", [(0, 128), (4, 128), (12, 64), (136, 128), (256, 64), (32, 96), (32, 256)])

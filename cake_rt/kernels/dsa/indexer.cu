@@ -80,10 +80,15 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     sel.st = reinterpret_cast<DsaSelState*>(smem + Layout::st);
     sel.scratch = reinterpret_cast<int*>(smem + Layout::scratch);
     sel.chist = reinterpret_cast<uint32_t*>(smem + Layout::chist);
+    sel.pscratch = reinterpret_cast<uint64_t*>(smem + Layout::pstart);
     const int tid = threadIdx.x;
 
 #if DSA_USE_WGMMA
     // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
+    uint64_t* empty = reinterpret_cast<uint64_t*>(smem + Layout::empty);
+    init_slots(empty);
+    __syncthreads();  // the mbarriers are initialised
+    unsigned g = 0u;  // score tiles since the launch (each role counts them)
     unsigned u = use_ticket ? next_unit(0u, ticket, 1, tslot) : blockIdx.x;
     if (tid < NT) {
         setmaxnreg_dec<PRODUCT_REGS>();
@@ -92,7 +97,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             const Unit un = load_unit(units, (int)u);
             const int span = un.khi - un.klo;
             const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
-            product_loop(un, ntiles, kt, qs, sc, wsm, q, kmat, w);
+            product_loop(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     } else {
@@ -106,7 +111,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 sel.lo[sel_tid()] = 0ull;
             }
             sel_sync();
-            select_loop(sel, un, ntiles, sc, topk, causal);
+            select_loop(sel, un, ntiles, sc, topk, causal, empty, g);
             finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
             u = next_unit(u, ticket, use_ticket, tslot);
         }

@@ -7,7 +7,7 @@
 //   DSA_TILE  keys per tile (128; 64 on small-shared-memory parts, mma.sync only)
 //   DSA_CAP   candidate capacity per query (a multiple of 256, <= 4096: the register selection's reach)
 //   DSA_WGMMA 1 on sm_90a (warp-specialized wgmma tile loop), else the mma.sync tile loop
-//   DSA_CHIST 1: a dedicated region for the histograms of the joint compaction (wgmma, BQ <= 4, when it fits)
+//   DSA_CB    queries per joint compaction (wgmma, BQ <= 4; 1: query by query): CB histograms of 2048 bins
 // None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
 #pragma once
 #include "../common/types.cuh"
@@ -32,8 +32,8 @@
 #else
 #define DSA_USE_WGMMA 0
 #endif
-#ifndef DSA_CHIST
-#define DSA_CHIST 0
+#ifndef DSA_CB
+#define DSA_CB 1
 #endif
 
 namespace dsa {
@@ -56,7 +56,7 @@ constexpr int ROWB = D * 2;               // bytes per bf16 row
 constexpr int CHUNKS = D / 8;             // 16-byte chunks per row
 constexpr int QROWS = WG ? PAIRS : (BQ * H + 15) / 16 * 16;  // q rows staged (zero rows pad the product)
 constexpr int MMA_WARPS = TILE / 16;      // mma.sync loop: warps computing 16 keys each
-constexpr bool CHIST = WG && DSA_CHIST && BQ <= 4;  // joint-compaction histograms [BQ][2048] u32
+constexpr int CB = DSA_CB;                // queries per joint compaction (their histograms: Layout::chist)
 constexpr int HIST_WORDS = 2048;
 constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
 constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
@@ -68,6 +68,7 @@ static_assert(BQ >= 1 && BQ <= 16 && BQ * H <= PAIRS, "a block holds at most 128
 static_assert(!WG || TILE == 128, "wgmma loop: 2 warpgroups x 64 keys");
 static_assert(TILE % 16 == 0 && MMA_WARPS <= NWARPS, "mma.sync loop: 16 keys per warp");
 static_assert(CAP % NT == 0 && CAP >= 2 * TILE && REG_R <= 4, "candidate capacity");
+static_assert(CB >= 1 && CB <= BQ && CB <= 4 && (CB == 1 || WG), "joint compactions: wgmma, up to 4 queries");
 
 // Shared memory, byte offsets from a 1024-byte aligned base (wgmma operands need it). The merge reuses
 // everything from `kt` to `sc` as one candidate buffer (no copy or product runs while it merges).
@@ -76,19 +77,24 @@ struct Layout {
     static constexpr int q = kt + 2 * TILE * ROWB;                 // q of the unit [QROWS x D] bf16, swizzled
     static constexpr int cand = q + QROWS * ROWB;                  // candidates [BQ][CAP] uint64, ascending id
     static constexpr int sc = cand + BQ * CAP * 8;                 // score tiles [RING][BQ][TILE] f32
-    static constexpr int chist = sc + RING * BQ * TILE * 4;        // CHIST: [BQ][2048] u32
-    static constexpr int wts = chist + (CHIST ? BQ * 2048 * 4 : 0);  // wgmma: the unit's weights [BQ * H] f32
-    static constexpr int hist = wts + (WG ? PAIRS * 4 : 0);       // radix histogram [2048] u32
+    static constexpr int wts = sc + RING * BQ * TILE * 4;          // wgmma: the unit's weights [BQ * H] f32
+    // A joint compaction's histograms [CB][2048] u32: CB - 1 here, the last one the radix histogram's.
+    static constexpr int chist = wts + (WG ? PAIRS * 4 : 0);
+    static constexpr int hist = chist + (CB - 1) * 2048 * 4;       // radix histogram [2048] u32
     static constexpr int st = hist + HIST_WORDS * 4;               // DsaSelState
     static constexpr int scratch = st + 64;                        // block-scan scratch (32 ints)
     static constexpr int flags = scratch + 128;                    // ticket slot, last-arrival flag
+    static constexpr int empty = flags + 32;                       // wgmma: EMPTY mbarriers of the score slots [RING]
     static constexpr int lo = flags + 64;                          // per-query floors [16] uint64
     static constexpr int cnt = lo + 16 * 8;                        // per-query counts [16] int
-    static constexpr int pstart = cnt + 16 * 4;                    // merge: flattened part starts [NT + 1]
+    static constexpr int pstart = cnt + 16 * 4;                    // merge: flattened part starts [NT + 1];
+                                                                   // a joint compaction's states and scan words
     static constexpr int bytes = pstart + (NT + 4) * 4;
     static constexpr int merge_keys = sc / 8;                      // merge buffer capacity (kt .. sc)
 };
 static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0, "alignment of the operand tiles");
+static_assert(Layout::pstart % 16 == 0 && 384 <= (NT + 4) * 4, "a joint compaction's states and scan words");
+static_assert(Layout::empty % 8 == 0 && Layout::empty + RING * 8 <= Layout::lo, "the mbarriers");
 
 // A work unit: queries [q0, q0 + nq) of one segment x keys [klo, khi). Split blocks (slot >= 0) write a
 // part (their <= topk candidates per query) to the workspace; the last of the block's `nparts` units to
@@ -98,9 +104,13 @@ struct Unit {
     int q0, nq, ks0, lenk, pbase, klo, khi, slot, mblock, slot0, nparts;
 };
 
-// The selection threads: local index, and their barrier (named barrier 1 on the wgmma loop).
-enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_EMPTY = BAR_FULL + RING };
-static_assert(BAR_EMPTY + RING <= 16, "16 hardware barriers");
+// Named barriers of the wgmma loop: the selection threads (BAR_SEL; the block on the mma.sync loop), the
+// product threads (BAR_MMA), everyone at a unit's end (BAR_UNIT), a score slot written (BAR_FULL + slot),
+// one product warpgroup's key rows landed (BAR_WG + warpgroup), a warpgroup's turn to issue its product
+// (BAR_TURN + warpgroup). A slot's release (EMPTY) is an mbarrier (Layout::empty): each product warpgroup
+// waits for it on its own schedule.
+enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_WG = BAR_FULL + RING, BAR_TURN = BAR_WG + 2 };
+static_assert(BAR_TURN + 2 <= 16, "16 hardware barriers");
 CAKE_DEVICE void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 CAKE_DEVICE void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 // For a barrier the roles reach from different instructions (bar.sync promises one instruction per generation).

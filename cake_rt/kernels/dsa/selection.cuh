@@ -23,16 +23,17 @@ struct Sel {
     uint32_t* hist;    // [2048]
     DsaSelState* st;
     int* scratch;
-    uint32_t* chist;   // CHIST: [BQ][2048]
+    uint32_t* chist;   // CB > 1: [CB][2048], through hist
+    uint64_t* pscratch;  // a joint compaction's states (128 bytes) and scan words (NQ * NT / 32 uint64)
 };
 
 // All queries of a block select together (select.cuh multi_*) when they fit the register reach: one
 // histogram per query, the passes' barriers and scans shared. The final selection takes its histograms from
-// the key tiles (no product runs then); the compactions, which run beside the product, from their own
-// region when the layout has one (CHIST).
+// the key tiles (no product runs then); the compactions, which run beside the product, go in batches of CB
+// queries with histograms of their own (Layout::chist, through the radix histogram).
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
-constexpr bool MULTI_COMPACT = MULTI && CHIST;
+constexpr bool MULTI_COMPACT = MULTI && CB > 1;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 
 // Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
@@ -124,35 +125,38 @@ CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
     sel_sync();
 }
 
-// Compact the buffers of the queries in `mask` together (MULTI; each has cnt > topk), as compact_query. hists:
-// MULTI_HIST_BYTES of free shared memory. Ends with a barrier.
-CAKE_DEVICE void compact_multi(const Sel& s, unsigned mask, int topk, uint32_t* hists) {
-    if constexpr (MULTI) {
-        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
-        uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
-        int n[BQ];
+// Compact the buffers of queries q0 + q, q in `mask` (each has cnt > topk), together, as compact_query
+// (MULTI_COMPACT; NQ <= CB histograms at s.chist). Ends with a barrier.
+template <int NQ>
+CAKE_DEVICE void compact_multi(const Sel& s, int q0, unsigned mask, int topk) {
+    if constexpr (MULTI_COMPACT) {
+        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.pscratch);
+        uint64_t* scratch64 = s.pscratch + 16;
+        uint64_t* bufs = s.cand + (size_t)q0 * CAP;
+        int n[NQ];
 #pragma unroll
-        for (int q = 0; q < BQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q] : 0;
-        uint64_t K[BQ];
-        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, mask, hists, ms, scratch64, K, compact_slack(topk));
-        int kept[BQ];
-        multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, mask, K, scratch64, kept,
-                                                [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
+        for (int q = 0; q < NQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q0 + q] : 0;
+        uint64_t K[NQ];
+        multi_kth_largest<NT, REG_R, NQ>(bufs, CAP, n, topk, mask, s.chist, ms, scratch64, K, compact_slack(topk));
+        int kept[NQ];
+        multi_ordered_keep<NT, REG_R, NQ, true>(bufs, CAP, n, mask, K, scratch64, kept,
+                                                [&](int q, int pos, uint64_t x) { bufs[q * CAP + pos] = x; });
         sel_sync();
         if (sel_tid() == 0) {
 #pragma unroll
-            for (int q = 0; q < BQ; ++q)
+            for (int q = 0; q < NQ; ++q)
                 if ((mask >> q) & 1u) {
-                    s.cnt[q] = kept[q];
-                    s.lo[q] = K[q] + 1ull;
+                    s.cnt[q0 + q] = kept[q];
+                    s.lo[q0 + q] = K[q] + 1ull;
                 }
         }
         sel_sync();
     }
 }
 
-// Compact every buffer that could not take another full tile (MULTI_COMPACT: with every nearly full
-// buffer, together). Ends with a barrier: every thread has read the counts before the appends rewrite them.
+// Compact every buffer that could not take another full tile (MULTI_COMPACT: in batches of CB queries,
+// each with its nearly full buffers). Ends with a barrier: every thread has read the counts before the
+// appends rewrite them.
 CAKE_DEVICE void compact_full(const Sel& s, int topk) {
     unsigned m = 0u;
 #pragma unroll
@@ -161,11 +165,17 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
     if (m) {  // block-uniform
         if constexpr (MULTI_COMPACT) {
 #pragma unroll
-            for (int qq = 0; qq < BQ; ++qq) {
-                const int n = s.cnt[qq];
-                if (n > CAP - 2 * TILE && n > topk) m |= 1u << qq;  // nearly full: join the batch
+            for (int b0 = 0; b0 < BQ; b0 += CB) {
+                unsigned bm = (m >> b0) & ((1u << CB) - 1u);
+                if (!bm) continue;
+#pragma unroll
+                for (int q = 0; q < CB; ++q) {
+                    if (b0 + q >= BQ) break;
+                    const int n = s.cnt[b0 + q];
+                    if (n > CAP - 2 * TILE && n > topk) bm |= 1u << q;  // nearly full: join the batch
+                }
+                compact_multi<CB>(s, b0, bm, topk);
             }
-            compact_multi(s, m, topk, s.chist);
         } else {
 #pragma unroll 1
             for (int qq = 0; qq < BQ; ++qq)

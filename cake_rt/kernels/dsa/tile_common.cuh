@@ -5,19 +5,26 @@
 
 namespace dsa {
 
-// Copy keys [klo + it * TILE, + TILE) of the unit into key-tile buffer it & 1 (zero rows past khi).
-CAKE_DEVICE void load_key_tile(unsigned char* kt, const bf16_t* kmat, const Unit& un, int it) {
+// Copy rows [r0, r0 + nrows) of keys [klo + it * TILE, + TILE) of the unit into key-tile buffer it & 1 (zero
+// rows past khi), by threads t = 0 .. nt - 1 of a team.
+CAKE_DEVICE void load_key_rows(unsigned char* kt, const bf16_t* kmat, const Unit& un, int it, int r0, int nrows, int t,
+                               int nt) {
     unsigned char* dst = kt + (it & 1) * (TILE * ROWB);
     const int j0 = un.klo + it * TILE;
     const char* kb = (const char*)kmat;
-    for (int i = threadIdx.x; i < TILE * CHUNKS; i += NT) {
-        const int r = i / CHUNKS, c = i % CHUNKS;
+    for (int i = t; i < nrows * CHUNKS; i += nt) {
+        const int r = r0 + i / CHUNKS, c = i % CHUNKS;
         const int j = j0 + r;
         const bool ok = j < un.khi;
         const char* src = kb + (ok ? ((size_t)j * ROWB + c * 16) : 0);
         cp_async_16_zfill(dst + swz_rows(r, c, TILE), src, ok ? 16 : 0);
     }
     cp_async_commit();
+}
+
+// The whole tile, by the NT threads [0, NT).
+CAKE_DEVICE void load_key_tile(unsigned char* kt, const bf16_t* kmat, const Unit& un, int it) {
+    load_key_rows(kt, kmat, un, it, 0, TILE, threadIdx.x, NT);
 }
 
 // Stage q[q0 .. q0 + nq) as QROWS (query, head) rows, row = qq * H + h; rows past nq * H are zero.

@@ -5,16 +5,20 @@
 // block's (query, head) pairs as N = 128 (zero columns past nq * H), K = D in 16-wide steps in order,
 // m64n128k16 for every program, so the float32 operations of a score never depend on H's block layout.
 //
-// Product (threads [0, NT)), tile it: wait for key tile it (cp.async, double-buffered); issue its wgmma,
-// then the copy of tile it+1; the head sum writes the scores to ring slot it % RING once the selection has
-// released it (named barrier EMPTY), then marks it full (FULL). Selection (threads [NT, 2 NT)), tile it:
-// wait for FULL, compact buffers that could not take a tile, append, release the slot. Neither side has a
-// block-wide barrier per tile; the selection always consumes tiles in key order, so every buffer stays
+// Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (cp.async, double-
+// buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
+// the tensor cores (BAR_TURN, ping-pong): while one warpgroup's wgmma runs, the other does its head sum,
+// so the tensor cores do not wait for the head sums. The head sums write ring slot g % RING (g: the tile's
+// number since the launch) once the selection has released the slot (its EMPTY mbarrier), then mark it
+// full (BAR_FULL). Selection (threads [NT, 2 NT)), tile g: wait for FULL, compact buffers that could not
+// take a tile, append, release the slot. Neither side has a block-wide barrier per tile, and the two
+// product warpgroups share none; the selection always consumes tiles in key order, so every buffer stays
 // ascending in id.
 #pragma once
 #include "tile_common.cuh"
 #include "selection.cuh"
 #include "../common/wgmma.cuh"
+#include "../common/mbarrier.cuh"
 #if !defined(CAKE_HAS_WGMMA)
 #error "DSA_WGMMA needs the sm_90a target"
 #endif
@@ -22,31 +26,46 @@
 namespace dsa {
 
 constexpr int SCF = BQ * TILE;  // floats per score slot
+constexpr int WG_THREADS = 128;
+
+// Before the roles split (then a block barrier): the slots' EMPTY mbarriers, one arrival per selection warp.
+CAKE_DEVICE void init_slots(uint64_t* empty) {
+    if (threadIdx.x < RING) mbarrier_init(empty + threadIdx.x, NWARPS);
+}
 
 // Product side of one unit (threads [0, NT)). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself;
-// ends with every wgmma and copy of the unit complete.
+// ends with every wgmma and copy of the unit complete. g: tiles produced since the launch (both roles
+// count the same tiles).
 CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, unsigned char* qs, float* sc,
-                              float* wsm, const bf16_t* q, const bf16_t* kmat, const float* w) {
+                              float* wsm, const bf16_t* q, const bf16_t* kmat, const float* w, uint64_t* empty,
+                              unsigned& g) {
     if (ntiles == 0) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int wgi = warp >> 2;
+    const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
     const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);  // first key row of this thread's accumulators
     load_q(qs, q, un);
-    load_key_tile(kt, kmat, un, 0);
+    load_key_rows(kt, kmat, un, 0, wgi * 64, 64, wt, WG_THREADS);
     for (int i = threadIdx.x; i < BQ * H; i += NT) wsm[i] = i < un.nq * H ? w[(size_t)un.q0 * H + i] : 0.0f;
     // The weights of the heads this thread sums (head sum, tile_common.cuh): heads 8 j + 2 (lane % 4) + {0, 1}.
     const float* wl = wsm + 2 * (lane & 3);
+    cp_async_wait<0>();
+    fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
+    named_sync(BAR_MMA, NT);     // q, the weights and both warpgroups' rows of tile 0 landed
+    if (wgi == 1) named_arrive(BAR_TURN + 0, NT);  // warpgroup 0 issues first
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it) {
-        cp_async_wait<0>();
-        fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
-        // Tile it (q, the weights) landed for every product thread; both warpgroups have waited for the
-        // wgmma of tile it-1, so its key buffer may be refilled.
-        named_sync(BAR_MMA, NT);
+        if (it > 0) {
+            cp_async_wait<0>();
+            fence_proxy_async_shared();
+            // This warpgroup's rows of tile it landed; it has waited for its wgmma of tile it-1, so that
+            // buffer may be refilled.
+            named_sync(BAR_WG + wgi, WG_THREADS);
+        }
         const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
         float acc[64];
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        named_sync(BAR_TURN + wgi, NT);  // the other warpgroup has issued its previous tile
         // S[64 keys x 128 pairs] = K_wg Q^T
         wgmma_fence();
 #pragma unroll
@@ -57,31 +76,36 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             wgmma_m64n128k16_bf16(acc, da, db, 1);
         }
         wgmma_commit();
-        if (it + 1 < ntiles) load_key_tile(kt, kmat, un, it + 1);
+        // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
+        if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
+        if (it + 1 < ntiles) load_key_rows(kt, kmat, un, it + 1, wgi * 64, 64, wt, WG_THREADS);
         wgmma_wait<0>();
         wgmma_fence_operands(acc);
-        const int slot = it % RING;
-        if (it >= RING) named_sync(BAR_EMPTY + slot, BLOCK);  // the selection has appended tile it - RING
+        const unsigned slot = g % RING;
+        // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
+        if (g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
         // score = sum_h w_h relu(S_h)
         head_sum_store(acc, [&](int qq, int j) { return *reinterpret_cast<const float2*>(wl + qq * H + j * 8); },
                        sc + slot * SCF, erow);
         named_arrive(BAR_FULL + slot, BLOCK);
+        ++g;
     }
 }
 
 // Selection side of one unit (threads [NT, 2 NT)): every tile's scores appended in key order. Ends with
 // a selection barrier (the last append is done).
-CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const float* sc, int topk, int causal) {
+CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const float* sc, int topk, int causal,
+                             uint64_t* empty, unsigned& g) {
 #pragma unroll 1
-    for (int it = 0; it < ntiles; ++it) {
-        const int slot = it % RING;
+    for (int it = 0; it < ntiles; ++it, ++g) {
+        const unsigned slot = g % RING;
         // The scores of tile it are in the slot; a barrier of the selection threads too (the previous
         // append's counts are visible).
         named_sync(BAR_FULL + slot, BLOCK);
         compact_full(s, topk);
         append_tile(s, un, sc + slot * SCF, un.klo + it * TILE, causal);
-        // Released only when the product will refill it in this unit: every arrival meets one wait.
-        if (it + RING < ntiles) named_arrive(BAR_EMPTY + slot, BLOCK);
+        __syncwarp();  // every lane of this warp is done reading the slot
+        if ((sel_tid() & 31) == 0) mbarrier_arrive(empty + slot);
     }
     sel_sync();
 }

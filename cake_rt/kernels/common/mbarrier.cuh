@@ -1,0 +1,32 @@
+// Shared-memory mbarriers, CTA scope (sm_90+). A phase completes when `count` arrivals have been made;
+// waiters name the phase by its parity (0 for the first, then alternating), so any number of threads may
+// wait on a phase without arriving, each on its own schedule.
+#pragma once
+#include "types.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+
+// Before any arrival or wait; a block barrier must follow (makes the initialised word visible).
+CAKE_DEVICE void mbarrier_init(uint64_t* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(count)
+                 : "memory");
+}
+
+// Release: this thread's earlier shared-memory accesses happen before the phase completes.
+CAKE_DEVICE void mbarrier_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
+}
+
+// Acquire: returns once the phase of parity `parity` has completed (at most one phase behind the barrier).
+CAKE_DEVICE void mbarrier_wait_parity(uint64_t* bar, unsigned parity) {
+    asm volatile(
+        "{\n.reg .pred done;\nWAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+#endif
