@@ -105,14 +105,15 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     const int len = (int)seg[SEG_LEN];
     const long long init_idx = seg[SEG_INIT];
     const int nch = (len + SSD_Q - 1) / SSD_Q;
+    SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
-    SsdPipe pipe{0, 0, 0, 0};
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: every tile load, in the math warpgroup's order
         setmaxnreg_dec<SSD_LOAD_REGS>();
         for (int c = 0; c < nch; ++c) {
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
+            produce_dt<HB>(a, s, pipe, ctok, l, u0);
             produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr);
             produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
@@ -142,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     for (int c = 0; c < nch; ++c) {
         const long long ctok = tok0 + (long long)c * SSD_Q;
         const int l = min(SSD_Q, len - c * SSD_Q);
-        ssd_chunk_prep<HB>(a, s, ctok, l, u0);            // (its first barrier also publishes S)
+        ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);            // (its first barrier also publishes S)
         ExactSink<HB, NB> sink{&s};
 #if SSD_WG
         ssd_chunk_output<HB, NBUF, true>(a, s, pipe, ctok, l, u0, false);
@@ -236,9 +237,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;
+    SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
-    SsdPipe pipe{0, 0, 0, 0};
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
         setmaxnreg_dec<SSD_LOAD_REGS>();
         for (int us = 0; us < units; us += slice_units) {
@@ -248,12 +249,14 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             if (us > 0) grid_barrier(barrier);
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
             grid_barrier(barrier);
             grid_barrier(barrier);  // (phase 2 is the math warpgroup's)
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE);
             }
         }
@@ -274,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
-            ssd_chunk_prep<HB>(a, s, ctok, l, u0);
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
             LocalSink<HB, NB> sink{ws_local + (c * un + (u0 - us)) * UE};
@@ -351,7 +354,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int u0 = t.u0, l = t.l;
 #if SSD_WG
             (void)c;
-            ssd_chunk_prep<HB>(a, s, ctok, l, u0);
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
 #else
             __syncthreads();  // the previous tile is done with S_prev
@@ -360,7 +363,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
                                        SSD_N, SSD_PB);
             cp_async_commit();  // waited for by the output's first step (cp.async groups complete in order)
-            ssd_chunk_prep<HB>(a, s, ctok, l, u0);
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             ssd_chunk_output<HB, NBUF, false>(a, s, ctok, l, u0);
 #endif
         }

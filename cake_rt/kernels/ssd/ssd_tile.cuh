@@ -128,15 +128,21 @@ typedef typename ESD::storage SDT;
 __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16; }
 #if SSD_WG
 // mbarriers of the load pipeline (sm_90a): full (producer -> math) and empty (math -> producer) per buffer.
-#define BAR_FULL_BX 0   // [2] B / X ring
-#define BAR_EMPTY_BX 2  // [2]
-#define BAR_FULL_C 4    // C of the row block
-#define BAR_EMPTY_C 5
-#define BAR_FULL_Z 6    // z of the row block
-#define BAR_EMPTY_Z 7
-#define BAR_FULL_S 8    // chunk-parallel: round_T(S_prev) of the tile
-#define BAR_EMPTY_S 9
-#define SSD_NBARS 10
+// B and X of a sub-block have their own barriers: B is free after C B^T, X only after M X (or the epilogue),
+// so the next B streams in under this step's M X even with one buffer.
+#define BAR_FULL_B 0    // [2] B ring
+#define BAR_EMPTY_B 2   // [2]
+#define BAR_FULL_X 4    // [2] X ring (the same slots)
+#define BAR_EMPTY_X 6   // [2]
+#define BAR_FULL_C 8    // C of the row block
+#define BAR_EMPTY_C 9
+#define BAR_FULL_Z 10   // z of the row block
+#define BAR_EMPTY_Z 11
+#define BAR_FULL_S 12   // chunk-parallel: round_T(S_prev) of the tile
+#define BAR_EMPTY_S 13
+#define BAR_FULL_DT 14  // the chunk's raw dt (as float), read by the prep
+#define BAR_EMPTY_DT 15
+#define SSD_NBARS 16
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
 // whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
 template <int HB, int NBUF, bool EXACT>
@@ -153,7 +159,8 @@ struct SsdLayout {
     static constexpr int dtv = cs + 4 * HB * SSD_Q;
     static constexpr int w = dtv + 4 * HB * SSD_Q;
     static constexpr int cf = w;                                   // (unused: c_s is computed where it is used)
-    static constexpr int gt = w + 4 * HB * SSD_Q;
+    static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer
+    static constexpr int gt = dtr + 4 * HB * SSD_Q;
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
     static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers
     static constexpr int bytes = bar + 8 * SSD_NBARS;
@@ -186,6 +193,7 @@ struct SsdSmem {
     float* Sf;  // exact scan: the fp32 states [HB][64][LDF]
     T* Zs;      // SSD_WG: z of the row block [HB][64][64]
     uint64_t* bar;  // SSD_WG: the load pipeline's mbarriers
+    float* dtr;     // SSD_WG: the chunk's raw dt [HB][Q]
 };
 template <int HB, int NBUF, bool EXACT>
 __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
@@ -212,8 +220,10 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     s.Zs = (T*)(base + L::Z);
 #if SSD_WG
     s.bar = (uint64_t*)(base + L::bar);
+    s.dtr = (float*)(base + L::dtr);
 #else
     s.bar = nullptr;
+    s.dtr = nullptr;
 #endif
     return s;
 }
@@ -378,31 +388,27 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
     constexpr int PER_ROW = ROW_ELEMS / VEC;
     const int tid = threadIdx.x & (SSD_THREADS - 1);  // the issuing warpgroup's thread
 #if SSD_WG
-    // Rows up to 128 elements: whole rounds, unrolled; a thread keeps its 16-byte column and steps RSTEP rows
-    // (a multiple of 8: the swizzle phase stays) a round, so its addresses are one base plus constants.
-    static_assert(SSD_SUB * PER_ROW % SSD_THREADS == 0 && SSD_THREADS % PER_ROW == 0, "whole rounds");
-    constexpr int ROUNDS = SSD_SUB * PER_ROW / SSD_THREADS, RSTEP = SSD_THREADS / PER_ROW;
-    if (RSTEP % 8 == 0) {
-        const int r0 = tid / PER_ROW, c = (tid % PER_ROW) * VEC;
-        const T* g = src + (long long)r0 * row_stride + c;
-        const uint32_t d = smem_u32(dst + tidx(ld_dst, r0, c0 + c));
-        const long long gstep = RSTEP * row_stride;
-        // one pointer walked: the producer warpgroup runs at a few dozen registers
+    // The producer warpgroup. Rows of up to 128 elements in whole rounds: a thread keeps its 16-byte column and
+    // steps RSTEP rows (a multiple of 8: the swizzle phase stays) a round, walking one pointer (it runs at a few
+    // dozen registers). Wider rows: 128-column halves.
+    if (ROW_ELEMS > 128) {
 #pragma unroll 1
-        for (int k = 0; k < ROUNDS; ++k, g += gstep) {
-            const bool ok = r0 + k * RSTEP < valid;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                         ::"r"(d + k * RSTEP * 128), "l"(ok ? g : src), "r"(ok ? 16 : 0));
-        }
+        for (int h = 0; h < ROW_ELEMS / 128; ++h)
+            load_tile_async<(ROW_ELEMS > 128 ? 128 : ROW_ELEMS)>(dst, ld_dst, src + 128 * h, row_stride, valid,
+                                                                 c0 + 128 * h);
         return;
     }
-#endif
-#if SSD_WG
-    for (int i = tid; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
-        const int r = i / PER_ROW, c = (i % PER_ROW) * VEC;
-        const bool ok = r < valid;
-        const T* g = src + (ok ? (long long)r * row_stride + c : 0);
-        cp_async_16_zfill(dst + tidx(ld_dst, r, c0 + c), g, ok ? 16 : 0);
+    constexpr int ROUNDS = SSD_SUB * PER_ROW / SSD_THREADS, RSTEP = SSD_THREADS / PER_ROW;
+    static_assert(ROW_ELEMS > 128 || (SSD_SUB * PER_ROW % SSD_THREADS == 0 && RSTEP % 8 == 0), "whole rounds");
+    const int r0 = tid / PER_ROW, c = (tid % PER_ROW) * VEC;
+    const T* g = src + (long long)r0 * row_stride + c;
+    const uint32_t d = smem_u32(dst + tidx(ld_dst, r0, c0 + c));
+    const long long gstep = RSTEP * row_stride;
+#pragma unroll 1
+    for (int k = 0; k < ROUNDS; ++k, g += gstep) {
+        const bool ok = r0 + k * RSTEP < valid;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d + k * RSTEP * 128), "l"(ok ? g : src),
+                     "r"(ok ? 16 : 0));
     }
 #else
     for (int i = tid; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
@@ -416,11 +422,14 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
 
 // Copy B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token sub-block starting at
 // token `tok` into buffer `buf`.
-template <int HB, int NCOLS>
-__device__ __forceinline__ void load_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
-                                        int u0, int n0) {
+template <int NCOLS>
+__device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
+                                       int n0) {
     load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
                            (long long)a.ngroups * SSD_N, valid, n0);
+}
+template <int HB>
+__device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int u0) {
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
         const int uu = u0 + u;
@@ -433,7 +442,8 @@ __device__ __forceinline__ void load_bx(const SsdArgs& a, const SsdSmem& s, int 
 template <int HB, int NCOLS>
 __device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
                                          int u0, int n0) {
-    load_bx<HB, NCOLS>(a, s, buf, tok, valid, grp, u0, n0);
+    load_b<NCOLS>(a, s, buf, tok, valid, grp, n0);
+    load_x<HB>(a, s, buf, tok, valid, u0);
     cp_async_commit();
 }
 #endif
@@ -447,15 +457,55 @@ __device__ __forceinline__ void math_sync() {
 #endif
 }
 
+// Loads so far per buffer of the sm_90a pipeline (see "The load pipeline"): B / X ring, C, z, S_prev, dt.
+struct SsdPipe {
+    int bx, c, z, s, dt;
+};
+#if SSD_WG
+// The load pipeline (sm_90a). The producer warpgroup issues every tile copy in the order the math warpgroup
+// consumes them; each role counts its loads per buffer (SsdPipe), so both derive the same slot and phase.
+template <int NBUF>
+__device__ __forceinline__ int ring_slot(int k) { return NBUF == 2 ? (k & 1) : 0; }
+template <int NBUF>
+__device__ __forceinline__ uint32_t ring_phase(int k) { return (uint32_t)((NBUF == 2 ? k >> 1 : k) & 1); }
+// Producer: wait for the consumers to free a buffer / arrive on its full barrier when this thread's copies land.
+__device__ __forceinline__ void fill_begin(const SsdSmem& s, int empty, uint32_t phase) { mbar_wait(s.bar + empty, phase ^ 1u); }
+__device__ __forceinline__ void fill_end(const SsdSmem& s, int full) { cp_async_mbar_arrive(s.bar + full); }
+// Math warpgroup: wait for a buffer (cp.async data is then read by wgmma: the async proxy) / free it.
+__device__ __forceinline__ void use_begin(const SsdSmem& s, int full, uint32_t phase) {
+    mbar_wait(s.bar + full, phase);
+    fence_proxy_async_shared();
+}
+__device__ __forceinline__ void use_end(const SsdSmem& s, int empty) { mbar_arrive(s.bar + empty); }
+
+// Producer: the raw dt of a chunk for the prep (plain loads: a 16-bit dt is too narrow for cp.async).
+template <int HB>
+__device__ __forceinline__ void produce_dt(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l, int u0) {
+    fill_begin(s, BAR_EMPTY_DT, (uint32_t)(p.dt & 1));
+    for (int e = threadIdx.x & (SSD_THREADS - 1); e < HB * SSD_Q; e += SSD_THREADS) {
+        const int u = e / SSD_Q, t = e % SSD_Q;
+        s.dtr[e] = t < l ? EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]) : 0.0f;
+    }
+    mbar_arrive(s.bar + BAR_FULL_DT);  // (release: the stores above are seen by the waiters)
+    ++p.dt;
+}
+#endif
+
 // ---------------------------------------------------------------------------------------------------
 // Chunk prep of every unit u of the block (arrays [u][Q]): dtv = dt' (0 beyond the chunk's l tokens),
 // cs = inclusive cumsum of dt' A log2(e) in a fixed order (32-token warp scans, then the group totals added
 // left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last. Starts and ends with a barrier of the math threads.
 template <int HB>
-__device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
+__device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
+                                               int u0) {
     constexpr int G = SSD_Q / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     math_sync();  // the previous users of the chunk arrays are done
+#if SSD_WG
+    mbar_wait(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
+#else
+    (void)p;
+#endif
     for (int task = warp; task < HB * G; task += SSD_THREADS / 32) {
         const int u = task / G, gi = task % G;
         const int h = unit_head(u0 + u);
@@ -463,7 +513,11 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
         const int t = gi * 32 + lane;
         float d = 0.0f, v = 0.0f;
         if (t < l) {
+#if SSD_WG
+            d = s.dtr[u * SSD_Q + t];
+#else
             d = EDT::to_float(a.dt[(ctok + t) * a.nheads + h]);
+#endif
             if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, a.dt_bias[h]);
             if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
             if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
@@ -478,6 +532,10 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
         s.cs[u * SSD_Q + t] = v;
         if (lane == 31) s.gt[u * G + gi] = v;
     }
+#if SSD_WG
+    use_end(s, BAR_EMPTY_DT);
+    ++p.dt;
+#endif
     math_sync();
     for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
         const int u = e / SSD_Q, gi = (e % SSD_Q) >> 5;
@@ -518,33 +576,18 @@ __device__ __forceinline__ void wx_fragment(uint32_t af[4], const T* Xs, const f
 // Calls sink(n0, acc) per pass with the warp's accumulators: acc[u][t] holds rows 16w + g (+8), columns
 // n0 + 8t + 2tg (+1).
 #if SSD_WG
-// The load pipeline (sm_90a). The producer warpgroup issues every tile copy in the order the math warpgroup
-// consumes them; each role counts its loads per buffer (SsdPipe), so both derive the same slot and phase.
-struct SsdPipe {
-    int bx, c, z, s;  // B / X ring, C, z and S_prev loads so far
-};
-template <int NBUF>
-__device__ __forceinline__ int ring_slot(int k) { return NBUF == 2 ? (k & 1) : 0; }
-template <int NBUF>
-__device__ __forceinline__ uint32_t ring_phase(int k) { return (uint32_t)((NBUF == 2 ? k >> 1 : k) & 1); }
-// Producer: wait for the consumers to free a buffer / arrive on its full barrier when this thread's copies land.
-__device__ __forceinline__ void fill_begin(const SsdSmem& s, int empty, uint32_t phase) { mbar_wait(s.bar + empty, phase ^ 1u); }
-__device__ __forceinline__ void fill_end(const SsdSmem& s, int full) { cp_async_mbar_arrive(s.bar + full); }
-// Math warpgroup: wait for a buffer (cp.async data is then read by wgmma: the async proxy) / free it.
-__device__ __forceinline__ void use_begin(const SsdSmem& s, int full, uint32_t phase) {
-    mbar_wait(s.bar + full, phase);
-    fence_proxy_async_shared();
-}
-__device__ __forceinline__ void use_end(const SsdSmem& s, int empty) { mbar_arrive(s.bar + empty); }
-
 // Producer: one B / X sub-block into the ring.
 template <int HB, int NBUF, int NCOLS>
 __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, int& k, long long tok, int valid,
                                            int grp, int u0, int n0) {
     const int slot = ring_slot<NBUF>(k);
-    fill_begin(s, BAR_EMPTY_BX + slot, ring_phase<NBUF>(k));
-    load_bx<HB, NCOLS>(a, s, slot, tok, valid, grp, u0, n0);
-    fill_end(s, BAR_FULL_BX + slot);
+    const uint32_t ph = ring_phase<NBUF>(k);
+    fill_begin(s, BAR_EMPTY_B + slot, ph);
+    load_b<NCOLS>(a, s, slot, tok, valid, grp, n0);
+    fill_end(s, BAR_FULL_B + slot);
+    fill_begin(s, BAR_EMPTY_X + slot, ph);
+    load_x<HB>(a, s, slot, tok, valid, u0);
+    fill_end(s, BAR_FULL_X + slot);
     ++k;
 }
 // Producer: the loads of ssd_chunk_state, in its order.
@@ -578,7 +621,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
         for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
         for (int j = 0; j < nsub; ++j) {
             const int buf = ring_slot<NBUF>(p.bx);
-            use_begin(s, BAR_FULL_BX + buf, ring_phase<NBUF>(p.bx));
+            use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx));
             const T* Bs = sB(s, buf);
             // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
             uint32_t af[HB][SSD_SUB / 16][4];
@@ -587,6 +630,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
 #pragma unroll
                 for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
             }
+            use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx));
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < SSD_SUB / 16; ++k)
@@ -600,7 +644,8 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
-            use_end(s, BAR_EMPTY_BX + buf);
+            use_end(s, BAR_EMPTY_B + buf);
+            use_end(s, BAR_EMPTY_X + buf);
             ++p.bx;
         }
         sink(n0, acc);
@@ -1052,7 +1097,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1));
         for (int j = 0; j <= i; ++j) {
             buf = ring_slot<NBUF>(p.bx);
-            use_begin(s, BAR_FULL_BX + buf, ring_phase<NBUF>(p.bx));
+            const uint32_t ph = ring_phase<NBUF>(p.bx);
             if (j == 0) {
                 // acc = 2^R_i (C_i S_prev^T)
 #pragma unroll
@@ -1076,7 +1121,10 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             // CB = C_i B_j^T (the diagonal block: zero fragments above each warp's diagonal in M X)
             const bool diag = j == i;
             float cb[8][4];
+            use_begin(s, BAR_FULL_B + buf, ph);
             gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
+            use_end(s, BAR_EMPTY_B + buf);
+            use_begin(s, BAR_FULL_X + buf, ph);
             if (!diag) {
 #pragma unroll
                 for (int u = 0; u < HB; ++u) {
@@ -1084,7 +1132,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                                    s.cs[u * SSD_Q + i * SSD_SUB - 1]};
                     gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
                 }
-                use_end(s, BAR_EMPTY_BX + buf);
+                use_end(s, BAR_EMPTY_X + buf);
                 ++p.bx;
             } else {
                 use_end(s, BAR_EMPTY_C);  // the row block's last use of C
@@ -1113,7 +1161,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             use_end(s, BAR_EMPTY_Z);
             ++p.z;
         }
-        use_end(s, BAR_EMPTY_BX + buf);
+        use_end(s, BAR_EMPTY_X + buf);
         ++p.bx;
     }
 }
