@@ -40,7 +40,7 @@ __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_fam
 KERNEL_PATH = "ssd/ssd_combined.cu"
 THREADS = 128                   # the math warpgroup: 4 warps (kernel: SSD_THREADS)
 WG_THREADS = 256                # sm_90a: the math warpgroup and the producer warpgroup (kernel: SSD_CTA_THREADS)
-N_MBARRIERS = 16                # sm_90a: the load pipeline's mbarriers (kernel: SSD_NBARS)
+PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and the slice epoch (kernel: SSD_NBARS + 1)
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
@@ -553,7 +553,7 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
         tile_n = SUB * dstate * 2
         tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
         body = tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 0) + arrays
-        return 1024 + (body + 7) // 8 * 8 + 8 * N_MBARRIERS
+        return 1024 + (body + 7) // 8 * 8 + 8 * PIPE_WORDS
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8
     c_off = (arrays + 15) // 16 * 16

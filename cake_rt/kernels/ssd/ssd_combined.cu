@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
-            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr);
+            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, 0u);
             produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
         cp_async_drain();
@@ -237,27 +237,27 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;
+    constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
         setmaxnreg_dec<SSD_LOAD_REGS>();
+        unsigned slice = 0;
         for (int us = 0; us < units; us += slice_units) {
             const int un = min(slice_units, units - us);
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
-            if (us > 0) grid_barrier(barrier);
+            ++slice;
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
-            grid_barrier(barrier);
-            grid_barrier(barrier);  // (phase 2 is the math warpgroup's)
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
-                produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE);
+                produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE, slice);
             }
         }
         cp_async_drain();
@@ -270,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         const int un = min(slice_units, units - us);
         const int nblk = un / HB;
         const long long ntiles = (long long)a.total_chunks * nblk;
-        if (us > 0) grid_barrier(barrier);  // the previous slice's outputs are done with the workspace
+        if (us > 0) grid_barrier(barrier, GRID_THREADS);  // the previous slice's outputs are done with the workspace
 
         // Phase 1: chunk-local states.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -287,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
 #endif
         }
-        grid_barrier(barrier);
+        grid_barrier(barrier, GRID_THREADS);
 
         // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
         // chunks in order.
@@ -345,7 +345,10 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
             }
         }
-        grid_barrier(barrier);
+        grid_barrier(barrier, GRID_THREADS);
+#if SSD_WG
+        if (threadIdx.x == 0) epoch_publish(s, (unsigned)(us / slice_units) + 1u);  // S_prev of this slice is ready
+#endif
 
         // Phase 3: outputs.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
