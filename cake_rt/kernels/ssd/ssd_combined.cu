@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
-            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, 0u);
+            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, -1);
             produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
         cp_async_drain();
@@ -243,12 +243,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
         setmaxnreg_dec<SSD_LOAD_REGS>();
-        unsigned slice = 0;
+        int epochs = 0;  // slices with tiles here: one BAR_EPOCH phase each (the math thread 0 arrives for the same)
         for (int us = 0; us < units; us += slice_units) {
             const int un = min(slice_units, units - us);
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
-            ++slice;
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
@@ -257,7 +256,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
-                produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE, slice);
+                produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
+                                         tile == blockIdx.x ? (epochs++ & 1) : -1);
             }
         }
         cp_async_drain();
@@ -347,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         }
         grid_barrier(barrier, GRID_THREADS);
 #if SSD_WG
-        if (threadIdx.x == 0) epoch_publish(s, (unsigned)(us / slice_units) + 1u);  // S_prev of this slice is ready
+        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbar_arrive(s.bar + BAR_EPOCH);  // S_prev of this slice is ready
 #endif
 
         // Phase 3: outputs.

@@ -142,8 +142,8 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_EMPTY_S 13
 #define BAR_FULL_DT 14  // the chunk's raw dt (as float), read by the prep
 #define BAR_EMPTY_DT 15
-#define SSD_NBARS 16
-#define SSD_EPOCH SSD_NBARS  // chunk-parallel: slices whose phase 2 is done grid-wide (the S_prev loads wait on it)
+#define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
+#define SSD_NBARS 17
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
 // whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
 template <int HB, int NBUF, bool EXACT>
@@ -163,8 +163,8 @@ struct SsdLayout {
     static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer
     static constexpr int gt = dtr + 4 * HB * SSD_Q;
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
-    static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers, the epoch
-    static constexpr int bytes = bar + 8 * (SSD_NBARS + 1);
+    static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers
+    static constexpr int bytes = bar + 8 * SSD_NBARS;
 };
 #else
 template <int HB, int NBUF, bool EXACT>
@@ -605,24 +605,9 @@ __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s
 // Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
 __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
     if (threadIdx.x == 0) {
-        for (int b = 0; b < SSD_NBARS; ++b) mbar_init(s.bar + b, SSD_THREADS);
-        *(volatile unsigned*)(s.bar + SSD_EPOCH) = 0u;
+        for (int b = 0; b < SSD_NBARS; ++b) mbar_init(s.bar + b, b == BAR_EPOCH ? 1 : SSD_THREADS);
     }
     __syncthreads();
-}
-// Chunk-parallel: the math warpgroup publishes that slice `k`'s phase 2 is done everywhere (after the grid barrier);
-// the producer waits for it before its first S_prev load of the slice (it never joins the grid barrier).
-__device__ __forceinline__ void epoch_publish(const SsdSmem& s, unsigned k) {
-    asm volatile("st.release.cta.shared::cta.u32 [%0], %1;\n" ::"r"(smem_u32(s.bar + SSD_EPOCH)), "r"(k) : "memory");
-}
-__device__ __forceinline__ void epoch_wait(const SsdSmem& s, unsigned k) {
-    const uint32_t a = smem_u32(s.bar + SSD_EPOCH);
-    for (;;) {
-        unsigned v;
-        asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
-        if (v >= k) break;
-        __nanosleep(64);
-    }
 }
 // The producer's last copies land before it leaves.
 __device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
@@ -1058,12 +1043,13 @@ struct MOffWG {
 };
 
 // Producer: the loads of ssd_chunk_output: per row block i: C_i, B/X of step (i, 0), z_i, B/X of steps (i, 1..i);
-// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's z, once slice epoch
-// `epoch` is published) or nullptr (exact scan: the math warpgroup writes S itself). The math warpgroup waits
+// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's z; the slice's first tile
+// first waits for phase `epoch` (parity) of BAR_EPOCH, -1: no wait) or nullptr (exact scan: the math warpgroup
+// writes S itself). The math warpgroup waits
 // for S_prev first: any order is deadlock-free whose waits are for buffers it frees before it needs this load.
 template <int HB, int NBUF>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                               int u0, const T* prev, unsigned epoch) {
+                                               int u0, const T* prev, int epoch) {
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int i = 0; i < nsub; ++i) {
@@ -1087,7 +1073,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
                 ++p.z;
             }
             if (i == 0 && prev != nullptr) {  // S_prev last: the first loads need no grid-wide result
-                epoch_wait(s, epoch);
+                if (epoch >= 0) mbar_wait(s.bar + BAR_EPOCH, (uint32_t)epoch);
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
 #pragma unroll
                 for (int u = 0; u < HB; ++u)
