@@ -68,7 +68,7 @@ CAKE_DEVICE void cp_async_mbar_arrive(uint64_t* bar) {
 }
 
 // Move this warpgroup's register allocation down / up to N per thread (a warp-specialized block's roles,
-// one branch each; the kernel needs a register cap at entry: __launch_bounds__(threads, 1)).
+// one branch each; the kernel's launch bounds set the entry cap, e.g. 128 for (256, 2)).
 template <int N>
 CAKE_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
 template <int N>

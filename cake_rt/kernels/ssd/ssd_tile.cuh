@@ -29,10 +29,13 @@
 //
 // Two tensor-core paths, one per architecture, the same arithmetic around them:
 //   sm_80..sm_89 (SSD_WG 0): mma.sync m16n8k16 per warp, operands by ldmatrix from padded rows;
-//   sm_90a (SSD_WG 1): wgmma m64nNk16 per warpgroup (the CTA), every element tile stored as 64-column panels
-//     of 128-byte swizzled rows (the layout wgmma descriptors read); C B^T and C S_prev^T from shared memory
-//     (both K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled
-//     in them) and B read transposed (MN-major) from the same tiles.
+//   sm_90a (SSD_WG 1): wgmma m64nNk16 per warpgroup, every element tile stored as 64-column panels of 128-byte
+//     swizzled rows (the layout wgmma descriptors read); C B^T and C S_prev^T from shared memory (both
+//     K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled in them)
+//     and B read transposed (MN-major) from the same tiles. The CTA is two warpgroups: the math warpgroup
+//     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (cp.async) and
+//     stages dt, one buffer ahead, behind full / empty mbarriers ("The load pipeline"); setmaxnreg gives the
+//     math warpgroup 216 registers and the producer 40. The math warpgroup synchronizes on named barrier 1 only.
 // Both families of one program use the same path, so their bits still agree.
 #pragma once
 #include "../common/types.cuh"
@@ -88,12 +91,8 @@ typedef typename ESD::storage SDT;
 // sm_90a: a second warpgroup is the producer (it issues every tile load; the math warpgroup only waits on
 // mbarriers). setmaxnreg moves its registers to the math warpgroup: 2 CTAs per SM x 256 threads x 128.
 #define SSD_CTA_THREADS 256
-#ifndef SSD_MATH_REGS
-#define SSD_MATH_REGS 216
-#endif
-#ifndef SSD_LOAD_REGS
+#define SSD_MATH_REGS 216                // 232 / 24: the producer spills (its loops, 64-bit addresses)
 #define SSD_LOAD_REGS 40
-#endif
 #else
 #define SSD_CTA_THREADS 128
 #endif
@@ -159,7 +158,6 @@ struct SsdLayout {
     static constexpr int cs = SF + (EXACT ? HB * SSD_PB * SSD_LDF * 4 : 0);
     static constexpr int dtv = cs + 4 * HB * SSD_Q;
     static constexpr int w = dtv + 4 * HB * SSD_Q;
-    static constexpr int cf = w;                                   // (unused: c_s is computed where it is used)
     static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer
     static constexpr int gt = dtr + 4 * HB * SSD_Q;
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
@@ -208,7 +206,11 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     s.cs = (float*)(base + L::cs);
     s.dtv = (float*)(base + L::dtv);
     s.w = (float*)(base + L::w);
+#if SSD_WG
+    s.cf = nullptr;  // (c_s is computed where it is used)
+#else
     s.cf = (float*)(base + L::cf);
+#endif
     s.gt = (float*)(base + L::gt);
     s.dec = (float*)(base + L::dec);
     s.Cs = (T*)(base + L::C);
@@ -930,15 +932,6 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
 
 #endif  // SSD_WG
 
-// Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
-struct MOff {
-    const float* cf;  // the unit's column factors of this sub-block
-    __device__ __forceinline__ float one(float v, int, int c) const { return __fmul_rn(v, cf[c]); }
-    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
-        const float2 f = *(const float2*)(cf + c);
-        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
-    }
-};
 // Diagonal block: M[t][s] = CB * 2^(cs_t - cs_s) dt'_s for s <= t, else 0 (t, s in the same sub-block).
 struct MDiag {
     const float* cs;   // the unit's cumsum of this sub-block
@@ -1171,6 +1164,15 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     }
 }
 #else
+// Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
+struct MOff {
+    const float* cf;  // the unit's column factors of this sub-block
+    __device__ __forceinline__ float one(float v, int, int c) const { return __fmul_rn(v, cf[c]); }
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
+        const float2 f = *(const float2*)(cf + c);
+        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
+    }
+};
 // Starts with a CTA barrier.
 template <int HB, int NBUF, bool S_F32>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
