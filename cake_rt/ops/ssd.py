@@ -38,7 +38,9 @@ __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_fam
            "COST_MODELS", "cost_model_for", "cost_model_path", "DEFAULT_WORKSPACE_CAP", "last_plan", "programs"]
 
 KERNEL_PATH = "ssd/ssd_combined.cu"
-THREADS = 128                   # 4 warps (kernel: SSD_THREADS)
+THREADS = 128                   # the math warpgroup: 4 warps (kernel: SSD_THREADS)
+WG_THREADS = 256                # sm_90a: the math warpgroup and the producer warpgroup (kernel: SSD_CTA_THREADS)
+PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and the slice epoch (kernel: SSD_NBARS + 1)
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
@@ -549,10 +551,11 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
     """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh; ``wg``: the sm_90a warpgroup
     layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it)."""
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
-    if wg:
+    if wg:  # the raw dt staged by the producer in place of the off-diagonal factors; the mbarriers, 8-byte aligned
         tile_n = SUB * dstate * 2
         tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
-        return 1024 + tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 0) + arrays
+        body = tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 0) + arrays
+        return 1024 + (body + 7) // 8 * 8 + 8 * PIPE_WORDS
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8
     c_off = (arrays + 15) // 16 * 16
@@ -684,10 +687,15 @@ def _kernel(c: _Problem, name: str, defs: dict):
     return get_kernel(KERNEL_PATH, name, defines=defs, device=c.device)
 
 
-def _coop_capacity(k, smem: int) -> int:
+def cta_threads(defs: dict) -> int:
+    """Threads of a program's CTAs: the sm_90a programs add a producer warpgroup to the math warpgroup."""
+    return WG_THREADS if defs["SSD_WG"] else THREADS
+
+
+def _coop_capacity(k, smem: int, threads: int) -> int:
     from ..launch.grid import cooperative_capacity
 
-    return cooperative_capacity(k, THREADS, smem)
+    return cooperative_capacity(k, threads, smem)
 
 
 _plan_memo: dict = {}
@@ -731,7 +739,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     if need_coop:
         try:
             k = _kernel(c, "ssd_chunkpar", defs)
-            capacity = _coop_capacity(k, _smem(c, defs, False))
+            capacity = _coop_capacity(k, _smem(c, defs, False), cta_threads(defs))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
@@ -921,25 +929,27 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     too, so it never tells the families apart)."""
     defs = plan.defines
     if plan.family == "exact":
-        return plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), False), False, 0, 0
+        return (plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), cta_threads(defs),
+                              False), False, 0, 0)
     k = _kernel(p, "ssd_chunkpar", defs)
     smem = _smem(p, defs, False)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
     # The grid comes from this kernel's real occupancy (checked again when packed).
-    pk = _packed(p, k, min(plan.grid, _coop_capacity(k, smem)), smem, True, np.int32(plan.slice_units))
+    threads = cta_threads(defs)
+    pk = _packed(p, k, min(plan.grid, _coop_capacity(k, smem, threads)), smem, threads, True, np.int32(plan.slice_units))
     return plan, pk, True, o1, o2
 
 
-def _packed(p: _Problem, kernel, grid: int, smem: int, cooperative: bool, *extra) -> PackedLaunch:
+def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, *extra) -> PackedLaunch:
     """The ``PackedLaunch`` of a program for this problem: slots for the 10 arrays, the 3 returned states,
     the segment table (and, chunk-parallel: 3 workspace parts and the ticket words); scalars packed once."""
     ptr_slots = tuple(Slot(n) for n in _ARRAYS + ("final", "varlen", "chunk", "table"))
     args = ptr_slots + p.scalars
     if cooperative:
         args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("tickets")) + extra
-    return PackedLaunch(kernel, grid, THREADS, args, shared_mem=smem, cooperative=cooperative,
+    return PackedLaunch(kernel, grid, threads, args, shared_mem=smem, cooperative=cooperative,
                         tag="ssd_chunkpar" if cooperative else "ssd_exact")
 
 

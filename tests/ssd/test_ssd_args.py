@@ -229,6 +229,22 @@ def test_smem_layout_and_config_choice():
         assert 2 * (ops.smem_bytes(2, 128, 256, hb, nb, exact) + 1024) <= ops.OPTIN_SMEM_H200 + 1024
     # a unit per CTA when a group has one unit (ngroups == nheads, headdim 64)
     assert ops.choose_config(2, 128, 256, 1, False)[0] == 1
+    # sm_90a (warp-specialized: 256 threads, 128 registers at entry for two CTAs per SM): the 16-bit programs up to
+    # dstate 128 keep two CTAs per SM, the chunk-parallel ones double-buffered; exact with one B/X slot at
+    # dstate 128 (the fp32 states), two at dstate 64; dstate 256: one CTA per SM, double-buffered
+    for N in ops.DSTATES:
+        for Q in ops.CHUNKS:
+            for exact in (False, True):
+                hb, nb = ops.choose_config(2, N, Q, 8, exact, wg=True)
+                per_sm = 2 if N <= 128 else 1
+                assert per_sm * (ops.smem_bytes(2, N, Q, hb, nb, exact, wg=True) + 1024) <= ops.OPTIN_SMEM_H200 + 1024
+                if not exact or N != 128:
+                    assert (hb, nb) == (1, 2), (N, Q, exact, hb, nb)
+    assert ops.choose_config(2, 128, 256, 8, True, wg=True) == (1, 1)
+    assert ops.choose_config(2, 64, 256, 8, True, wg=True) == (1, 2)
+    assert ops.cta_threads(ops.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_90a")) == 256
+    assert ops.cta_threads(ops.program_defines(2, 2, 2, 64, 128, 256, 8, "sm_90a")) == 128  # fp32: no wgmma
+    assert ops.cta_threads(ops.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_80")) == 128
 
 
 def test_programs_list():

@@ -11,8 +11,15 @@ CAKE_DEVICE unsigned ld_acquire_gpu(const unsigned* p) {
     return v;
 }
 
-CAKE_DEVICE void grid_barrier(unsigned* words) {
-    __syncthreads();
+// `threads` > 0: only the CTA's first `threads` threads take part (named barrier 1), for a warp-specialized
+// kernel whose other warps never wait on the grid; 0: every thread (__syncthreads).
+CAKE_DEVICE void cta_part_sync(int threads) {
+    if (threads > 0) asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
+    else __syncthreads();
+}
+
+CAKE_DEVICE void grid_barrier(unsigned* words, int threads = 0) {
+    cta_part_sync(threads);
     if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
         const unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
         const unsigned gen = ld_acquire_gpu(&words[1]);
@@ -29,5 +36,5 @@ CAKE_DEVICE void grid_barrier(unsigned* words) {
         }
         __threadfence();
     }
-    __syncthreads();
+    cta_part_sync(threads);
 }

@@ -85,7 +85,7 @@ __device__ __forceinline__ void store_states(const SsdArgs& a, const float* Sf, 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
+extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exact(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
@@ -104,6 +104,24 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
     const long long tok0 = seg[SEG_TOK0];
     const int len = (int)seg[SEG_LEN];
     const long long init_idx = seg[SEG_INIT];
+    const int nch = (len + SSD_Q - 1) / SSD_Q;
+    SsdPipe pipe{0, 0, 0, 0, 0};
+#if SSD_WG
+    ssd_pipe_init(s);
+    if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: every tile load, in the math warpgroup's order
+        setmaxnreg_dec<SSD_LOAD_REGS>();
+        for (int c = 0; c < nch; ++c) {
+            const long long ctok = tok0 + (long long)c * SSD_Q;
+            const int l = min(SSD_Q, len - c * SSD_Q);
+            produce_dt<HB>(a, s, pipe, ctok, l, u0);
+            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, -1);
+            produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
+        }
+        cp_async_drain();
+        return;
+    }
+    setmaxnreg_inc<SSD_MATH_REGS>();
+#endif
 
     // S = initial state (fp32)
     for (int e = 2 * threadIdx.x; e < HB * SSD_PB * SSD_N; e += 2 * SSD_THREADS) {
@@ -122,20 +140,24 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_exact(
     fence_proxy_async_shared();  // round_T(S) is read by wgmma after the first barrier
 #endif
 
-    const int nch = (len + SSD_Q - 1) / SSD_Q;
     for (int c = 0; c < nch; ++c) {
         const long long ctok = tok0 + (long long)c * SSD_Q;
         const int l = min(SSD_Q, len - c * SSD_Q);
-        ssd_chunk_prep<HB>(a, s, ctok, l, u0);            // (its first barrier also publishes S)
-        ssd_chunk_output<HB, NBUF, true>(a, s, ctok, l, u0);
+        ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);            // (its first barrier also publishes S)
         ExactSink<HB, NB> sink{&s};
+#if SSD_WG
+        ssd_chunk_output<HB, NBUF, true>(a, s, pipe, ctok, l, u0, false);
+        ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
+#else
+        ssd_chunk_output<HB, NBUF, true>(a, s, ctok, l, u0);
         ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
+#endif
         if (a.chunk_out != nullptr && l == SSD_Q) {        // the checkpoint after a complete chunk
-            __syncthreads();
+            math_sync();
             store_states<HB>(a, Sf, a.chunk_out, seg[SEG_CKPT0] + c, u0);
         }
     }
-    __syncthreads();
+    math_sync();
     const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
     if (fi >= 0 && a.final_out) store_states<HB>(a, Sf, a.final_out, fi, u0);
     if (vi >= 0 && a.varlen_out) store_states<HB>(a, Sf, a.varlen_out, vi, u0);
@@ -200,7 +222,7 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
     return t;
 }
 
-extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar(
+extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chunkpar(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
@@ -215,25 +237,57 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;
+    constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
+    SsdPipe pipe{0, 0, 0, 0, 0};
+#if SSD_WG
+    ssd_pipe_init(s);
+    if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
+        setmaxnreg_dec<SSD_LOAD_REGS>();
+        int epochs = 0;  // slices with tiles here: one BAR_EPOCH phase each (the math thread 0 arrives for the same)
+        for (int us = 0; us < units; us += slice_units) {
+            const int un = min(slice_units, units - us);
+            const int nblk = un / HB;
+            const long long ntiles = (long long)a.total_chunks * nblk;
+            for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
+                produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
+            }
+            for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
+                produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
+                                         tile == blockIdx.x ? (epochs++ & 1) : -1);
+            }
+        }
+        cp_async_drain();
+        return;
+    }
+    setmaxnreg_inc<SSD_MATH_REGS>();
+#endif
 
     for (int us = 0; us < units; us += slice_units) {
         const int un = min(slice_units, units - us);
         const int nblk = un / HB;
         const long long ntiles = (long long)a.total_chunks * nblk;
-        if (us > 0) grid_barrier(barrier);  // the previous slice's outputs are done with the workspace
+        if (us > 0) grid_barrier(barrier, GRID_THREADS);  // the previous slice's outputs are done with the workspace
 
         // Phase 1: chunk-local states.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
-            ssd_chunk_prep<HB>(a, s, ctok, l, u0);
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
             LocalSink<HB, NB> sink{ws_local + (c * un + (u0 - us)) * UE};
+#if SSD_WG
+            ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
+#else
             ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
+#endif
         }
-        grid_barrier(barrier);
+        grid_barrier(barrier, GRID_THREADS);
 
         // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
         // chunks in order.
@@ -291,21 +345,30 @@ extern "C" __global__ void __launch_bounds__(SSD_THREADS, SSD_MINB) ssd_chunkpar
                 if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
             }
         }
-        grid_barrier(barrier);
+        grid_barrier(barrier, GRID_THREADS);
+#if SSD_WG
+        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbar_arrive(s.bar + BAR_EPOCH);  // S_prev of this slice is ready
+#endif
 
         // Phase 3: outputs.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
+#if SSD_WG
+            (void)c;
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
+            ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
+#else
             __syncthreads();  // the previous tile is done with S_prev
 #pragma unroll
             for (int u = 0; u < HB; ++u)
                 load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
                                        SSD_N, SSD_PB);
             cp_async_commit();  // waited for by the output's first step (cp.async groups complete in order)
-            ssd_chunk_prep<HB>(a, s, ctok, l, u0);
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             ssd_chunk_output<HB, NBUF, false>(a, s, ctok, l, u0);
+#endif
         }
     }
 }

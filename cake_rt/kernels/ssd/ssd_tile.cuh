@@ -29,10 +29,13 @@
 //
 // Two tensor-core paths, one per architecture, the same arithmetic around them:
 //   sm_80..sm_89 (SSD_WG 0): mma.sync m16n8k16 per warp, operands by ldmatrix from padded rows;
-//   sm_90a (SSD_WG 1): wgmma m64nNk16 per warpgroup (the CTA), every element tile stored as 64-column panels
-//     of 128-byte swizzled rows (the layout wgmma descriptors read); C B^T and C S_prev^T from shared memory
-//     (both K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled
-//     in them) and B read transposed (MN-major) from the same tiles.
+//   sm_90a (SSD_WG 1): wgmma m64nNk16 per warpgroup, every element tile stored as 64-column panels of 128-byte
+//     swizzled rows (the layout wgmma descriptors read); C B^T and C S_prev^T from shared memory (both
+//     K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled in them)
+//     and B read transposed (MN-major) from the same tiles. The CTA is two warpgroups: the math warpgroup
+//     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (cp.async) and
+//     stages dt, one buffer ahead, behind full / empty mbarriers ("The load pipeline"); setmaxnreg gives the
+//     math warpgroup 216 registers and the producer 40. The math warpgroup synchronizes on named barrier 1 only.
 // Both families of one program use the same path, so their bits still agree.
 #pragma once
 #include "../common/types.cuh"
@@ -83,7 +86,16 @@ typedef typename ESD::storage SDT;
 #ifndef SSD_KUNROLL
 #define SSD_KUNROLL 2
 #endif
-#define SSD_THREADS 128                  // 4 warps; warp w owns rows 16w..16w+15 of every 64-row tile
+#define SSD_THREADS 128                  // the math warpgroup: warp w owns rows 16w..16w+15 of every 64-row tile
+#if SSD_WG
+// sm_90a: a second warpgroup is the producer (it issues every tile load; the math warpgroup only waits on
+// mbarriers). setmaxnreg moves its registers to the math warpgroup: 2 CTAs per SM x 256 threads x 128.
+#define SSD_CTA_THREADS 256
+#define SSD_MATH_REGS 216                // 232 / 24: the producer spills (its loops, 64-bit addresses)
+#define SSD_LOAD_REGS 40
+#else
+#define SSD_CTA_THREADS 128
+#endif
 #define SSD_PB 64                        // headdim rows per unit
 #define SSD_PBLKS (SSD_P / SSD_PB)       // units per head
 #define SSD_SUB 64                       // tokens per sub-block of a chunk
@@ -114,6 +126,23 @@ typedef typename ESD::storage SDT;
 // shared memory: one layout per (units, buffers, state kind); the host mirrors it (ops/ssd.py smem_bytes).
 __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16; }
 #if SSD_WG
+// mbarriers of the load pipeline (sm_90a): full (producer -> math) and empty (math -> producer) per buffer.
+// B and X of a sub-block have their own barriers: B is free after C B^T, X only after M X (or the epilogue),
+// so the next B streams in under this step's M X even with one buffer.
+#define BAR_FULL_B 0    // [2] B ring
+#define BAR_EMPTY_B 2   // [2]
+#define BAR_FULL_X 4    // [2] X ring (the same slots)
+#define BAR_EMPTY_X 6   // [2]
+#define BAR_FULL_C 8    // C of the row block
+#define BAR_EMPTY_C 9
+#define BAR_FULL_Z 10   // z of the row block
+#define BAR_EMPTY_Z 11
+#define BAR_FULL_S 12   // chunk-parallel: round_T(S_prev) of the tile
+#define BAR_EMPTY_S 13
+#define BAR_FULL_DT 14  // the chunk's raw dt (as float), read by the prep
+#define BAR_EMPTY_DT 15
+#define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
+#define SSD_NBARS 17
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
 // whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
 template <int HB, int NBUF, bool EXACT>
@@ -129,10 +158,11 @@ struct SsdLayout {
     static constexpr int cs = SF + (EXACT ? HB * SSD_PB * SSD_LDF * 4 : 0);
     static constexpr int dtv = cs + 4 * HB * SSD_Q;
     static constexpr int w = dtv + 4 * HB * SSD_Q;
-    static constexpr int cf = w + 4 * HB * SSD_Q;
-    static constexpr int gt = cf + 4 * HB * SSD_Q;
+    static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer
+    static constexpr int gt = dtr + 4 * HB * SSD_Q;
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
-    static constexpr int bytes = dec + 4 * HB;
+    static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers
+    static constexpr int bytes = bar + 8 * SSD_NBARS;
 };
 #else
 template <int HB, int NBUF, bool EXACT>
@@ -161,6 +191,8 @@ struct SsdSmem {
     T* Cs; T* B0; T* B1; T* X0; T* X1; unsigned char* S;
     float* Sf;  // exact scan: the fp32 states [HB][64][LDF]
     T* Zs;      // SSD_WG: z of the row block [HB][64][64]
+    uint64_t* bar;  // SSD_WG: the load pipeline's mbarriers
+    float* dtr;     // SSD_WG: the chunk's raw dt [HB][Q]
 };
 template <int HB, int NBUF, bool EXACT>
 __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
@@ -174,7 +206,11 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     s.cs = (float*)(base + L::cs);
     s.dtv = (float*)(base + L::dtv);
     s.w = (float*)(base + L::w);
+#if SSD_WG
+    s.cf = nullptr;  // (c_s is computed where it is used)
+#else
     s.cf = (float*)(base + L::cf);
+#endif
     s.gt = (float*)(base + L::gt);
     s.dec = (float*)(base + L::dec);
     s.Cs = (T*)(base + L::C);
@@ -185,6 +221,13 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     s.S = base + L::S;
     s.Sf = (float*)(base + L::SF);
     s.Zs = (T*)(base + L::Z);
+#if SSD_WG
+    s.bar = (uint64_t*)(base + L::bar);
+    s.dtr = (float*)(base + L::dtr);
+#else
+    s.bar = nullptr;
+    s.dtr = nullptr;
+#endif
     return s;
 }
 // Buffer selection by value (an indexed pointer array would live in local memory).
@@ -346,32 +389,32 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
                                                 int c0 = 0) {
     constexpr int VEC = 16 / (int)sizeof(T);
     constexpr int PER_ROW = ROW_ELEMS / VEC;
+    const int tid = threadIdx.x & (SSD_THREADS - 1);  // the issuing warpgroup's thread
 #if SSD_WG
-    // Rows up to 128 elements: whole rounds, unrolled; a thread keeps its 16-byte column and steps RSTEP rows
-    // (a multiple of 8: the swizzle phase stays) a round, so its addresses are one base plus constants.
-    static_assert(SSD_SUB * PER_ROW % SSD_THREADS == 0 && SSD_THREADS % PER_ROW == 0, "whole rounds");
-    constexpr int ROUNDS = SSD_SUB * PER_ROW / SSD_THREADS, RSTEP = SSD_THREADS / PER_ROW;
-    if (RSTEP % 8 == 0) {
-        const int r0 = threadIdx.x / PER_ROW, c = (threadIdx.x % PER_ROW) * VEC;
-        const T* g0 = src + (long long)r0 * row_stride + c;
-        T* d0 = dst + tidx(ld_dst, r0, c0 + c);
-#pragma unroll
-        for (int k = 0; k < ROUNDS; ++k) {
-            const bool ok = r0 + k * RSTEP < valid;
-            cp_async_16_zfill(d0 + k * RSTEP * 64, ok ? g0 + k * RSTEP * row_stride : src, ok ? 16 : 0);
-        }
+    // The producer warpgroup. Rows of up to 128 elements in whole rounds: a thread keeps its 16-byte column and
+    // steps RSTEP rows (a multiple of 8: the swizzle phase stays) a round, walking one pointer (it runs at a few
+    // dozen registers). Wider rows: 128-column halves.
+    if (ROW_ELEMS > 128) {
+#pragma unroll 1
+        for (int h = 0; h < ROW_ELEMS / 128; ++h)
+            load_tile_async<(ROW_ELEMS > 128 ? 128 : ROW_ELEMS)>(dst, ld_dst, src + 128 * h, row_stride, valid,
+                                                                 c0 + 128 * h);
         return;
     }
-#endif
-#if SSD_WG
-    for (int i = threadIdx.x; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
-        const int r = i / PER_ROW, c = (i % PER_ROW) * VEC;
-        const bool ok = r < valid;
-        const T* g = src + (ok ? (long long)r * row_stride + c : 0);
-        cp_async_16_zfill(dst + tidx(ld_dst, r, c0 + c), g, ok ? 16 : 0);
+    constexpr int ROUNDS = SSD_SUB * PER_ROW / SSD_THREADS, RSTEP = SSD_THREADS / PER_ROW;
+    static_assert(ROW_ELEMS > 128 || (SSD_SUB * PER_ROW % SSD_THREADS == 0 && RSTEP % 8 == 0), "whole rounds");
+    const int r0 = tid / PER_ROW, c = (tid % PER_ROW) * VEC;
+    const T* g = src + (long long)r0 * row_stride + c;
+    const uint32_t d = smem_u32(dst + tidx(ld_dst, r0, c0 + c));
+    const long long gstep = RSTEP * row_stride;
+#pragma unroll 1
+    for (int k = 0; k < ROUNDS; ++k, g += gstep) {
+        const bool ok = r0 + k * RSTEP < valid;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d + k * RSTEP * 128), "l"(ok ? g : src),
+                     "r"(ok ? 16 : 0));
     }
 #else
-    for (int i = threadIdx.x; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
+    for (int i = tid; i < SSD_SUB * PER_ROW; i += SSD_THREADS) {
         const int r = i / PER_ROW, c = (i % PER_ROW) * VEC;
         const bool ok = r < valid;
         const T* g = src + (ok ? (long long)r * row_stride + c : 0);
@@ -380,31 +423,92 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
 #endif
 }
 
-// Issue (one commit group) B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token
-// sub-block starting at token `tok` into buffer `buf`.
-template <int HB, int NCOLS>
-__device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
-                                         int u0, int n0) {
+// Copy B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token sub-block starting at
+// token `tok` into buffer `buf`.
+template <int NCOLS>
+__device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
+                                       int n0) {
     load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
                            (long long)a.ngroups * SSD_N, valid, n0);
+}
+template <int HB>
+__device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int u0) {
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
         const int uu = u0 + u;
         load_tile_async<SSD_PB>(sX(s, buf, u), SSD_LDX, a.x + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu),
                                 (long long)a.nheads * SSD_P, valid);
     }
+}
+#if !SSD_WG
+// The same as one cp.async commit group.
+template <int HB, int NCOLS>
+__device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
+                                         int u0, int n0) {
+    load_b<NCOLS>(a, s, buf, tok, valid, grp, n0);
+    load_x<HB>(a, s, buf, tok, valid, u0);
     cp_async_commit();
 }
+#endif
+
+// Barrier of the math threads (sm_90a: the math warpgroup alone, named barrier 1; the producer never joins).
+__device__ __forceinline__ void math_sync() {
+#if SSD_WG
+    asm volatile("bar.sync 1, %0;\n" ::"n"(SSD_THREADS) : "memory");
+#else
+    __syncthreads();
+#endif
+}
+
+// Loads so far per buffer of the sm_90a pipeline (see "The load pipeline"): B / X ring, C, z, S_prev, dt.
+struct SsdPipe {
+    int bx, c, z, s, dt;
+};
+#if SSD_WG
+// The load pipeline (sm_90a). The producer warpgroup issues every tile copy in the order the math warpgroup
+// consumes them; each role counts its loads per buffer (SsdPipe), so both derive the same slot and phase.
+template <int NBUF>
+__device__ __forceinline__ int ring_slot(int k) { return NBUF == 2 ? (k & 1) : 0; }
+template <int NBUF>
+__device__ __forceinline__ uint32_t ring_phase(int k) { return (uint32_t)((NBUF == 2 ? k >> 1 : k) & 1); }
+// Producer: wait for the consumers to free a buffer / arrive on its full barrier when this thread's copies land.
+__device__ __forceinline__ void fill_begin(const SsdSmem& s, int empty, uint32_t phase) { mbar_wait(s.bar + empty, phase ^ 1u); }
+__device__ __forceinline__ void fill_end(const SsdSmem& s, int full) { cp_async_mbar_arrive(s.bar + full); }
+// Math warpgroup: wait for a buffer (cp.async data is then read by wgmma: the async proxy) / free it.
+__device__ __forceinline__ void use_begin(const SsdSmem& s, int full, uint32_t phase) {
+    mbar_wait(s.bar + full, phase);
+    fence_proxy_async_shared();
+}
+__device__ __forceinline__ void use_end(const SsdSmem& s, int empty) { mbar_arrive(s.bar + empty); }
+
+// Producer: the raw dt of a chunk for the prep (plain loads: a 16-bit dt is too narrow for cp.async).
+template <int HB>
+__device__ __forceinline__ void produce_dt(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l, int u0) {
+    fill_begin(s, BAR_EMPTY_DT, (uint32_t)(p.dt & 1));
+    for (int e = threadIdx.x & (SSD_THREADS - 1); e < HB * SSD_Q; e += SSD_THREADS) {
+        const int u = e / SSD_Q, t = e % SSD_Q;
+        s.dtr[e] = t < l ? EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]) : 0.0f;
+    }
+    mbar_arrive(s.bar + BAR_FULL_DT);  // (release: the stores above are seen by the waiters)
+    ++p.dt;
+}
+#endif
 
 // ---------------------------------------------------------------------------------------------------
 // Chunk prep of every unit u of the block (arrays [u][Q]): dtv = dt' (0 beyond the chunk's l tokens),
 // cs = inclusive cumsum of dt' A log2(e) in a fixed order (32-token warp scans, then the group totals added
-// left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last. Starts and ends with a CTA barrier.
+// left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last. Starts and ends with a barrier of the math threads.
 template <int HB>
-__device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
+__device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
+                                               int u0) {
     constexpr int G = SSD_Q / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();  // the previous users of the chunk arrays are done
+    math_sync();  // the previous users of the chunk arrays are done
+#if SSD_WG
+    mbar_wait(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
+#else
+    (void)p;
+#endif
     for (int task = warp; task < HB * G; task += SSD_THREADS / 32) {
         const int u = task / G, gi = task % G;
         const int h = unit_head(u0 + u);
@@ -412,7 +516,11 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
         const int t = gi * 32 + lane;
         float d = 0.0f, v = 0.0f;
         if (t < l) {
+#if SSD_WG
+            d = s.dtr[u * SSD_Q + t];
+#else
             d = EDT::to_float(a.dt[(ctok + t) * a.nheads + h]);
+#endif
             if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, a.dt_bias[h]);
             if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
             if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
@@ -427,7 +535,11 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
         s.cs[u * SSD_Q + t] = v;
         if (lane == 31) s.gt[u * G + gi] = v;
     }
-    __syncthreads();
+#if SSD_WG
+    use_end(s, BAR_EMPTY_DT);
+    ++p.dt;
+#endif
+    math_sync();
     for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
         const int u = e / SSD_Q, gi = (e % SSD_Q) >> 5;
         if (gi > 0) {
@@ -436,14 +548,14 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
             s.cs[e] = __fadd_rn(pre, s.cs[e]);
         }
     }
-    __syncthreads();
+    math_sync();
     for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
         const int u = e / SSD_Q, t = e % SSD_Q;
         const float last = s.cs[u * SSD_Q + l - 1];
         s.w[e] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[e])), s.dtv[e]) : 0.0f;
     }
     if (threadIdx.x < HB) s.dec[threadIdx.x] = ex2(s.cs[threadIdx.x * SSD_Q + l - 1]);
-    __syncthreads();
+    math_sync();
 }
 
 // A fragment of the state product (16-bit programs, both tensor-core paths): A = round_T(w_s X^T), rows
@@ -463,16 +575,93 @@ __device__ __forceinline__ void wx_fragment(uint32_t af[4], const T* Xs, const f
 
 // ---------------------------------------------------------------------------------------------------
 // Chunk-local states of the block: S_loc_u[p][n] = sum_s round_T(w_u[s] X_u[s][p]) B[s][n], tokens in
-// ascending order, NB state columns per pass (B fragments loaded once per k step and used by every unit).
+// ascending order, NB state columns per pass (B loaded once per step and used by every unit).
 // Calls sink(n0, acc) per pass with the warp's accumulators: acc[u][t] holds rows 16w + g (+8), columns
 // n0 + 8t + 2tg (+1).
+#if SSD_WG
+// Producer: one B / X sub-block into the ring.
+template <int HB, int NBUF, int NCOLS>
+__device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, int& k, long long tok, int valid,
+                                           int grp, int u0, int n0) {
+    const int slot = ring_slot<NBUF>(k);
+    const uint32_t ph = ring_phase<NBUF>(k);
+    fill_begin(s, BAR_EMPTY_B + slot, ph);
+    load_b<NCOLS>(a, s, slot, tok, valid, grp, n0);
+    fill_end(s, BAR_FULL_B + slot);
+    fill_begin(s, BAR_EMPTY_X + slot, ph);
+    load_x<HB>(a, s, slot, tok, valid, u0);
+    fill_end(s, BAR_FULL_X + slot);
+    ++k;
+}
+// Producer: the loads of ssd_chunk_state, in its order.
+template <int HB, int NBUF, int NB>
+__device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
+                                              int u0) {
+    const int grp = unit_head(u0) / (a.nheads / a.ngroups);
+    const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
+    for (int n0 = 0; n0 < SSD_N; n0 += NB)
+        for (int j = 0; j < nsub; ++j)
+            produce_bx<HB, NBUF, NB>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
+}
+
+// Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
+__device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
+    if (threadIdx.x == 0) {
+        for (int b = 0; b < SSD_NBARS; ++b) mbar_init(s.bar + b, b == BAR_EPOCH ? 1 : SSD_THREADS);
+    }
+    __syncthreads();
+}
+// The producer's last copies land before it leaves.
+__device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+template <int HB, int NBUF, int NB, class Sink>
+__device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s, SsdPipe& p, int l, Sink& sink) {
+    constexpr int NT = NB / 8;
+    const int m0 = 16 * (threadIdx.x >> 5);
+    const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
+    for (int n0 = 0; n0 < SSD_N; n0 += NB) {
+        float acc[HB][NT][4];
+#pragma unroll
+        for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
+        for (int j = 0; j < nsub; ++j) {
+            const int buf = ring_slot<NBUF>(p.bx);
+            use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx));
+            const T* Bs = sB(s, buf);
+            // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
+            uint32_t af[HB][SSD_SUB / 16][4];
+#pragma unroll
+            for (int k = 0; k < SSD_SUB / 16; ++k) {
+#pragma unroll
+                for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
+            }
+            use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx));
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < SSD_SUB / 16; ++k)
+#pragma unroll
+                for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+#pragma unroll
+            for (int u = 0; u < HB; ++u)
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
+            use_end(s, BAR_EMPTY_B + buf);
+            use_end(s, BAR_EMPTY_X + buf);
+            ++p.bx;
+        }
+        sink(n0, acc);
+    }
+}
+#else
 template <int HB, int NBUF, int NB, class Sink>
 __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0,
                                                 Sink& sink) {
     constexpr int NT = NB / 8;
     const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
     const int g = lane >> 2, tg = lane & 3;
-    (void)g;  // the fp32 path only
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int n0 = 0; n0 < SSD_N; n0 += NB) {
@@ -496,36 +685,9 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
                 issue_bx<HB, NB>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
                 cp_async_wait<0>();
             }
-#if SSD_WG
-            fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
-#endif
             __syncthreads();
             const T* Bs = sB(s, buf);
-#if SSD_WG
-            // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
-            uint32_t af[HB][SSD_SUB / 16][4];
-#pragma unroll
-            for (int k = 0; k < SSD_SUB / 16; ++k) {
-                const int k0 = 16 * k;
-#pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, k0);
-                }
-            }
-            wgmma_fence();
-#pragma unroll
-            for (int k = 0; k < SSD_SUB / 16; ++k)
-#pragma unroll
-                for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
-            wgmma_commit();
-            wgmma_wait<0>();
-#pragma unroll
-            for (int u = 0; u < HB; ++u)
-#pragma unroll
-                for (int t = 0; t < NT; ++t)
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
-#elif SSD_IS_F32
+#if SSD_IS_F32
             for (int k = 0; k < SSD_SUB; ++k) {
 #pragma unroll
                 for (int u = 0; u < HB; ++u) {
@@ -565,6 +727,8 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
         sink(n0, acc);
     }
 }
+
+#endif  // SSD_WG
 
 // fp32 recurrence step, the one both families use: S <- 2^cs_last * S + S_loc.
 __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc) { return __fmaf_rn(decay, S, loc); }
@@ -768,15 +932,6 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
 
 #endif  // SSD_WG
 
-// Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
-struct MOff {
-    const float* cf;  // the unit's column factors of this sub-block
-    __device__ __forceinline__ float one(float v, int, int c) const { return __fmul_rn(v, cf[c]); }
-    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
-        const float2 f = *(const float2*)(cf + c);
-        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
-    }
-};
 // Diagonal block: M[t][s] = CB * 2^(cs_t - cs_s) dt'_s for s <= t, else 0 (t, s in the same sub-block).
 struct MDiag {
     const float* cs;   // the unit's cumsum of this sub-block
@@ -795,7 +950,230 @@ struct MDiag {
 // ---------------------------------------------------------------------------------------------------
 // Chunk outputs of every unit of the block (see the file header for the formula). S: the units' S_prev
 // (S_F32: fp32 [HB][64][LDF]; else T [HB][64][LDN]). Row block i accumulates over key sub-blocks j = 0..i
-// in order. Starts with a CTA barrier.
+// in order.
+// Epilogue of row block i (rows < valid of the 64 tokens from tok): y = acc + D x, times the z gate
+// (z * sigmoid(z) = z / (1 + 2^(-z log2 e))). X: the block's X_i (unit 0; the units follow); sm_90a reads z from
+// its shared tile, sm_80 loads a unit's D and z values together before its first store (one round trip).
+template <int HB>
+__device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
+                                             long long tok_i, int valid_i, int u0) {
+    const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
+    const int g = lane >> 2, tg = lane & 3;
+    const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z, perP = a.flags & SSD_F_DP;
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
+        const T* Xi = X + u * SSD_SUB * SSD_LDX;
+        float dv[8][2];
+#if !SSD_WG
+        float zv[2][8][2];
+#endif
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            const int pc = 8 * t + 2 * tg;
+            dv[t][0] = dv[t][1] = 0.0f;
+            if (hasD) {
+                if (perP) {
+                    const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
+                    dv[t][0] = d2.x; dv[t][1] = d2.y;
+                } else {
+                    dv[t][0] = dv[t][1] = __ldg(a.D + h);
+                }
+            }
+#if !SSD_WG
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int r = m0 + g + 8 * half;
+                zv[half][t][0] = zv[half][t][1] = 0.0f;
+                if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
+                                                 zv[half][t][0], zv[half][t][1]);
+            }
+#endif
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = m0 + g + 8 * half;
+            if (r >= valid_i) continue;
+            const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                const int pc = 8 * t + 2 * tg;
+                float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
+                if (hasD) {
+                    float x0, x1;
+                    ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);
+                    o0 = __fmaf_rn(dv[t][0], x0, o0);
+                    o1 = __fmaf_rn(dv[t][1], x1, o1);
+                }
+                if (hasZ) {
+#if SSD_WG
+                    float z0, z1;
+                    ld_pair(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc), z0, z1);
+#else
+                    const float z0 = zv[half][t][0], z1 = zv[half][t][1];
+#endif
+                    o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
+                    o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
+                }
+                st_pair(a.y + row + pc, o0, o1);
+            }
+        }
+    }
+}
+
+#if SSD_WG
+// Off-diagonal M = CB * c_s, c_s = 2^(R_i - cs_s) dt'_s computed where it is used (no shared array, so no
+// barrier between row blocks).
+struct MOffWG {
+    const float* cs;   // the unit's cumsum of this sub-block
+    const float* dtv;  // its dt'
+    float R;           // R_i
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
+        const float2 q = *(const float2*)(cs + c), d = *(const float2*)(dtv + c);
+        return pack2(__fmul_rn(v0, __fmul_rn(ex2(__fsub_rn(R, q.x)), d.x)),
+                     __fmul_rn(v1, __fmul_rn(ex2(__fsub_rn(R, q.y)), d.y)));
+    }
+};
+
+// Producer: the loads of ssd_chunk_output: per row block i: C_i, B/X of step (i, 0), z_i, B/X of steps (i, 1..i);
+// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's z; the slice's first tile
+// first waits for phase `epoch` (parity) of BAR_EPOCH, -1: no wait) or nullptr (exact scan: the math warpgroup
+// writes S itself). The math warpgroup waits
+// for S_prev first: any order is deadlock-free whose waits are for buffers it frees before it needs this load.
+template <int HB, int NBUF>
+__device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
+                                               int u0, const T* prev, int epoch) {
+    const int grp = unit_head(u0) / (a.nheads / a.ngroups);
+    const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
+    for (int i = 0; i < nsub; ++i) {
+        const long long tok_i = ctok + i * SSD_SUB;
+        const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
+        fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
+        load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + (tok_i * a.ngroups + grp) * SSD_N, (long long)a.ngroups * SSD_N,
+                               valid_i);
+        fill_end(s, BAR_FULL_C);
+        ++p.c;
+        for (int j = 0; j <= i; ++j) {
+            produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
+            if (j == 0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
+                fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
+#pragma unroll
+                for (int u = 0; u < HB; ++u)
+                    load_tile_async<SSD_PB>(s.Zs + u * SSD_SUB * SSD_PB, SSD_LDX,
+                                            a.z + (tok_i * a.nheads + unit_head(u0 + u)) * SSD_P + unit_p0(u0 + u),
+                                            (long long)a.nheads * SSD_P, valid_i);
+                fill_end(s, BAR_FULL_Z);
+                ++p.z;
+            }
+            if (i == 0 && prev != nullptr) {  // S_prev last: the first loads need no grid-wide result
+                if (epoch >= 0) mbar_wait(s.bar + BAR_EPOCH, (uint32_t)epoch);
+                fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
+#pragma unroll
+                for (int u = 0; u < HB; ++u)
+                    load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, prev + (long long)u * SSD_PB * SSD_N,
+                                           SSD_N, SSD_PB);
+                fill_end(s, BAR_FULL_S);
+                ++p.s;
+            }
+        }
+    }
+}
+
+template <int HB, int NBUF, bool S_F32>
+__device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
+                                                 int u0, bool s_pipe) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int g = lane >> 2;
+    const int m0 = 16 * w;
+    const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
+    if (s_pipe) use_begin(s, BAR_FULL_S, (uint32_t)(p.s & 1));
+    for (int i = 0; i < nsub; ++i) {
+        const long long tok_i = ctok + i * SSD_SUB;
+        const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
+        float y[HB][8][4];
+        int buf = 0;
+        use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1));
+        for (int j = 0; j <= i; ++j) {
+            buf = ring_slot<NBUF>(p.bx);
+            const uint32_t ph = ring_phase<NBUF>(p.bx);
+            if (j == 0) {
+                // acc = 2^R_i (C_i S_prev^T)
+#pragma unroll
+                for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
+                gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
+                if (s_pipe && i == nsub - 1) {  // the tile's last use of S_prev
+                    use_end(s, BAR_EMPTY_S);
+                    ++p.s;
+                }
+                if (i > 0) {
+#pragma unroll
+                    for (int u = 0; u < HB; ++u) {
+                        const float eR = ex2(s.cs[u * SSD_Q + i * SSD_SUB - 1]);
+#pragma unroll
+                        for (int t = 0; t < 8; ++t)
+#pragma unroll
+                            for (int q = 0; q < 4; ++q) y[u][t][q] = __fmul_rn(y[u][t][q], eR);
+                    }
+                }
+            }
+            // CB = C_i B_j^T (the diagonal block: zero fragments above each warp's diagonal in M X)
+            const bool diag = j == i;
+            float cb[8][4];
+            use_begin(s, BAR_FULL_B + buf, ph);
+            gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
+            use_end(s, BAR_EMPTY_B + buf);
+            use_begin(s, BAR_FULL_X + buf, ph);
+            if (!diag) {
+#pragma unroll
+                for (int u = 0; u < HB; ++u) {
+                    const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
+                                   s.cs[u * SSD_Q + i * SSD_SUB - 1]};
+                    gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
+                }
+                use_end(s, BAR_EMPTY_X + buf);
+                ++p.bx;
+            } else {
+                use_end(s, BAR_EMPTY_C);  // the row block's last use of C
+                ++p.c;
+#pragma unroll
+                for (int u = 0; u < HB; ++u) {
+                    const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
+                    const float ct0 = cs[m0 + g], ct1 = cs[m0 + g + 8];
+                    // acc *= 2^(cs_t - R_i)   (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T)
+                    const float R = i > 0 ? s.cs[u * SSD_Q + i * SSD_SUB - 1] : 0.0f;
+                    const float r0 = ex2(__fsub_rn(ct0, R)), r1 = ex2(__fsub_rn(ct1, R));
+#pragma unroll
+                    for (int t = 0; t < 8; ++t) {
+                        y[u][t][0] = __fmul_rn(y[u][t][0], r0); y[u][t][1] = __fmul_rn(y[u][t][1], r0);
+                        y[u][t][2] = __fmul_rn(y[u][t][2], r1); y[u][t][3] = __fmul_rn(y[u][t][3], r1);
+                    }
+                    const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
+                    gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
+                }
+            }
+        }
+        const bool hasZ = a.flags & SSD_F_Z;
+        if (hasZ) use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1));
+        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0);  // X_i: the last step was j == i
+        if (hasZ) {
+            use_end(s, BAR_EMPTY_Z);
+            ++p.z;
+        }
+        use_end(s, BAR_EMPTY_X + buf);
+        ++p.bx;
+    }
+}
+#else
+// Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
+struct MOff {
+    const float* cf;  // the unit's column factors of this sub-block
+    __device__ __forceinline__ float one(float v, int, int c) const { return __fmul_rn(v, cf[c]); }
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
+        const float2 f = *(const float2*)(cf + c);
+        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
+    }
+};
+// Starts with a CTA barrier.
 template <int HB, int NBUF, bool S_F32>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -817,15 +1195,6 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             if (j == 0) {
                 load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + (tok_i * a.ngroups + grp) * SSD_N,
                                        (long long)a.ngroups * SSD_N, valid_i);
-#if SSD_WG
-                if (a.flags & SSD_F_Z) {  // z of the row block, read by the epilogue (no global round trip there)
-#pragma unroll
-                    for (int u = 0; u < HB; ++u)
-                        load_tile_async<SSD_PB>(s.Zs + u * SSD_SUB * SSD_PB, SSD_LDX,
-                                                a.z + (tok_i * a.nheads + unit_head(u0 + u)) * SSD_P + unit_p0(u0 + u),
-                                                (long long)a.nheads * SSD_P, valid_i);
-                }
-#endif
                 cp_async_commit();
                 // c_s = 2^(R_i - cs_s) dt'_s for the tokens before the row block
                 for (int e = threadIdx.x; e < HB * i * SSD_SUB; e += SSD_THREADS) {
@@ -846,9 +1215,6 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 issue_bx<HB, SSD_N>(a, s, 0, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
                 cp_async_wait<0>();
             }
-#if SSD_WG
-            fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
-#endif
             __syncthreads();
             if (j == 0) {
                 // acc = 2^R_i (C_i S_prev^T)
@@ -894,67 +1260,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 }
             }
         }
-        // Epilogue: D x and the z gate (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), rows < valid_i. A unit's
-        // D and z values are loaded together before its first store (one round trip, not one per store).
-        const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z, perP = a.flags & SSD_F_DP;
-#pragma unroll
-        for (int u = 0; u < HB; ++u) {
-            const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
-            const T* Xi = sX(s, buf, u);  // X_i: the last step was j == i
-            float dv[8][2];
-#if !SSD_WG
-            float zv[2][8][2];
-#endif
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                const int pc = 8 * t + 2 * tg;
-                dv[t][0] = dv[t][1] = 0.0f;
-                if (hasD) {
-                    if (perP) {
-                        const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
-                        dv[t][0] = d2.x; dv[t][1] = d2.y;
-                    } else {
-                        dv[t][0] = dv[t][1] = __ldg(a.D + h);
-                    }
-                }
-#if !SSD_WG
-#pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int r = m0 + g + 8 * half;
-                    zv[half][t][0] = zv[half][t][1] = 0.0f;
-                    if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
-                                                     zv[half][t][0], zv[half][t][1]);
-                }
-#endif
-            }
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int r = m0 + g + 8 * half;
-                if (r >= valid_i) continue;
-                const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
-#pragma unroll
-                for (int t = 0; t < 8; ++t) {
-                    const int pc = 8 * t + 2 * tg;
-                    float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
-                    if (hasD) {
-                        float x0, x1;
-                        ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);
-                        o0 = __fmaf_rn(dv[t][0], x0, o0);
-                        o1 = __fmaf_rn(dv[t][1], x1, o1);
-                    }
-                    if (hasZ) {
-#if SSD_WG
-                        float z0, z1;
-                        ld_pair(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc), z0, z1);
-#else
-                        const float z0 = zv[half][t][0], z1 = zv[half][t][1];
-#endif
-                        o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
-                        o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
-                    }
-                    st_pair(a.y + row + pc, o0, o1);
-                }
-            }
-        }
+        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0);
     }
 }
+#endif  // SSD_WG
