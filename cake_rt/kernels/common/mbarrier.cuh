@@ -20,6 +20,8 @@ CAKE_DEVICE void mbarrier_arrive(uint64_t* bar) {
 }
 
 // Acquire: returns once the phase of parity `parity` has completed (at most one phase behind the barrier).
+// A fresh barrier's "previous" phase (parity 1) counts as complete, so a producer's first wait on an empty
+// slot passes.
 CAKE_DEVICE void mbarrier_wait_parity(uint64_t* bar, unsigned parity) {
     asm volatile(
         "{\n.reg .pred done;\nWAIT_%=:\n"
@@ -27,6 +29,14 @@ CAKE_DEVICE void mbarrier_wait_parity(uint64_t* bar, unsigned parity) {
         "@!done bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
         "r"(parity)
         : "memory");
+}
+
+// Arrive on `bar` once every cp.async this thread issued before has landed (the arrival is pre-counted in the
+// barrier's init count: .noinc).
+CAKE_DEVICE void mbarrier_arrive_cp_async(uint64_t* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n"
+                 ::"r"((uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
 }
 
 #endif

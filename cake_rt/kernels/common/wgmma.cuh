@@ -46,27 +46,6 @@ CAKE_DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\
 // Order generic-proxy shared-memory writes (st.shared, cp.async results) before async-proxy reads (wgmma).
 CAKE_DEVICE void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// mbarrier (shared memory, CTA scope): a producer / consumer handshake. A barrier completes a phase when
-// `count` arrivals have landed; waiters name the phase by its parity (a fresh barrier's "previous" phase,
-// parity 1, counts as complete, so a producer's first wait on an empty slot passes).
-CAKE_DEVICE void mbar_init(uint64_t* bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-CAKE_DEVICE void mbar_arrive(uint64_t* bar) {
-    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-CAKE_DEVICE void mbar_wait(uint64_t* bar, uint32_t parity) {
-    asm volatile(
-        "{\n.reg .pred P;\nWAIT:\n"
-        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 P, [%0], %1;\n"
-        "@!P bra WAIT;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
-}
-// Arrive on `bar` once every cp.async this thread issued before has landed (the arrival is pre-counted
-// in the barrier's init count: .noinc).
-CAKE_DEVICE void cp_async_mbar_arrive(uint64_t* bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-
 // Move this warpgroup's register allocation down / up to N per thread (a warp-specialized block's roles,
 // one branch each; the kernel's launch bounds set the entry cap, e.g. 128 for (256, 2)).
 template <int N>

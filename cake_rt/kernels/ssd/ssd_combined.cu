@@ -347,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         }
         grid_barrier(barrier, GRID_THREADS);
 #if SSD_WG
-        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbar_arrive(s.bar + BAR_EPOCH);  // S_prev of this slice is ready
+        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbarrier_arrive(s.bar + BAR_EPOCH);  // S_prev of this slice is ready
 #endif
 
         // Phase 3: outputs.

@@ -46,6 +46,7 @@
 #endif
 #if SSD_WG
 #include "../common/wgmma.cuh"
+#include "../common/mbarrier.cuh"
 #if !defined(CAKE_HAS_WGMMA)
 #error "SSD_WG needs the sm_90a target"
 #endif
@@ -472,14 +473,14 @@ __device__ __forceinline__ int ring_slot(int k) { return NBUF == 2 ? (k & 1) : 0
 template <int NBUF>
 __device__ __forceinline__ uint32_t ring_phase(int k) { return (uint32_t)((NBUF == 2 ? k >> 1 : k) & 1); }
 // Producer: wait for the consumers to free a buffer / arrive on its full barrier when this thread's copies land.
-__device__ __forceinline__ void fill_begin(const SsdSmem& s, int empty, uint32_t phase) { mbar_wait(s.bar + empty, phase ^ 1u); }
-__device__ __forceinline__ void fill_end(const SsdSmem& s, int full) { cp_async_mbar_arrive(s.bar + full); }
+__device__ __forceinline__ void fill_begin(const SsdSmem& s, int empty, uint32_t phase) { mbarrier_wait_parity(s.bar + empty, phase ^ 1u); }
+__device__ __forceinline__ void fill_end(const SsdSmem& s, int full) { mbarrier_arrive_cp_async(s.bar + full); }
 // Math warpgroup: wait for a buffer (cp.async data is then read by wgmma: the async proxy) / free it.
 __device__ __forceinline__ void use_begin(const SsdSmem& s, int full, uint32_t phase) {
-    mbar_wait(s.bar + full, phase);
+    mbarrier_wait_parity(s.bar + full, phase);
     fence_proxy_async_shared();
 }
-__device__ __forceinline__ void use_end(const SsdSmem& s, int empty) { mbar_arrive(s.bar + empty); }
+__device__ __forceinline__ void use_end(const SsdSmem& s, int empty) { mbarrier_arrive(s.bar + empty); }
 
 // Producer: the raw dt of a chunk for the prep (plain loads: a 16-bit dt is too narrow for cp.async).
 template <int HB>
@@ -489,7 +490,7 @@ __device__ __forceinline__ void produce_dt(const SsdArgs& a, const SsdSmem& s, S
         const int u = e / SSD_Q, t = e % SSD_Q;
         s.dtr[e] = t < l ? EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]) : 0.0f;
     }
-    mbar_arrive(s.bar + BAR_FULL_DT);  // (release: the stores above are seen by the waiters)
+    mbarrier_arrive(s.bar + BAR_FULL_DT);  // (release: the stores above are seen by the waiters)
     ++p.dt;
 }
 #endif
@@ -505,7 +506,7 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     math_sync();  // the previous users of the chunk arrays are done
 #if SSD_WG
-    mbar_wait(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
+    mbarrier_wait_parity(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
 #else
     (void)p;
 #endif
@@ -607,7 +608,7 @@ __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s
 // Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
 __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
     if (threadIdx.x == 0) {
-        for (int b = 0; b < SSD_NBARS; ++b) mbar_init(s.bar + b, b == BAR_EPOCH ? 1 : SSD_THREADS);
+        for (int b = 0; b < SSD_NBARS; ++b) mbarrier_init(s.bar + b, b == BAR_EPOCH ? 1 : SSD_THREADS);
     }
     __syncthreads();
 }
@@ -1066,7 +1067,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
                 ++p.z;
             }
             if (i == 0 && prev != nullptr) {  // S_prev last: the first loads need no grid-wide result
-                if (epoch >= 0) mbar_wait(s.bar + BAR_EPOCH, (uint32_t)epoch);
+                if (epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
 #pragma unroll
                 for (int u = 0; u < HB; ++u)
