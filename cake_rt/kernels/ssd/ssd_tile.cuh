@@ -1022,6 +1022,20 @@ __device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s,
     }
 }
 
+// acc *= 2^R_i: row block i's C S_prev^T scaled by the decay from the chunk start to the row block's start
+// (R_i: the cumsum at the row before it).
+template <int HB>
+__device__ __forceinline__ void scale_by_row_decay(float (&y)[HB][8][4], const float* cs, int i) {
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const float eR = ex2(cs[u * SSD_Q + i * SSD_SUB - 1]);
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) y[u][t][q] = __fmul_rn(y[u][t][q], eR);
+    }
+}
+
 #if SSD_WG
 // Off-diagonal M = CB * c_s, c_s = 2^(R_i - cs_s) dt'_s computed where it is used (no shared array, so no
 // barrier between row blocks).
@@ -1106,16 +1120,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     use_end(s, BAR_EMPTY_S);
                     ++p.s;
                 }
-                if (i > 0) {
-#pragma unroll
-                    for (int u = 0; u < HB; ++u) {
-                        const float eR = ex2(s.cs[u * SSD_Q + i * SSD_SUB - 1]);
-#pragma unroll
-                        for (int t = 0; t < 8; ++t)
-#pragma unroll
-                            for (int q = 0; q < 4; ++q) y[u][t][q] = __fmul_rn(y[u][t][q], eR);
-                    }
-                }
+                if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
             }
             // CB = C_i B_j^T (the diagonal block: zero fragments above each warp's diagonal in M X)
             const bool diag = j == i;
@@ -1222,16 +1227,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
 #pragma unroll
                 for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
                 gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
-                if (i > 0) {
-#pragma unroll
-                    for (int u = 0; u < HB; ++u) {
-                        const float eR = ex2(s.cs[u * SSD_Q + i * SSD_SUB - 1]);
-#pragma unroll
-                        for (int t = 0; t < 8; ++t)
-#pragma unroll
-                            for (int q = 0; q < 4; ++q) y[u][t][q] = __fmul_rn(y[u][t][q], eR);
-                    }
-                }
+                if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
             }
             // CB = C_i B_j^T for the strip (diagonal block: only the n-tiles at or left of the strip's diagonal)
             const bool diag = j == i;
