@@ -1036,6 +1036,27 @@ __device__ __forceinline__ void scale_by_row_decay(float (&y)[HB][8][4], const f
     }
 }
 
+// The diagonal step of row block i: acc *= 2^(cs_t - R_i) (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T),
+// then acc += (C_i B_i^T * L) X_i over the n-tiles at or left of each warp's diagonal.
+template <int HB>
+__device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const float (&cb)[8][4], const SsdSmem& s,
+                                                     int buf, int i, int m0, int g, int w) {
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
+        const float ct0 = cs[m0 + g], ct1 = cs[m0 + g + 8];
+        const float R = i > 0 ? s.cs[u * SSD_Q + i * SSD_SUB - 1] : 0.0f;
+        const float r0 = ex2(__fsub_rn(ct0, R)), r1 = ex2(__fsub_rn(ct1, R));
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            y[u][t][0] = __fmul_rn(y[u][t][0], r0); y[u][t][1] = __fmul_rn(y[u][t][1], r0);
+            y[u][t][2] = __fmul_rn(y[u][t][2], r1); y[u][t][3] = __fmul_rn(y[u][t][3], r1);
+        }
+        const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
+        gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
+    }
+}
+
 #if SSD_WG
 // Off-diagonal M = CB * c_s, c_s = 2^(R_i - cs_s) dt'_s computed where it is used (no shared array, so no
 // barrier between row blocks).
@@ -1141,21 +1162,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             } else {
                 use_end(s, BAR_EMPTY_C);  // the row block's last use of C
                 ++p.c;
-#pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
-                    const float ct0 = cs[m0 + g], ct1 = cs[m0 + g + 8];
-                    // acc *= 2^(cs_t - R_i)   (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T)
-                    const float R = i > 0 ? s.cs[u * SSD_Q + i * SSD_SUB - 1] : 0.0f;
-                    const float r0 = ex2(__fsub_rn(ct0, R)), r1 = ex2(__fsub_rn(ct1, R));
-#pragma unroll
-                    for (int t = 0; t < 8; ++t) {
-                        y[u][t][0] = __fmul_rn(y[u][t][0], r0); y[u][t][1] = __fmul_rn(y[u][t][1], r0);
-                        y[u][t][2] = __fmul_rn(y[u][t][2], r1); y[u][t][3] = __fmul_rn(y[u][t][3], r1);
-                    }
-                    const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
-                    gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
-                }
+                output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
             }
         }
         const bool hasZ = a.flags & SSD_F_Z;
@@ -1240,21 +1247,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
                 }
             } else {
-#pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
-                    const float ct0 = cs[m0 + g], ct1 = cs[m0 + g + 8];
-                    // acc *= 2^(cs_t - R_i)   (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T)
-                    const float R = i > 0 ? s.cs[u * SSD_Q + i * SSD_SUB - 1] : 0.0f;
-                    const float r0 = ex2(__fsub_rn(ct0, R)), r1 = ex2(__fsub_rn(ct1, R));
-#pragma unroll
-                    for (int t = 0; t < 8; ++t) {
-                        y[u][t][0] = __fmul_rn(y[u][t][0], r0); y[u][t][1] = __fmul_rn(y[u][t][1], r0);
-                        y[u][t][2] = __fmul_rn(y[u][t][2], r1); y[u][t][3] = __fmul_rn(y[u][t][3], r1);
-                    }
-                    const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
-                    gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
-                }
+                output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
             }
         }
         ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0);
