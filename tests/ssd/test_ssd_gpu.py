@@ -1,8 +1,5 @@
 """GPU tests of cake_rt.ssd_combined: both families against the float64 reference on fresh random inputs,
 bitwise equality of the families and of repeated calls, plans, errors, streams, DLPack, > 2^31 elements."""
-import math
-import os
-
 import numpy as np
 import pytest
 
@@ -187,7 +184,7 @@ def test_chunkpar_launch_is_cooperative_and_leaves_words_zero():
     import cupy
 
     import cake_rt
-    from cake_rt.launch.grid import cooperative_capacity, record_launches
+    from cake_rt.launch.grid import record_launches
     from cake_rt.launch.tickets import stream_ticket_words
 
     case = make_case(81, 1, 1000, 4, 64, 128, 1, BF16)
