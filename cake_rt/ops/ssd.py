@@ -21,7 +21,7 @@ import numpy as np
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
                        check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
 from .. import env
-from ..launch.grid import PackedLaunch, Slot
+from ..launch.grid import PackedLaunch, Slot, cooperative_capacity
 from ..launch.streams import (CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
                               is_capturing, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
@@ -572,8 +572,8 @@ def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, 
     4% on the long rows and cost 35% on the short one (half the tiles); elsewhere ptxas spills. Otherwise
     one unit, double-buffered when two CTAs still share an SM, else the first layout that fits at all."""
     def fits(hb, nb, n_per_sm):
-        return n_per_sm * (smem_bytes(itemsize, dstate, chunk, hb, nb, exact, wg) + 1024) <= per_sm and \
-            smem_bytes(itemsize, dstate, chunk, hb, nb, exact, wg) <= optin
+        nbytes = smem_bytes(itemsize, dstate, chunk, hb, nb, exact, wg)
+        return n_per_sm * (nbytes + 1024) <= per_sm and nbytes <= optin
     if exact and itemsize == 2 and dstate <= 64 and units_per_group % 2 == 0 and fits(2, 2, 2):
         return 2, 2
     for nb in (2, 1):
@@ -692,12 +692,6 @@ def cta_threads(defs: dict) -> int:
     return WG_THREADS if defs["SSD_WG"] else THREADS
 
 
-def _coop_capacity(k, smem: int, threads: int) -> int:
-    from ..launch.grid import cooperative_capacity
-
-    return cooperative_capacity(k, threads, smem)
-
-
 _plan_memo: dict = {}
 
 
@@ -739,7 +733,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     if need_coop:
         try:
             k = _kernel(c, "ssd_chunkpar", defs)
-            capacity = _coop_capacity(k, _smem(c, defs, False), cta_threads(defs))
+            capacity = cooperative_capacity(k, cta_threads(defs), _smem(c, defs, False))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
@@ -936,9 +930,8 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
-    # The grid comes from this kernel's real occupancy (checked again when packed).
-    threads = cta_threads(defs)
-    pk = _packed(p, k, min(plan.grid, _coop_capacity(k, smem, threads)), smem, threads, True, np.int32(plan.slice_units))
+    # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
+    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, np.int32(plan.slice_units))
     return plan, pk, True, o1, o2
 
 
