@@ -297,6 +297,62 @@ def test_plan_eviction_while_calls_are_queued_keeps_the_table_alive(current):
     assert rc == 0 and "RESULT OK" in out, out[-3000:]
 
 
+@pytest.mark.parametrize("stream_arg", ["owned stream", "current stream", "raw handle"])
+def test_dropped_runner_keeps_its_memory_until_its_queued_runs_complete(stream_arg):
+    # A prepared runner runs (its steady path after the first run) behind a hold, then is dropped: its work
+    # table, ticket word and workspace must stay allocated until those runs have completed. Under CuPy's
+    # stream-ordered allocator a block freed early goes at once to the allocations another stream makes
+    # next, which fill it with 0xFF while the runs still wait; the runs would then read a garbage table.
+    rc, out = run_script("""
+    import gc, sys
+    pool = cupy.cuda.MemoryAsyncPool()
+    cupy.cuda.set_allocator(pool.malloc)
+    from cake_rt.launch.compile import get_kernel
+    from cake_rt.launch.grid import launch
+    from cake_rt.reference.dsa import dsa_indexer_reference
+    T = 1024
+    q, k, w = inputs(T, T)
+    cu = np.array([0, 300, 700, 1024], np.int32)
+    meta = dict(cu_seqlens_q=cu, cu_seqlens_k=cu)
+    split = dict(key_split=128)  # split key ranges: the runner owns a workspace and arrival words too
+    s = cupy.cuda.Stream(non_blocking=True)
+    s2 = cupy.cuda.Stream(non_blocking=True)
+    kern = get_kernel("bench/spin.cu", "cake_bench_spin")
+    words = cupy.zeros(8, dtype=cupy.uint32)
+    idx = cupy.full((T, 16), 0x7F7F7F7F, dtype=cupy.int32)
+    sc = cupy.full((T, 16), np.nan, dtype=cupy.float32)
+    with s:
+        runner = prepare_dsa_indexer_det_topk(q, k, w, 16, indices=idx, scores=sc, stream=s, **meta, **split)
+    assert runner.plan.nsplit > 0 and runner.workspace is not None
+    arg = {"owned stream": s, "current stream": None, "raw handle": s.ptr}[sys.argv[1]]
+    with s:
+        runner(stream=arg)  # the first run on the stream makes its state
+        s.synchronize()
+        idx.fill(0x7F7F7F7F)
+        sc.fill(np.nan)
+        launch(kern, 1, 32, (words, words[4:], np.uint64(300_000_000)), shared_mem=1024, stream=s)
+        for _ in range(3):
+            runner(stream=arg)
+    nbytes = (runner.plan.units.nbytes, runner.workspace.nbytes if runner.workspace is not None else 0)
+    del runner
+    gc.collect()
+    junk = []
+    with s2:
+        for _ in range(64):
+            for n in nbytes:
+                if n:
+                    a = cupy.empty(n, dtype=cupy.uint8)
+                    a.fill(255)
+                    junk.append(a)
+    s2.synchronize()
+    s.synchronize()
+    wi, ws = dsa_indexer_reference(q.get(), k.get(), w.get(), 16, **meta)
+    ok = np.array_equal(idx.get(), wi) and np.array_equal(sc.get(), np.asarray(ws, np.float32))
+    print("RESULT", "OK" if ok else "WRONG")
+    """, args=(stream_arg,))
+    assert rc == 0 and "RESULT OK" in out, out[-3000:]
+
+
 def test_graph_captured_eager_call_survives_plan_eviction():
     cupy = _cp()
     T = 128

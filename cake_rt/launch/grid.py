@@ -279,3 +279,17 @@ class PackedLaunch:
                                     self._addr, 0)
         if getattr(_local, "stack", None):
             _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
+
+    def run_bound(self, handle: int) -> None:
+        """Launch on stream ``handle`` a launch packed without slots (its argument buffer never changes, so
+        no lock)."""
+        g, b = self.grid, self.block
+        if self._nslots:
+            raise TypeError(f"{self.kernel.name}: run_bound on a launch with slots ({', '.join(self.slot_names)})")
+        if self.cooperative:
+            driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle,
+                                           self._addr)
+        else:
+            driver.launchKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle, self._addr, 0)
+        if getattr(_local, "stack", None):
+            _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)

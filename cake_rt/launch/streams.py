@@ -334,12 +334,21 @@ def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) 
     key = stream_key(device, handle)
     ev = _call_events.get(key)
     if ev is None:
-        if len(_call_events) >= 4 * MAX_STREAM_STATES:
-            _call_events.clear()  # bounded; objects keep the events they were given
-        ev = _call_events[key] = cupy.cuda.Event(block=False, disable_timing=True)
+        key, ev = stream_event(device, handle)
     runtime.eventRecord(ev.ptr, handle)
     for o in objs:
         o._events[key] = ev
+
+
+def stream_event(device: int, handle: int):
+    """``(stream_key, event)``: the event every call on stream ``handle`` records after its launches."""
+    key = stream_key(device, handle)
+    ev = _call_events.get(key)
+    if ev is None:
+        if len(_call_events) >= 4 * MAX_STREAM_STATES:
+            _call_events.clear()  # bounded; objects keep the events they were given
+        ev = _call_events[key] = cupy.cuda.Event(block=False, disable_timing=True)
+    return key, ev
 
 
 def collect() -> int:

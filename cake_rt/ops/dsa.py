@@ -23,7 +23,7 @@ from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
                        check_disjoint_spans, contiguous_span)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
-                              end_call, external_stream, is_capturing, stream_key, stream_state,
+                              end_call, external_stream, is_capturing, stream_event, stream_key, stream_state,
                               UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
@@ -32,8 +32,10 @@ from ..launch.workspace import state_workspace
 try:  # bound once: the per-call path must not pay an import statement
     import cupy as _cupy
     from cupy import ndarray as _ndarray
+    from cupy.cuda import Stream as _Stream
+    from cupy_backends.cuda.api import runtime as _runtime
 except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
-    _cupy = _ndarray = None
+    _cupy = _ndarray = _Stream = _runtime = None
 
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256  # threads of the selection (layout.cuh NT): the block, or half of a warp-specialized one
@@ -573,24 +575,30 @@ class _DevicePlan(UploadedTable):
         self._packed = {}
         self.owned = ()  # a runner's ticket words and workspace: freed with the plan
 
-    def packed(self, schedule: str):
-        """The ``PackedLaunch`` of dsa_scan; slots: q, k, w, tickets, arrivals, indices, scores, ent, cnt.
+    def packed(self, schedule: str, pointers=None):
+        """The ``PackedLaunch`` of dsa_scan; slots: q, k, w, tickets, arrivals, indices, scores, ent, cnt
+        (``pointers``: their values, bound for good — a runner's launch on one stream — instead of slots).
 
         Arguments: q, k, weights, unit table, nunits, ticket word, use_ticket, arrival words (ticket word + 4
         words, one per split block), topk, causal, indices, scores, workspace parts, workspace part counts."""
-        hit = self._packed.get(schedule)
+        hit = self._packed.get(schedule) if pointers is None else None
         if hit is not None:
             return hit
         from ..launch.grid import PackedLaunch, Slot
 
         plan, cfg = self.plan, self.cfg
+        if pointers is None:
+            q, k, w, tickets, arrivals, indices, scores, ent, cnt = (
+                Slot(n) for n in ("q", "k", "w", "tickets", "arrivals", "indices", "scores", "ent", "cnt"))
+        else:
+            q, k, w, tickets, arrivals, indices, scores, ent, cnt = (np.uint64(v) for v in pointers)
         hit = PackedLaunch(
             self.scan, self.grid, cfg.threads,
-            (Slot("q"), Slot("k"), Slot("w"), np.uint64(self.ptr), np.int32(plan.nunits),
-             Slot("tickets"), np.int32(1 if schedule == "ticket" else 0), Slot("arrivals"), np.int32(plan.topk),
-             np.int32(1 if plan.causal else 0), Slot("indices"), Slot("scores"), Slot("ent"), Slot("cnt")),
+            (q, k, w, np.uint64(self.ptr), np.int32(plan.nunits), tickets, np.int32(1 if schedule == "ticket" else 0),
+             arrivals, np.int32(plan.topk), np.int32(1 if plan.causal else 0), indices, scores, ent, cnt),
             shared_mem=cfg.smem_scan, tag=f"dsa_scan:{schedule}")
-        self._packed[schedule] = hit
+        if pointers is None:
+            self._packed[schedule] = hit
         return hit
 
 
@@ -913,7 +921,9 @@ class DSAIndexerRunner:
         weakref.finalize(self, dp.retire)
 
     def _stream_memory(self, handle: int, capturing: bool):
-        """``(tickets, workspace, launch pointers)`` of the stream ``handle``, made on its first run."""
+        """``(launch, tickets, event)`` of the stream ``handle``, made on its first run: dsa_scan's launch
+        with every pointer bound (None without work units), the stream's ticket word (or None) and the
+        stream's call event, recorded after each run (the plan, and the memory it owns, is freed after it)."""
         key = handle if handle != PER_THREAD else stream_key(self._p.device, handle)
         mem = self._per_stream.get(key)
         if mem is not None:
@@ -945,28 +955,58 @@ class DSAIndexerRunner:
                 with s:
                     ws = cupy.empty(ws.nbytes, dtype=np.uint8)
         args = _launch_args(self._dp, self._qkw, self.indices, self.scores, ws, tickets, self.schedule)
-        return tickets, ws, args
+        launch = None if args is None else self._dp.packed(self.schedule, args)
+        key, ev = stream_event(self._p.device, handle)
+        self._dp._events[key] = ev
+        return launch, tickets, ev, ws
 
     @property
     def launches_per_call(self) -> int:
         return 1 if self.plan.nunits else 0
 
     def __call__(self, stream=None):
-        p, dp = self._p, self._dp
+        # The runner's plan (and the memory it owns) is retired only when the runner is gone, so a run needs
+        # no in-flight count: it records its stream's event after the launch (under capture the graph holds
+        # the launch and the caller holds the runner).
+        p, rt = self._p, _runtime
+        # The steady path: the inputs' device current; the current stream, or a CuPy stream that owns its
+        # handle; a stream this runner has run on; no capture.
+        if rt.getDevice() == p.device and (stream is None or (
+                isinstance(stream, _Stream) and getattr(stream, "device_id", -1) == p.device
+                and getattr(stream, "_foreign_stream_ref", None) is None)):
+            handle = (_cupy.cuda.get_current_stream() if stream is None else stream).ptr
+            mem = self._per_stream.get(handle) if handle != PER_THREAD else None
+            if mem is not None and rt.streamIsCapturing(handle) != rt.streamCaptureStatusActive:
+                launch, tickets, ev, _ = mem
+                if launch is not None:
+                    _run_bound(launch, tickets, handle)
+                rt.eventRecord(ev.ptr, handle)
+                return self.indices, self.scores
         with current_device(p.device):
             _, handle = resolve_handle(stream, p.device)
             capturing = is_capturing(handle)
-            tickets, _, args = self._stream_memory(handle, capturing)
-            used = (dp,)
-            begin_call(used)
-            try:
-                if args is not None:
-                    _run(dp, args, tickets, self.schedule, handle)
-            finally:
-                end_call(used, p.device, handle, capturing, pin=False)  # under capture the runner owns it
+            launch, tickets, ev, _ = self._stream_memory(handle, capturing)
+            if launch is not None:
+                _run_bound(launch, tickets, handle)
+            if not capturing:
+                rt.eventRecord(ev.ptr, handle)
         return self.indices, self.scores
 
     run = __call__
+
+
+def _run_bound(launch, tickets, handle: int) -> None:
+    """A runner's launch on stream ``handle`` (re-zeroing its ticket word first after a failed launch)."""
+    if tickets is None:
+        launch.run_bound(handle)
+        return
+    if tickets.dirty:
+        tickets.before_launch(handle)
+    try:
+        launch.run_bound(handle)
+    except BaseException:
+        tickets.mark_dirty()
+        raise
 
 
 def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k=None,
