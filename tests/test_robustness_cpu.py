@@ -22,7 +22,7 @@ def cache(tmp_path, monkeypatch):
     d = tmp_path / "cache"
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(d))
     monkeypatch.setattr(cc, "_cubin_cache", {})
-    monkeypatch.setattr(cc, "_warned_dirs", set())
+    monkeypatch.setattr(cc, "_warned_dirs", set(), raising=False)
     return d
 
 
