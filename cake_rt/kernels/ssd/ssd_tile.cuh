@@ -365,17 +365,13 @@ __device__ __forceinline__ void wg_rs_tb(float* d, const uint32_t a[4], uint64_t
     else wgmma_m64n128k16_f16_rs_tb(d, a, db, accumulate);
 #endif
 }
-// Wait until at most N committed groups are pending, then pin the landed accumulators (the compiler must not
-// read or move them before the wait).
+// Wait for the group just committed; the accumulators are not touched before it lands.
 template <int R>
-__device__ __forceinline__ void pin(float* d) {
+__device__ __forceinline__ void wg_wait(float* d) {
+    wgmma_commit();
+    wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-template <int R, int N = 0>
-__device__ __forceinline__ void wg_settle(float* d) {
-    wgmma_wait<N>();
-    pin<R>(d);
 }
 // Descriptor of 16 K columns k0.. of a K-major tile (k0 % 16 == 0): panel k0 / 64, 32 bytes per 16 columns.
 __device__ __forceinline__ uint64_t desc_k(const T* tile, int k0) {
@@ -508,14 +504,6 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
                                                int u0) {
     constexpr int G = SSD_Q / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    // the units' A (log2 units: 2^x is one MUFU op) and dt bias, loaded before the waits below
-    float Ah2[HB], bias[HB];
-#pragma unroll
-    for (int u = 0; u < HB; ++u) {
-        const int h = unit_head(u0 + u);
-        Ah2[u] = __fmul_rn(__ldg(a.A + h), 1.4426950408889634f);
-        bias[u] = (a.flags & SSD_F_BIAS) ? __ldg(a.dt_bias + h) : 0.0f;
-    }
     math_sync();  // the previous users of the chunk arrays are done
 #if SSD_WG
     mbarrier_wait_parity(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
@@ -524,20 +512,20 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
 #endif
     for (int task = warp; task < HB * G; task += SSD_THREADS / 32) {
         const int u = task / G, gi = task % G;
-        const float uA = HB == 1 || u == 0 ? Ah2[0] : Ah2[HB - 1];  // (by value: an indexed array is local memory)
-        const float ub = HB == 1 || u == 0 ? bias[0] : bias[HB - 1];
+        const int h = unit_head(u0 + u);
+        const float Ah2 = __fmul_rn(a.A[h], 1.4426950408889634f);  // log2 units: 2^x is one MUFU op
         const int t = gi * 32 + lane;
         float d = 0.0f, v = 0.0f;
         if (t < l) {
 #if SSD_WG
             d = s.dtr[u * SSD_Q + t];
 #else
-            d = EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]);
+            d = EDT::to_float(a.dt[(ctok + t) * a.nheads + h]);
 #endif
-            if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, ub);
+            if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, a.dt_bias[h]);
             if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
             if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
-            v = __fmul_rn(d, uA);
+            v = __fmul_rn(d, Ah2);
         }
 #pragma unroll
         for (int off = 1; off < 32; off <<= 1) {
@@ -636,10 +624,10 @@ __device__ __forceinline__ void state_fragments(uint32_t (&af)[HB][SSD_SUB / 16]
 #pragma unroll
         for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
 }
-// One step of the state pass: acc_u += round_T(w X_u^T) B[tokens of sub-block j, n0..n0+NB]. AHEAD (two B/X slots):
-// `af` was formed by the step before; this step issues its products, waits for the previous step's (one group
-// behind), frees that step's slot and forms the next step's fragments in `afn` under this step's products. One
-// slot: form, issue and wait here.
+// One step of the state pass: acc_u += round_T(w X_u^T) B[tokens of sub-block j, n0..n0+NB]. Two B/X slots
+// (AHEAD): `af` was formed by the step before; the next step's fragments are formed in `afn` while this step's
+// products run, and the slot is freed as soon as they land (freeing it later would tie the producer's next fill
+// to the arrival of the one after). One slot: form, issue, wait.
 template <int HB, int NBUF, int NB>
 __device__ __forceinline__ void state_step(const SsdSmem& s, SsdPipe& p, float (&acc)[HB][NB / 8][4],
                                            uint32_t (&af)[HB][SSD_SUB / 16][4], uint32_t (&afn)[HB][SSD_SUB / 16][4],
@@ -659,21 +647,19 @@ __device__ __forceinline__ void state_step(const SsdSmem& s, SsdPipe& p, float (
 #pragma unroll
         for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
     wgmma_commit();
-    if (AHEAD) {
-        wgmma_wait<1>();  // the previous step's products have landed
-        if (j > 0) {
-            use_end(s, BAR_EMPTY_B + (buf ^ 1));
-            use_end(s, BAR_EMPTY_X + (buf ^ 1));
-        }
-        if (j + 1 < nsub) {
-            use_begin(s, BAR_FULL_X + (buf ^ 1), ring_phase<NBUF>(p.bx + 1));
-            state_fragments<HB>(afn, s, buf ^ 1, j + 1, m0);
-        }
-    } else {
-        wg_settle<HB * NB / 2>(&acc[0][0][0]);
-        use_end(s, BAR_EMPTY_B + buf);
-        use_end(s, BAR_EMPTY_X + buf);
+    if (AHEAD && j + 1 < nsub) {
+        use_begin(s, BAR_FULL_X + (buf ^ 1), ring_phase<NBUF>(p.bx + 1));
+        state_fragments<HB>(afn, s, buf ^ 1, j + 1, m0);
     }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int t = 0; t < NB / 8; ++t)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
+    use_end(s, BAR_EMPTY_B + buf);
+    use_end(s, BAR_EMPTY_X + buf);
     ++p.bx;
 }
 template <int HB, int NBUF, int NB, class Sink>
@@ -693,12 +679,6 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
         for (int j = 0; j < nsub; j += 2) {  // two steps a round: the fragment buffers trade roles by name
             state_step<HB, NBUF, NB>(s, p, acc, af0, af1, j, nsub, n0, m0);
             if (j + 1 < nsub) state_step<HB, NBUF, NB>(s, p, acc, af1, af0, j + 1, nsub, n0, m0);
-        }
-        if (NBUF == 2) {
-            wg_settle<HB * NB / 2>(&acc[0][0][0]);
-            const int last = ring_slot<NBUF>(p.bx - 1);
-            use_end(s, BAR_EMPTY_B + last);
-            use_end(s, BAR_EMPTY_X + last);
         }
         sink(n0, acc);
     }
@@ -785,15 +765,13 @@ __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc)
 // Output GEMM pieces (warp strip: 16 token rows m0.., 64 columns as 8 n-tiles).
 
 #if SSD_WG
-// The warpgroup products below issue one wgmma group each and do not wait: the caller settles it (wg_settle), so a
-// step can issue the next product before it waits for this one.
 // CB = C_i B_j^T, 64 x 64 (the warp's strip: rows m0..m0+15), K = the N state columns in order, 16 per product.
 __device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int, int) {
     float* d = &cb[0][0];
     wgmma_fence();
 #pragma unroll
     for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k(Cs, k0), desc_k(Bs, k0), k0 > 0);
-    wgmma_commit();
+    wg_wait<32>(d);
 }
 // y_u += C S_u^T over the N state columns (S_u: round_T(S_prev) of unit u, [64][N] swizzled).
 template <int HB, bool S_F32>
@@ -805,6 +783,13 @@ __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, c
         for (int k0 = 0; k0 < SSD_N; k0 += 16)
             wg_ss_n64(&y[u][0][0], desc_k(Cs, k0), desc_k((const T*)S + u * SSD_PB * SSD_N, k0), 1);
     wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(y[u][t][q])::"memory");
 }
 // y += M X_j, M[r][c] = f(cb[r][c], r, c) as register A fragments (the accumulator fragments of n-tiles 2kk,
 // 2kk+1 are the A fragment of k-tile kk), X_j read transposed; k-tiles kk >= nk (this warp's rows see
@@ -828,7 +813,7 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wg_rs_tb<64>(d, af[kk], desc_mn(Xs, 16 * kk, 0), 1);
-    wgmma_commit();
+    wg_wait<32>(d);
 }
 #else
 // CB strip: cb[t] = C[m0.., :] B[8t.., :]^T over the N state columns, n-tiles t < nt (even) only.
@@ -1096,9 +1081,6 @@ __device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const
         }
         const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
         gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
-#if SSD_WG
-        wg_settle<32>(&y[u][0][0]);
-#endif
     }
 }
 
@@ -1160,47 +1142,6 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
     }
 }
 
-// One output step (i, j) of row block i (k0: the ring count of its step 0). Two B/X slots (AHEAD): M X_j is
-// issued and left in flight; the next step's C_i B_{j+1}^T queues behind it on the tensor cores and one wait lands
-// both (groups land in order), so X_j is freed there. One slot: M X_j is waited for in its step (the next B streams
-// into the slot under it).
-template <int HB, int NBUF>
-__device__ __forceinline__ void output_step(const SsdSmem& s, SsdPipe& p, float (&y)[HB][8][4], float (&cb)[8][4],
-                                            int i, int j, int k0, bool s_last, int m0, int g, int w) {
-    constexpr bool AHEAD = NBUF == 2;
-    const int k = k0 + j, buf = ring_slot<NBUF>(k);
-    const uint32_t ph = ring_phase<NBUF>(k);
-    use_begin(s, BAR_FULL_B + buf, ph);
-    gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
-    wg_settle<32>(&cb[0][0]);
-    pin<HB * 32>(&y[0][0][0]);  // the products into y issued before CB_j have landed too
-    use_end(s, BAR_EMPTY_B + buf);
-    if (AHEAD && j > 0) use_end(s, BAR_EMPTY_X + ring_slot<NBUF>(k - 1));  // M X_{j-1} has landed
-    if (j == 0) {
-        if (s_last) {  // the tile's last use of S_prev
-            use_end(s, BAR_EMPTY_S);
-            ++p.s;
-        }
-        if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
-    }
-    use_begin(s, BAR_FULL_X + buf, ph);
-    if (j < i) {
-#pragma unroll
-        for (int u = 0; u < HB; ++u) {
-            const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB, s.cs[u * SSD_Q + i * SSD_SUB - 1]};
-            gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
-        }
-        if (!AHEAD) {
-            wg_settle<HB * 32>(&y[0][0][0]);
-            use_end(s, BAR_EMPTY_X + buf);
-        }
-    } else {
-        use_end(s, BAR_EMPTY_C);  // the row block's last use of C
-        ++p.c;
-        output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
-    }
-}
-
 template <int HB, int NBUF, bool S_F32>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                  int u0, bool s_pipe) {
@@ -1212,27 +1153,54 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
-        const int k0 = p.bx;
-        float y[HB][8][4], cb[8][4];
+        float y[HB][8][4];
+        int buf = 0;
         use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1));
-        // acc = C_i S_prev^T (scaled by 2^R_i in step 0; two slots: it lands with C_i B_0^T)
+        for (int j = 0; j <= i; ++j) {
+            buf = ring_slot<NBUF>(p.bx);
+            const uint32_t ph = ring_phase<NBUF>(p.bx);
+            if (j == 0) {
+                // acc = 2^R_i (C_i S_prev^T)
 #pragma unroll
-        for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
-        gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
-        if (NBUF != 2) wg_settle<HB * 32>(&y[0][0][0]);
-        const bool s_last = s_pipe && i == nsub - 1;
-        for (int j = 0; j <= i; ++j) output_step<HB, NBUF>(s, p, y, cb, i, j, k0, s_last, m0, g, w);
-        wg_settle<HB * 32>(&y[0][0][0]);  // (nothing is pending after the diagonal step; ptxas cannot see that)
-        const int buf = ring_slot<NBUF>(k0 + i);  // X_i: the diagonal step's
-        p.bx = k0 + i + 1;
+                for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
+                gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
+                if (s_pipe && i == nsub - 1) {  // the tile's last use of S_prev
+                    use_end(s, BAR_EMPTY_S);
+                    ++p.s;
+                }
+                if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
+            }
+            // CB = C_i B_j^T (the diagonal block: zero fragments above each warp's diagonal in M X)
+            const bool diag = j == i;
+            float cb[8][4];
+            use_begin(s, BAR_FULL_B + buf, ph);
+            gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
+            use_end(s, BAR_EMPTY_B + buf);
+            use_begin(s, BAR_FULL_X + buf, ph);
+            if (!diag) {
+#pragma unroll
+                for (int u = 0; u < HB; ++u) {
+                    const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
+                                   s.cs[u * SSD_Q + i * SSD_SUB - 1]};
+                    gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
+                }
+                use_end(s, BAR_EMPTY_X + buf);
+                ++p.bx;
+            } else {
+                use_end(s, BAR_EMPTY_C);  // the row block's last use of C
+                ++p.c;
+                output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
+            }
+        }
         const bool hasZ = a.flags & SSD_F_Z;
         if (hasZ) use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1));
-        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0);
+        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0);  // X_i: the last step was j == i
         if (hasZ) {
             use_end(s, BAR_EMPTY_Z);
             ++p.z;
         }
         use_end(s, BAR_EMPTY_X + buf);
+        ++p.bx;
     }
 }
 #else
