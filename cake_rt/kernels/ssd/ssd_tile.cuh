@@ -615,53 +615,6 @@ __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
 // The producer's last copies land before it leaves.
 __device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// The state product's A fragments of sub-block j, every unit: round_T(w X_u^T), 16 tokens per k-tile.
-template <int HB>
-__device__ __forceinline__ void state_fragments(uint32_t (&af)[HB][SSD_SUB / 16][4], const SsdSmem& s, int buf, int j,
-                                                int m0) {
-#pragma unroll
-    for (int k = 0; k < SSD_SUB / 16; ++k)
-#pragma unroll
-        for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
-}
-// One step of the state pass: acc_u += round_T(w X_u^T) B[tokens of sub-block j, n0..n0+NB]. Two B/X slots
-// (AHEAD): `af` was formed by the step before; the next step's fragments are formed in `afn` while this step's
-// products run, and the slot is freed as soon as they land (freeing it later would tie the producer's next fill
-// to the arrival of the one after). One slot: form, issue, wait.
-template <int HB, int NBUF, int NB>
-__device__ __forceinline__ void state_step(const SsdSmem& s, SsdPipe& p, float (&acc)[HB][NB / 8][4],
-                                           uint32_t (&af)[HB][SSD_SUB / 16][4], uint32_t (&afn)[HB][SSD_SUB / 16][4],
-                                           int j, int nsub, int n0, int m0) {
-    constexpr bool AHEAD = NBUF == 2;
-    const int buf = ring_slot<NBUF>(p.bx);
-    const uint32_t ph = ring_phase<NBUF>(p.bx);
-    if (!AHEAD) {
-        use_begin(s, BAR_FULL_X + buf, ph);
-        state_fragments<HB>(af, s, buf, j, m0);
-    }
-    use_begin(s, BAR_FULL_B + buf, ph);
-    const T* Bs = sB(s, buf);
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < SSD_SUB / 16; ++k)
-#pragma unroll
-        for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
-    wgmma_commit();
-    if (AHEAD && j + 1 < nsub) {
-        use_begin(s, BAR_FULL_X + (buf ^ 1), ring_phase<NBUF>(p.bx + 1));
-        state_fragments<HB>(afn, s, buf ^ 1, j + 1, m0);
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int u = 0; u < HB; ++u)
-#pragma unroll
-        for (int t = 0; t < NB / 8; ++t)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
-    use_end(s, BAR_EMPTY_B + buf);
-    use_end(s, BAR_EMPTY_X + buf);
-    ++p.bx;
-}
 template <int HB, int NBUF, int NB, class Sink>
 __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s, SsdPipe& p, int l, Sink& sink) {
     constexpr int NT = NB / 8;
@@ -671,14 +624,34 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
         float acc[HB][NT][4];
 #pragma unroll
         for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
-        uint32_t af0[HB][SSD_SUB / 16][4], af1[HB][SSD_SUB / 16][4];
-        if (NBUF == 2) {
-            use_begin(s, BAR_FULL_X + ring_slot<NBUF>(p.bx), ring_phase<NBUF>(p.bx));
-            state_fragments<HB>(af0, s, ring_slot<NBUF>(p.bx), 0, m0);
-        }
-        for (int j = 0; j < nsub; j += 2) {  // two steps a round: the fragment buffers trade roles by name
-            state_step<HB, NBUF, NB>(s, p, acc, af0, af1, j, nsub, n0, m0);
-            if (j + 1 < nsub) state_step<HB, NBUF, NB>(s, p, acc, af1, af0, j + 1, nsub, n0, m0);
+        for (int j = 0; j < nsub; ++j) {
+            const int buf = ring_slot<NBUF>(p.bx);
+            use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx));
+            const T* Bs = sB(s, buf);
+            // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
+            uint32_t af[HB][SSD_SUB / 16][4];
+#pragma unroll
+            for (int k = 0; k < SSD_SUB / 16; ++k) {
+#pragma unroll
+                for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
+            }
+            use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx));
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < SSD_SUB / 16; ++k)
+#pragma unroll
+                for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+#pragma unroll
+            for (int u = 0; u < HB; ++u)
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
+            use_end(s, BAR_EMPTY_B + buf);
+            use_end(s, BAR_EMPTY_X + buf);
+            ++p.bx;
         }
         sink(n0, acc);
     }
