@@ -170,8 +170,17 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev)
-// Workspace of a slice of `un` units: local / prev [total_chunks][un][64][N] (fp32 / T).
+// Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
+// [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
+// its chunks one after another, so a batch of chunk loads reads one contiguous run.
 // ===================================================================================================
+#define SSD_UE (SSD_PB * SSD_N)                    // elements of one unit's state
+#define SSD_SCAN_SV 4                              // phase 2: adjacent state columns a thread (16-byte loads)
+#define SSD_SCAN_BLK (SSD_THREADS * SSD_SCAN_SV)   // phase 2: state elements of one item
+__device__ __forceinline__ long long local_index(int total_chunks, long long c, int uu, int e) {
+    return (((long long)uu * (SSD_UE / SSD_SCAN_BLK) + e / SSD_SCAN_BLK) * total_chunks + c) * SSD_SCAN_BLK +
+           e % SSD_SCAN_BLK;
+}
 // round_T of 4 adjacent state values into the S_prev workspace (8 or 16 bytes, aligned).
 __device__ __forceinline__ void store_prev4(T* q, const float (&S)[4]) {
 #if SSD_IS_F32
@@ -185,19 +194,22 @@ __device__ __forceinline__ void store_prev4(T* q, const float (&S)[4]) {
 
 template <int HB, int NB>
 struct LocalSink {
-    float* local;  // the tile's first unit
+    float* local;  // the slice's workspace
+    long long c;   // the tile's chunk
+    int uu0;       // its first unit in the slice
+    int total_chunks;
     __device__ __forceinline__ void operator()(int n0, float (*acc)[NB / 8][4]) {
         const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
         const int m0 = 16 * (threadIdx.x >> 5);
+        static_assert(SSD_SCAN_BLK % SSD_N == 0, "a state row never straddles a phase-2 item");
 #pragma unroll
         for (int u = 0; u < HB; ++u) {
 #pragma unroll
-            for (int t = 0; t < NB / 8; ++t) {
+            for (int half = 0; half < 2; ++half) {
+                float* q = local + local_index(total_chunks, c, uu0 + u, (m0 + g + 8 * half) * SSD_N) + n0 + 2 * tg;
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    *(float2*)(local + ((long long)u * SSD_PB + m0 + g + 8 * half) * SSD_N + n0 + 8 * t + 2 * tg) =
-                        make_float2(acc[u][t][2 * half], acc[u][t][2 * half + 1]);
-                }
+                for (int t = 0; t < NB / 8; ++t)
+                    *(float2*)(q + 8 * t) = make_float2(acc[u][t][2 * half], acc[u][t][2 * half + 1]);
             }
         }
     }
@@ -229,9 +241,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
     float* ws_local, T* ws_prev, float* ws_decay, unsigned* barrier, int slice_units) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
-    constexpr long long UE = (long long)SSD_PB * SSD_N;  // elements of one unit's state
-    constexpr int SV = 4;                                   // phase 2: adjacent state columns per thread
-    constexpr int NEB = (int)(UE / (SSD_THREADS * SV));    // phase-2 items per unit
+    constexpr long long UE = SSD_UE;
+    constexpr int SV = SSD_SCAN_SV;
+    constexpr int NEB = SSD_UE / SSD_SCAN_BLK;              // phase-2 items per unit
     const SsdArgs a{x, dt, A, Bm, Cm, D, z, dt_bias, init, y, final_out, varlen_out, chunk_out, table,
                     nseg, total_chunks, nheads, ngroups, flags, lo, hi};
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -280,7 +292,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
-            LocalSink<HB, NB> sink{ws_local + (c * un + (u0 - us)) * UE};
+            LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
             ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
 #else
@@ -317,7 +329,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 for (int k = 0; k < SSD_SCAN_BATCH; ++k) {  // independent loads first (cg: written by other CTAs)
                     const long long c = c0 + cb + k;
                     if (cb + k < nch) {
-                        loc[k] = __ldcg((const float4*)(ws_local + (c * un + uu) * UE + e));
+                        loc[k] = __ldcg((const float4*)(ws_local + local_index(a.total_chunks, c, uu, e)));
                         dec[k] = __ldcg(ws_decay + c * a.nheads + h);
                     }
                 }
