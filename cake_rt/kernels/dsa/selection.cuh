@@ -228,9 +228,10 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
 }
 
 // Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
-// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. gh (split units, else nullptr): the block's
-// histograms of appended keys (merge.cuh), one global atomic per appended key.
-CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
+// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT (split units): one global atomic per
+// appended key into gh, the block's histograms of appended keys (merge.cuh).
+template <bool COUNT>
+CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
     const int lane = sel_tid() & 31, warp = sel_tid() >> 5;
 #pragma unroll 1
     for (int qq = warp; qq < un.nq; qq += NWARPS) {
@@ -248,13 +249,19 @@ CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, 
             const unsigned b = __ballot_sync(0xffffffffu, take);
             if (take) {
                 s.cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
-                if (gh) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x >> 53), 1u);
+                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x >> 53), 1u);
             }
             c0 += __popc(b);
         }
         __syncwarp();  // every lane has read cnt[qq] before lane 0 rewrites it
         if (lane == 0) s.cnt[qq] = c0;
     }
+}
+
+// The append of an unsplit unit (gh == nullptr) keeps the counting out of its loop.
+CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
+    if (gh) append_rows<true>(s, un, scores, j0, causal, gh);
+    else append_rows<false>(s, un, scores, j0, causal, nullptr);
 }
 
 // Final selection of all queries of a unit: output rows, or (split unit) parts in the workspace, each from
