@@ -297,10 +297,16 @@ class DsaPlan:
 
     @property
     def ticket_words(self) -> int:
-        """uint32 words a launch needs: the ticket word, 3 spare, one arrival word per split block (rounded
-        up to a power of two so calls of similar plans share a stream's words)."""
-        n = 4 + self.nsplit
+        """uint32 words a launch needs: the ticket word, 3 spare, then per split block its record (layout.cuh
+        SPLIT_WORDS: the arrival word, 3 spare, a 2048-bin histogram per query of the block), rounded up to a
+        power of two so calls of similar plans share a stream's words."""
+        n = 4 + self.nsplit * split_words(self.BQ)
         return 1 << (n - 1).bit_length()
+
+
+def split_words(BQ: int) -> int:
+    """uint32 words of one split block's record in the arrival words (layout.cuh SPLIT_WORDS)."""
+    return 4 + BQ * 2048
 
 
 def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, key_split=None) -> DsaPlan:
@@ -580,7 +586,8 @@ class _DevicePlan(UploadedTable):
         (``pointers``: their values, bound for good — a runner's launch on one stream — instead of slots).
 
         Arguments: q, k, weights, unit table, nunits, ticket word, use_ticket, arrival words (ticket word + 4
-        words, one per split block), topk, causal, indices, scores, workspace parts, workspace part counts."""
+        words, one record per split block), topk, causal, indices, scores, workspace parts, workspace part
+        counts."""
         hit = self._packed.get(schedule) if pointers is None else None
         if hit is not None:
             return hit
@@ -649,8 +656,8 @@ def _default_schedule(dev) -> str:
 
 def _launch_args(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule):
     """The pointers dsa_scan's ``PackedLaunch`` takes (``qkw``: those of q, k and weights); None when the
-    plan has no work units. ``tickets`` (``plan.ticket_words`` words: the ticket word, then the arrival words
-    of split blocks from word 4) is needed by the ticket schedule and by split plans."""
+    plan has no work units. ``tickets`` (``plan.ticket_words`` words: the ticket word, then the records of
+    split blocks from word 4) is needed by the ticket schedule and by split plans."""
     plan = dp.plan
     if plan.nunits == 0:
         return None

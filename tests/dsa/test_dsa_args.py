@@ -130,7 +130,7 @@ def test_plan_covers_keys_and_orders_longest_first(key_split):
     span = plan.units[:, 6] - plan.units[:, 5]
     assert np.all(np.diff(span) <= 0)
     assert plan.workspace_bytes >= plan.nslots * plan.BQ * 16 * 8
-    assert plan.ticket_words >= 4 + plan.nsplit
+    assert plan.ticket_words >= 4 + plan.nsplit * dsa.split_words(plan.BQ)
     assert len(set(plan.units[plan.units[:, 8] >= 0, 8].tolist())) == plan.nsplit
 
 

@@ -31,11 +31,12 @@ using namespace dsa;
 // then the merge when this is the last part of its block to arrive. Selection threads only.
 CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsigned char* smem, unsigned* arrivals,
                                   int* flags, int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
+    uint32_t* gh = split_hist(arrivals, un);
     // ---- finish: exact top-k per query, in buffer (= ascending id) order (the key tiles are free now)
-    finish_unit(sel, un, topk, out_idx, out_sc, ws_ent, ws_cnt, reinterpret_cast<uint32_t*>(smem + Layout::kt));
+    finish_unit(sel, un, topk, out_idx, out_sc, ws_ent, ws_cnt, gh, reinterpret_cast<uint32_t*>(smem + Layout::kt));
     // ---- merge: the last part of a split block to arrive writes the block's rows
     if (un.slot >= 0 && arrive_last(arrivals, un, flags + 1))
-        merge_parts(sel, un, topk, ws_ent, ws_cnt, reinterpret_cast<uint64_t*>(smem),
+        merge_parts(sel, un, topk, ws_ent, ws_cnt, gh, reinterpret_cast<uint64_t*>(smem),
                     reinterpret_cast<int*>(smem + Layout::pstart), out_idx, out_sc);
 }
 
@@ -56,8 +57,8 @@ CAKE_DEVICE unsigned next_unit(unsigned u, unsigned* ticket, int use_ticket, uns
 }
 #endif
 
-// units: int32 [nunits, UNIT_INTS], longest first. ticket: the ticket word (use_ticket). arrivals: one
-// word per split block (zero at launch, left at zero). ws_ent / ws_cnt: parts of split units.
+// units: int32 [nunits, UNIT_INTS], longest first. ticket: the ticket word (use_ticket). arrivals: one record
+// of SPLIT_WORDS per split block (zero at launch, left at zero). ws_ent / ws_cnt: parts of split units.
 extern "C" __global__ void __launch_bounds__(BLOCK, 1)
 dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const float* __restrict__ w,
          const int* __restrict__ units, int nunits, unsigned* ticket, int use_ticket, unsigned* arrivals, int topk,
@@ -111,7 +112,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
                 sel.lo[sel_tid()] = 0ull;
             }
             sel_sync();
-            select_loop(sel, un, ntiles, sc, topk, causal, empty, g);
+            select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
             finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
             u = next_unit(u, ticket, use_ticket, tslot);
         }
@@ -138,7 +139,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
         if (ntiles > 0) load_key_tile(kt, kmat, un, 0);
 
         // ---- tile loop (scores + ordered appends)
-        tile_loop(sel, un, ntiles, kt, qs, sc, kmat, wq, topk, causal);
+        tile_loop(sel, un, ntiles, kt, qs, sc, kmat, wq, topk, causal, split_hist(arrivals, un));
         finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
 
         u = use_ticket ? ticket_draw(ticket, tslot) : u + gridDim.x;

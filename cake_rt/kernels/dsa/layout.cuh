@@ -98,8 +98,13 @@ static_assert(Layout::empty % 8 == 0 && Layout::empty + RING * 8 <= Layout::lo, 
 
 // A work unit: queries [q0, q0 + nq) of one segment x keys [klo, khi). Split blocks (slot >= 0) write a
 // part (their <= topk candidates per query) to the workspace; the last of the block's `nparts` units to
-// finish merges the parts `slot0 ..` (mblock: the block's arrival word).
+// finish merges the parts `slot0 ..` (mblock: the block's record in the arrival words).
 constexpr int UNIT_INTS = 12;
+// A split block's record in the arrival words (zero at launch, left at zero; the host sizes them,
+// cake_rt/ops/dsa.py DsaPlan.ticket_words): its arrival count, 3 spare words, then per query a histogram
+// of the top 11 key bits of every key its parts appended (integer atomics, any order: the same counts).
+constexpr int SPLIT_HIST_OFF = 4;
+constexpr int SPLIT_WORDS = SPLIT_HIST_OFF + BQ * HIST_WORDS;
 struct Unit {
     int q0, nq, ks0, lenk, pbase, klo, khi, slot, mblock, slot0, nparts;
 };

@@ -1,27 +1,40 @@
 // Split blocks in the same launch: parts plus a last-arrival merge.
 //
 // A block whose keys are cut into `nparts` units writes one part per unit (its <= topk best candidates per
-// query, ascending id) to the workspace, then counts itself on the block's arrival word. The unit that
-// arrives last (all other parts are complete and visible) merges: for each query it streams the parts in
-// key order through one candidate buffer with the scan's floor / compaction rule (starting from a floor that a
-// histogram pass over the parts gives) and writes the exact top-k.
-// The top-k set is unique, so the result does not depend on which unit arrives last. The last arrival
-// resets the word to 0: a completed launch leaves every arrival word at zero (the ticket-word rules).
+// query, ascending id) to the workspace, then counts itself on the block's arrival word. Every key a part
+// appends is also counted in the block's per-query histogram of top-11-bit digits (global integer atomics;
+// layout.cuh SPLIT_WORDS). A part writes only its keys from the floor that the histogram gives when it
+// finishes (the other parts are still adding to it: any subset of real candidates gives a valid floor), and
+// the unit that arrives last (all other parts are complete and visible) reads the complete histogram for
+// the floor of the k-th key's bin, streams the parts in key order through one candidate buffer from that
+// floor, and writes the exact top-k. The top-k set is unique, so the result does not depend on which unit
+// arrives last or on what a part saw of the histogram. The last arrival resets the arrival word and the
+// histograms to 0: a completed launch leaves every word at zero (the ticket-word rules).
 #pragma once
 #include "selection.cuh"
 
 namespace dsa {
 
+CAKE_DEVICE unsigned* split_record(unsigned* arrivals, const Unit& un) {
+    return arrivals + (size_t)un.mblock * SPLIT_WORDS;
+}
+
+// The block's histograms of appended keys ([BQ][HIST_WORDS]); nullptr for an unsplit unit.
+CAKE_DEVICE uint32_t* split_hist(unsigned* arrivals, const Unit& un) {
+    return un.slot >= 0 ? split_record(arrivals, un) + SPLIT_HIST_OFF : nullptr;
+}
+
 // Called by every thread after the unit wrote its part. Returns (block-uniform) whether this unit merges.
 CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
-    __threadfence();  // this thread's part writes are visible device-wide before the arrival
+    __threadfence();  // this thread's part writes and histogram counts are visible device-wide before the arrival
     sel_sync();
     if (sel_tid() == 0) {
-        const unsigned old = atomicAdd(arrivals + un.mblock, 1u);
+        unsigned* word = split_record(arrivals, un);
+        const unsigned old = atomicAdd(word, 1u);
         const int last = old == (unsigned)(un.nparts - 1);
         if (last) {
-            __threadfence();               // every other part's writes happen-before our reads
-            arrivals[un.mblock] = 0u;      // nobody else touches the word in this launch
+            __threadfence();  // every other part's writes happen-before our reads
+            *word = 0u;       // nobody else touches the word in this launch
         }
         *flag = last;
     }
@@ -29,64 +42,10 @@ CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
     return *flag != 0;
 }
 
-// A floor for query qq's merge: the lowest key of the bin (top 11 key bits) that holds the k-th largest
-// part key, so every key below it is out of the top-k. One pass over the parts (warp w reads parts w,
-// w + NWARPS, ... coalesced) into a shared histogram; 0 when the parts hold at most topk keys.
-CAKE_DEVICE uint64_t merge_floor(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
-                                 const int* ws_cnt) {
-    const int tid = sel_tid(), lane = tid & 31, warp = tid >> 5;
-    for (int i = tid; i < HIST_WORDS; i += NT) s.hist[i] = 0u;
-    sel_sync();
-    constexpr int E = 8;  // loads in flight per lane
-#pragma unroll 1
-    for (int p = warp; p < un.nparts; p += NWARPS) {
-        const size_t part = (size_t)(un.slot0 + p) * BQ + qq;
-        const int c = __ldcg(ws_cnt + part);
-        const uint64_t* src = ws_ent + part * topk;
-#pragma unroll 1
-        for (int i0 = 0; i0 < c; i0 += 32 * E) {
-            uint64_t x[E];
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-                const int i = i0 + e * 32 + lane;
-                x[e] = i < c ? __ldcg(src + i) : 0ull;
-            }
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-                hist_count(s.hist, i0 + e * 32 + lane < c, (unsigned)(x[e] >> 53));
-            }
-        }
-    }
-    sel_sync();
-    // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
-    constexpr int PER = HIST_WORDS / NT;
-    const int top = HIST_WORDS - tid * PER;
-    const int cnt = owned_bins_sum(s.hist, top, PER);
-    int total;
-    const int above = block_excl_scan<NT>(cnt, s.scratch, total);
-    uint64_t* result = &s.st->result;
-    if (tid == 0) *result = 0ull;
-    sel_sync();
-    if (total > topk && above < topk && above + cnt >= topk) {
-        int cum = above;
-        for (int b = top - 1; b >= top - PER; --b) {
-            cum += (int)s.hist[b];
-            if (cum >= topk) {
-                *result = (uint64_t)b << 53;
-                break;
-            }
-        }
-    }
-    sel_sync();
-    const uint64_t f = *result;
-    sel_sync();
-    return f;
-}
-
 // Merge the parts slot0 .. slot0 + nparts of every query of the block into its output row.
 // buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
 CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint64_t* ws_ent, const int* ws_cnt,
-                             uint64_t* buf, int* pstart, int* out_idx, float* out_sc) {
+                             uint32_t* gh, uint64_t* buf, int* pstart, int* out_idx, float* out_sc) {
     constexpr int MC = Layout::merge_keys;
     static_assert(MC >= 2 * MERGE_ROUND, "merge capacity");
     const int tid = sel_tid();
@@ -94,7 +53,8 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
     for (int qq = 0; qq < un.nq; ++qq) {
         int n = 0;
         // Keys below the k-th largest key's top-digit bin never enter: usually about topk keys are appended.
-        uint64_t floor_key = merge_floor(s, un, qq, topk, ws_ent, ws_cnt);
+        load_split_hist(s, gh, qq, true);
+        uint64_t floor_key = hist_floor(s, topk);
 #pragma unroll 1
         for (int pb = 0; pb < un.nparts; pb += NT) {
             const int nb = min(NT, un.nparts - pb);

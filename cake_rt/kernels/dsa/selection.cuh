@@ -61,6 +61,47 @@ CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratc
     return base;
 }
 
+// Query qq's histogram of its block's appended keys into s.hist (read at L2: other parts may still be adding
+// to it); `clear` (the last arrival, when every part has added its counts) also zeroes it. Ends with a barrier.
+CAKE_DEVICE void load_split_hist(const Sel& s, uint32_t* gh, int qq, bool clear) {
+    uint32_t* h = gh + qq * HIST_WORDS;
+    for (int i = sel_tid(); i < HIST_WORDS; i += NT) {
+        s.hist[i] = __ldcg(h + i);
+        if (clear) h[i] = 0u;
+    }
+    sel_sync();
+}
+
+// The floor the digit counts in s.hist give: the lowest key of the bin (top 11 key bits) that holds the
+// topk-th largest counted key, 0 when at most topk keys are counted. Every counted key is a real candidate
+// of the query, so at least topk candidates are >= the floor and no key below it is in the top-k.
+CAKE_DEVICE uint64_t hist_floor(const Sel& s, int topk) {
+    const int tid = sel_tid();
+    // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
+    constexpr int PER = HIST_WORDS / NT;
+    const int top = HIST_WORDS - tid * PER;
+    const int cnt = owned_bins_sum(s.hist, top, PER);
+    int total;
+    const int above = block_excl_scan<NT>(cnt, s.scratch, total);
+    uint64_t* result = &s.st->result;
+    if (tid == 0) *result = 0ull;
+    sel_sync();
+    if (total > topk && above < topk && above + cnt >= topk) {
+        int cum = above;
+        for (int b = top - 1; b >= top - PER; --b) {
+            cum += (int)s.hist[b];
+            if (cum >= topk) {
+                *result = (uint64_t)b << 53;
+                break;
+            }
+        }
+    }
+    sel_sync();
+    const uint64_t f = *result;
+    sel_sync();
+    return f;
+}
+
 // Write query qq's kept keys cb[0 .. kept) (ascending id, <= topk of them) out: its output row, padded
 // to topk with -1 / -inf, or (split unit) its part and count in the workspace. Consecutive lanes take
 // consecutive entries, so every store of a warp is coalesced. (Writing straight from an ordered keep is
@@ -89,14 +130,15 @@ CAKE_DEVICE void write_row(const uint64_t* cb, int kept, const Unit& un, int qq,
 }
 
 // Final selection of one query's buffer (n <= CAP keys, in registers), kept in place (as compact_query
-// does), then written out (write_row). Block-uniform.
-CAKE_DEVICE void finish_query(const Sel& s, const Unit& un, int qq, int topk, int* out_idx, float* out_sc,
-                              uint64_t* ws_ent, int* ws_cnt) {
+// does), then written out (write_row); a part keeps only its keys from `pfloor` up. Block-uniform.
+CAKE_DEVICE void finish_query(const Sel& s, const Unit& un, int qq, int topk, uint64_t pfloor, int* out_idx,
+                              float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
     uint64_t* cb = s.cand + qq * CAP;
     const int n = s.cnt[qq];
     uint64_t x[REG_R][4];
     dsa_reg_load<NT, REG_R>(x, cb, n);
-    const uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch) : 0ull;
+    uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch) : 0ull;
+    if (pfloor > K) K = pfloor;
     const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
     sel_sync();  // the kept keys are in place
     write_row(cb, kept, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
@@ -186,8 +228,10 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
 }
 
 // Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
-// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE.
-CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, int j0, int causal) {
+// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT (split units): one global atomic per
+// appended key into gh, the block's histograms of appended keys (merge.cuh).
+template <bool COUNT>
+CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
     const int lane = sel_tid() & 31, warp = sel_tid() >> 5;
 #pragma unroll 1
     for (int qq = warp; qq < un.nq; qq += NWARPS) {
@@ -203,7 +247,10 @@ CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, 
             const uint64_t x = score_id_key(scp[r], (uint32_t)j);
             const bool take = j < vend && x >= floor_key;
             const unsigned b = __ballot_sync(0xffffffffu, take);
-            if (take) s.cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
+            if (take) {
+                s.cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
+                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x >> 53), 1u);
+            }
             c0 += __popc(b);
         }
         __syncwarp();  // every lane has read cnt[qq] before lane 0 rewrites it
@@ -211,11 +258,28 @@ CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, 
     }
 }
 
-// Final selection of all queries of a unit: output rows, or (split unit) parts in the workspace.
-// hists: MULTI_HIST_BYTES of free shared memory (the key tiles: nothing is in flight after the loop).
+// The append of an unsplit unit (gh == nullptr) keeps the counting out of its loop.
+CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
+    if (gh) append_rows<true>(s, un, scores, j0, causal, gh);
+    else append_rows<false>(s, un, scores, j0, causal, nullptr);
+}
+
+// Final selection of all queries of a unit: output rows, or (split unit) parts in the workspace, each from
+// the floor its block's histogram of appended keys gives now (gh; nullptr for an unsplit unit): fewer keys
+// for the merge. hists: MULTI_HIST_BYTES of free shared memory (the key tiles: nothing is in flight after
+// the loop).
 CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_idx, float* out_sc,
-                             uint64_t* ws_ent, int* ws_cnt, uint32_t* hists) {
+                             uint64_t* ws_ent, int* ws_cnt, uint32_t* gh, uint32_t* hists) {
     if constexpr (MULTI) {
+        uint64_t pfloor[BQ];
+#pragma unroll
+        for (int q = 0; q < BQ; ++q) {
+            pfloor[q] = 0ull;
+            if (gh && q < un.nq) {  // block-uniform
+                load_split_hist(s, gh, q, false);
+                pfloor[q] = hist_floor(s, topk);
+            }
+        }
         DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
         uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
         int n[BQ];
@@ -228,6 +292,9 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
         }
         uint64_t K[BQ];
         multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
+#pragma unroll
+        for (int q = 0; q < BQ; ++q)
+            if (pfloor[q] > K[q]) K[q] = pfloor[q];
         int kept[BQ];
         // Keep in place (the compaction's stable keep), then write each row out coalesced (write_row).
         multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
@@ -241,7 +308,12 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
         (void)hists;
 #pragma unroll 1
         for (int qq = 0; qq < un.nq; ++qq) {
-            finish_query(s, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
+            uint64_t pfloor = 0ull;
+            if (gh) {  // block-uniform
+                load_split_hist(s, gh, qq, false);
+                pfloor = hist_floor(s, topk);
+            }
+            finish_query(s, un, qq, topk, pfloor, out_idx, out_sc, ws_ent, ws_cnt);
             sel_sync();  // hist, st and scratch are reused by the next query
         }
     }

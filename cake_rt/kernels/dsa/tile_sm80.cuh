@@ -11,9 +11,11 @@ namespace dsa {
 
 constexpr int NBP = (NB + 1) / 2;  // pairs of 8-column blocks (one ldmatrix_x4 of q each)
 
-// q must be staged (load_q, waited) and key tile 0 in flight; wq loaded.
+// q must be staged (load_q, waited) and key tile 0 in flight; wq loaded. gh: the split block's histograms of
+// appended keys (merge.cuh), else nullptr.
 CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned char* kt, const unsigned char* qs,
-                           float* sc, const bf16_t* kmat, const float (&wq)[BQ][HB][2], int topk, int causal) {
+                           float* sc, const bf16_t* kmat, const float (&wq)[BQ][HB][2], int topk, int causal,
+                           uint32_t* gh) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it) {
@@ -51,7 +53,7 @@ CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned ch
         }
         __syncthreads();  // scores ready; every warp is done reading this key tile
         // The next iteration's barrier orders this append before the next epilogue overwrites the scores.
-        append_tile(s, un, sc, un.klo + it * TILE, causal);
+        append_tile(s, un, sc, un.klo + it * TILE, causal, gh);
     }
     __syncthreads();  // the last append is done
 }

@@ -92,10 +92,10 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     }
 }
 
-// Selection side of one unit (threads [NT, 2 NT)): every tile's scores appended in key order. Ends with
-// a selection barrier (the last append is done).
+// Selection side of one unit (threads [NT, 2 NT)): every tile's scores appended in key order (gh: the split
+// block's histograms of appended keys, else nullptr). Ends with a selection barrier (the last append is done).
 CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const float* sc, int topk, int causal,
-                             uint64_t* empty, unsigned& g) {
+                             uint32_t* gh, uint64_t* empty, unsigned& g) {
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it, ++g) {
         const unsigned slot = g % RING;
@@ -103,7 +103,7 @@ CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const flo
         // append's counts are visible).
         named_sync(BAR_FULL + slot, BLOCK);
         compact_full(s, topk);
-        append_tile(s, un, sc + slot * SCF, un.klo + it * TILE, causal);
+        append_tile(s, un, sc + slot * SCF, un.klo + it * TILE, causal, gh);
         __syncwarp();  // every lane of this warp is done reading the slot
         if ((sel_tid() & 31) == 0) mbarrier_arrive(empty + slot);
     }
