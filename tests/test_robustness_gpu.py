@@ -300,13 +300,12 @@ def test_plan_eviction_while_calls_are_queued_keeps_the_table_alive(current):
 @pytest.mark.parametrize("stream_arg", ["owned stream", "current stream", "raw handle"])
 def test_dropped_runner_keeps_its_memory_until_its_queued_runs_complete(stream_arg):
     # A prepared runner runs (its steady path after the first run) behind a hold, then is dropped: its work
-    # table, ticket word and workspace must stay allocated until those runs have completed. Under CuPy's
-    # stream-ordered allocator a block freed early goes at once to the allocations another stream makes
-    # next, which fill it with 0xFF while the runs still wait; the runs would then read a garbage table.
+    # table, ticket word and workspace must stay allocated until those runs have completed. A block freed
+    # early returns to the pool of the stream it was allocated on; the caller's next allocations there get
+    # it and are filled on another stream (the caller knows nothing of the runs still waiting), so the
+    # runs would read a garbage table.
     rc, out = run_script("""
     import gc, sys
-    pool = cupy.cuda.MemoryAsyncPool()
-    cupy.cuda.set_allocator(pool.malloc)
     from cake_rt.launch.compile import get_kernel
     from cake_rt.launch.grid import launch
     from cake_rt.reference.dsa import dsa_indexer_reference
@@ -337,13 +336,13 @@ def test_dropped_runner_keeps_its_memory_until_its_queued_runs_complete(stream_a
     del runner
     gc.collect()
     junk = []
-    with s2:
+    with s:
         for _ in range(64):
             for n in nbytes:
                 if n:
-                    a = cupy.empty(n, dtype=cupy.uint8)
-                    a.fill(255)
-                    junk.append(a)
+                    junk.append(cupy.empty(n, dtype=cupy.uint8))
+    for a in junk:
+        cupy.cuda.runtime.memsetAsync(a.data.ptr, 255, a.nbytes, s2.ptr)
     s2.synchronize()
     s.synchronize()
     wi, ws = dsa_indexer_reference(q.get(), k.get(), w.get(), 16, **meta)
