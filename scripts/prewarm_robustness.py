@@ -16,9 +16,7 @@ def main():
     compile_cubin(load_source("bench/spin.cu"), name="spin.cu", target=target)
     # DSA: H = 32, D = 128 (tests and host timing)
     cfg = dsa.config_for(32, 128, smem, target)
-    for split in (True, False):
-        compile_cubin(load_source(dsa.KERNEL_PATH), name="indexer.cu", target=target,
-                      defines=dsa.program_defines(cfg, split))
+    compile_cubin(load_source(dsa.KERNEL_PATH), name="indexer.cu", target=target, defines=cfg.defines)
     # SSD: the programs of the op's list with bf16 x/B/C, fp32 dt and states, headdim 64 (exact and chunkpar)
     for path, defs in ssd.programs(target):
         if (defs["SSD_T"], defs["SSD_DT"], defs["SSD_SD"], defs["SSD_P"]) == (0, 2, 2, 64):

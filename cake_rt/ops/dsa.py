@@ -195,29 +195,19 @@ _PROGRAM_SHAPES = ((32, 128), (64, 128), (8, 128), (16, 128), (48, 128), (128, 1
 _SYNC_ON_SM90 = ((32, 128), (64, 128))
 
 
-def program_defines(cfg: DsaConfig, split: bool) -> dict:
-    """The defines of the program that runs a plan with (``split``) or without split blocks: a plan without
-    them runs a program that has no parts, histograms or merge compiled in (the same score and selection
-    code; measured faster on the big rows than the program that can also merge)."""
-    return cfg.defines if split else dict(cfg.defines, DSA_SPLIT=0)
-
-
 def programs(target) -> list:
     """Every (source path relative to ``cake_rt/kernels``, defines) the GPU tests and the bench suite
-    compile for ``target``: per (loop, H, D) the program for plans with split blocks and the one for plans
-    without (topk and the metadata change neither)."""
+    compile for ``target`` (one program per (loop, H, D); topk and the metadata never change it)."""
     smem = TARGET_SMEM.get(target, TARGET_SMEM["sm_80"])
     out, seen = [], set()
     wg = target == "sm_90a"
     shapes = [(H, D, wg) for H, D in _PROGRAM_SHAPES] + ([(H, D, False) for H, D in _SYNC_ON_SM90] if wg else [])
     for H, D, loop in shapes:
         cfg = _try_config(H, D, smem, loop)
-        for split in (True, False):
-            defines = program_defines(cfg, split)
-            key = tuple(sorted(defines.items()))
-            if key not in seen:
-                seen.add(key)
-                out.append((KERNEL_PATH, defines))
+        key = tuple(sorted(cfg.defines.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append((KERNEL_PATH, cfg.defines))
     return out
 
 
@@ -581,8 +571,7 @@ class _DevicePlan(UploadedTable):
         from ..launch.grid import occupancy_per_sm
 
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
-        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=program_defines(cfg, plan.nsplit > 0),
-                          options=_debug_options(), device=dev)
+        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=_debug_options(), device=dev)
         occ = occupancy_per_sm(scan, cfg.threads, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")

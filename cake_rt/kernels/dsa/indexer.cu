@@ -35,7 +35,7 @@ CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsi
     // ---- finish: exact top-k per query, in buffer (= ascending id) order (the key tiles are free now)
     finish_unit(sel, un, topk, out_idx, out_sc, ws_ent, ws_cnt, gh, reinterpret_cast<uint32_t*>(smem + Layout::kt));
     // ---- merge: the last part of a split block to arrive writes the block's rows
-    if (SPLIT && un.slot >= 0 && arrive_last(arrivals, un, flags + 1))
+    if (un.slot >= 0 && arrive_last(arrivals, un, flags + 1))
         merge_parts(sel, un, topk, ws_ent, ws_cnt, gh, reinterpret_cast<uint64_t*>(smem),
                     reinterpret_cast<int*>(smem + Layout::pstart), out_idx, out_sc);
 }

@@ -8,7 +8,6 @@
 //   DSA_CAP   candidate capacity per query (a multiple of 256, <= 4096: the register selection's reach)
 //   DSA_WGMMA 1 on sm_90a (warp-specialized wgmma tile loop), else the mma.sync tile loop
 //   DSA_CB    queries per joint compaction (wgmma, BQ <= 4; 1: query by query): CB histograms of 2048 bins
-//   DSA_SPLIT 0: a program for plans without split blocks (no parts, histograms or merge compiled in)
 // None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
 #pragma once
 #include "../common/types.cuh"
@@ -36,15 +35,11 @@
 #ifndef DSA_CB
 #define DSA_CB 1
 #endif
-#ifndef DSA_SPLIT
-#define DSA_SPLIT 1
-#endif
 
 namespace dsa {
 
 constexpr int H = DSA_H, D = DSA_D, BQ = DSA_BQ, TILE = DSA_TILE, CAP = DSA_CAP;
 constexpr bool WG = DSA_USE_WGMMA;
-constexpr bool SPLIT = DSA_SPLIT;         // split blocks possible (their parts, histograms and merge)
 // NT threads run the selection (every routine of select.cuh / selection.cuh / merge.cuh): the whole block
 // on the mma.sync loop; on the wgmma loop the block is warp-specialized, threads [0, NT) compute score tiles
 // (two warpgroups: key copies, wgmma, head sum) and threads [NT, 2 NT) select (appends, compactions, the

@@ -21,7 +21,7 @@ CAKE_DEVICE unsigned* split_record(unsigned* arrivals, const Unit& un) {
 
 // The block's histograms of appended keys ([BQ][HIST_WORDS]); nullptr for an unsplit unit.
 CAKE_DEVICE uint32_t* split_hist(unsigned* arrivals, const Unit& un) {
-    return SPLIT && un.slot >= 0 ? split_record(arrivals, un) + SPLIT_HIST_OFF : nullptr;
+    return un.slot >= 0 ? split_record(arrivals, un) + SPLIT_HIST_OFF : nullptr;
 }
 
 // Called by every thread after the unit wrote its part. Returns (block-uniform) whether this unit merges.

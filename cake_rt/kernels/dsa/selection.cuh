@@ -109,7 +109,7 @@ CAKE_DEVICE uint64_t hist_floor(const Sel& s, int topk) {
 // apart, ~4x the ideal global sectors.)
 CAKE_DEVICE void write_row(const uint64_t* cb, int kept, const Unit& un, int qq, int topk, int* out_idx,
                            float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
-    if (SPLIT && un.slot >= 0) {
+    if (un.slot >= 0) {
         uint64_t* part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
         for (int i = sel_tid(); i < kept; i += NT) part[i] = cb[i];
         if (sel_tid() == 0) ws_cnt[(size_t)un.slot * BQ + qq] = kept;
@@ -260,7 +260,7 @@ CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, 
 
 // The append of an unsplit unit (gh == nullptr) keeps the counting out of its loop.
 CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
-    if (SPLIT && gh) append_rows<true>(s, un, scores, j0, causal, gh);
+    if (gh) append_rows<true>(s, un, scores, j0, causal, gh);
     else append_rows<false>(s, un, scores, j0, causal, nullptr);
 }
 
@@ -275,7 +275,7 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
 #pragma unroll
         for (int q = 0; q < BQ; ++q) {
             pfloor[q] = 0ull;
-            if (SPLIT && gh && q < un.nq) {  // block-uniform
+            if (gh && q < un.nq) {  // block-uniform
                 load_split_hist(s, gh, q, false);
                 pfloor[q] = hist_floor(s, topk);
             }
@@ -309,7 +309,7 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
 #pragma unroll 1
         for (int qq = 0; qq < un.nq; ++qq) {
             uint64_t pfloor = 0ull;
-            if (SPLIT && gh) {  // block-uniform
+            if (gh) {  // block-uniform
                 load_split_hist(s, gh, qq, false);
                 pfloor = hist_floor(s, topk);
             }
