@@ -102,6 +102,16 @@ for v in dsa._problems.values():
 runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc)
 runner(stream=s)
 records.clear(); runner(stream=s); assert len(records) == 1, records
+# The runner's steady path (the current stream, known to the runner): one launch and one event record per
+# run, both on the run's stream; the plan keeps that stream's event.
+from cupy_backends.cuda.api import driver
+launches = []
+driver.launchKernel = lambda *a: launches.append(a[8])
+records.clear()
+for _ in range(3):
+    runner()
+assert len(launches) == 3 and records == launches, (records, launches)
+assert any(ev is not None for ev in runner._dp._events.values())
 
 # ---- capture: a memoized call pins what it used, a new layout is refused (nothing is allocated)
 from cake_rt.launch import streams
@@ -111,6 +121,9 @@ pinned = streams.pinned_count()
 records.clear()
 ssd_call(); dsa_call()
 assert records == [] and streams.pinned_count() > pinned      # pinned, no event recorded under capture
+launches.clear()
+runner()                                                       # a captured run: the launch, no event record
+assert records == [] and len(launches) == 1, (records, launches)
 for fn in (lambda: ssd_call(cu_seqlens=np.array([0, 50, L], np.int32)),
            lambda: dsa_call(cu_seqlens_q=np.array([0, 10, T], np.int32))):
     try:
