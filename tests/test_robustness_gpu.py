@@ -560,6 +560,15 @@ def test_requires_grad_inputs_are_read_and_outputs_refused():
 # threads and streams
 # ----------------------------------------------------------------------------------------------------
 
+def run_threads(fn, arg_tuples):
+    """Run ``fn(*args)`` on one thread per entry of ``arg_tuples``, all started, then all joined."""
+    threads = [threading.Thread(target=fn, args=args) for args in arg_tuples]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_one_runner_on_two_threads_and_two_streams():
     """Two threads run one runner at the same moment on two streams (both wait on one event); each copies
     the outputs on its own stream right after its run. A run must have written every row itself when its
@@ -601,11 +610,7 @@ def test_one_runner_on_two_threads_and_two_streams():
         gate = cupy.cuda.Event(disable_timing=True)
         gate.record(gate_stream)
         barrier = threading.Barrier(2)
-        threads = [threading.Thread(target=work, args=(s, gate, barrier)) for s in streams]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, [(s, gate, barrier) for s in streams])
     assert not errors, errors
     assert len(snaps) == 16
     for i, s in snaps:
@@ -641,11 +646,7 @@ def test_per_thread_default_streams_do_not_share_state():
         except Exception as exc:  # pragma: no cover
             errors.append(exc)
 
-    threads = [threading.Thread(target=work) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, [(), ()])
     assert not errors, errors
     assert len(outs) == 40
     for o in outs:

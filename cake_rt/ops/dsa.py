@@ -1003,7 +1003,9 @@ class DSAIndexerRunner:
 
 
 def _run_bound(launch, tickets, handle: int) -> None:
-    """A runner's launch on stream ``handle`` (re-zeroing its ticket word first after a failed launch)."""
+    """A runner's launch on stream ``handle`` (re-zeroing its ticket word first after a failed launch): ``_run``
+    for a bound launch. Kept apart from it (and from ``TicketWords.guard``, a context manager) because the
+    steady run is host-time bound: one shared function cost it 0.2 us of its 1.3 us of Python."""
     if tickets is None:
         launch.run_bound(handle)
         return
