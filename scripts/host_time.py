@@ -6,6 +6,7 @@ performance issues bound (SSD eager <= 25 us, DSA eager <= 30 us, DSA prepared <
 so the same script measures an older tree.
 
     python3 scripts/host_time.py [--calls N]              # on a GPU: arrays, streams, events are real
+    python3 scripts/host_time.py --entry-costs --pieces   # + each CUDA entry point, launch API and SSD step alone
     python3 scripts/host_time.py --cpu [--calls N] [--profile NAME]
 
 ``--cpu`` runs on a machine without a GPU: every CUDA entry point the library calls (runtime, driver,
@@ -173,6 +174,7 @@ def main():
     ap.add_argument("--cpu", action="store_true", help="no GPU: every CUDA entry point is a Python no-op")
     ap.add_argument("--profile", choices=("ssd eager", "dsa eager", "dsa prepared"),
                     help="print a cProfile of this call kind (steady state) instead of the table")
+    ap.add_argument("--pieces", action="store_true", help="(GPU) also time each step of the SSD eager call alone")
     ap.add_argument("--entry-costs", action="store_true",
                     help="(GPU) also time each CUDA entry point a steady call makes, alone, and the real launches")
     args = ap.parse_args()
@@ -223,6 +225,8 @@ def main():
         print(f"{name:<14} {med:>10.1f} {p90:>8.1f}")
     if args.entry_costs and not args.cpu:
         entry_costs(fns, s)
+    if args.pieces and not args.cpu:
+        ssd_pieces(fns, s)
 
 
 def entry_costs(fns, s, n=200):
@@ -248,6 +252,14 @@ def entry_costs(fns, s, n=200):
         "eventRecord": lambda: runtime.eventRecord(ev.ptr, h),
         "cupy.empty 512 KiB": alloc,
     }
+    pool = cupy.get_default_memory_pool()
+
+    def alloc_ndarray():
+        with s:
+            cupy.ndarray((4, 8, 64, 64), np.float32, memptr=cupy.cuda.alloc(4 * 8 * 64 * 64 * 4))
+
+    pieces["cuda.alloc + ndarray 512 KiB"] = alloc_ndarray
+    pieces["pool.malloc 512 KiB"] = lambda: pool.malloc(4 * 8 * 64 * 64 * 4)
     rows = []
     for name, fn in pieces.items():
         ts = []
@@ -255,6 +267,16 @@ def entry_costs(fns, s, n=200):
             t0 = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t0)
+        rows.append((name, 1e6 * statistics.median(ts)))
+    for name, fn in launch_variants(h).items():  # each launches a no-op kernel, queued behind a delay kernel
+        ts = []
+        for _ in range(8):
+            gpu.delay(s, 10.0)
+            for _ in range(16):
+                t0 = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t0)
+            s.synchronize()
         rows.append((name, 1e6 * statistics.median(ts)))
     for name, fn in fns.items():  # real launches: the stream is held by a delay kernel while they queue
         ts = []
@@ -269,6 +291,126 @@ def entry_costs(fns, s, n=200):
     print(f"{'entry point':<30} {'median us':>10}   (alone, {n} calls)")
     for name, med in rows:
         print(f"{name:<30} {med:>10.2f}")
+
+
+def ssd_pieces(fns, s, n=3000):
+    """(GPU) Median microseconds of each step of a steady SSD eager call, timed alone with its own arguments
+    (launch entry points stubbed), and of CuPy's allocation pieces; private names: the tree's own layout."""
+    import cupy
+    from cupy_backends.cuda.api import driver
+
+    import cake_rt.ops.ssd as m
+    from cake_rt.launch import streams
+
+    def tm(fn):
+        for _ in range(100):
+            fn()
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return 1e6 * statistics.median(ts)
+
+    f = fns["ssd eager"]
+    cell = dict(zip(f.__code__.co_freevars, (c.cell_contents for c in f.__closure__)))
+    x, dt, A, B, C, Dv, z, bias, cu, y = (cell[k] for k in ("x", "dt", "A", "B", "C", "Dv", "z", "bias", "cu", "y"))
+    arrays = (x, dt, A, B, C, Dv, z, bias, None, y)
+
+    def sig():
+        return m._signature(arrays, [], 64, None, cu, True, (0.0, math.inf), True, False, False, None, "auto")
+
+    def enter(st):
+        with st:
+            pass
+
+    key = sig()
+    p = m._problems[key]
+    ptrs = [0 if a is None else a.data.ptr for a in arrays]
+    plan = m._plan(p, "auto")
+    cur = cupy.cuda.get_current_stream()
+    shape, nbytes = (1, 8, 64, 64), 8 * 64 * 64 * 4
+    mp = cupy.cuda.alloc(nbytes)
+    steps = {
+        "whole call": f,
+        "  _signature": sig,
+        "  _problems.get": lambda: m._problems.get(key),
+        "  _check_memory": lambda: m._check_memory(p, arrays, ptrs),
+        "  current_device": lambda: streams.current_device(0).__enter__(),
+        "  resolve(stream)": lambda: streams.resolve(s, 0),
+        "  is_capturing": lambda: streams.is_capturing(s.ptr),
+        "  _plan": lambda: m._plan(p, "auto"),
+        "  _launch": lambda: m._launch(p, plan, y, list(ptrs), s, s.ptr, False),
+        "with stream (not current)": lambda: enter(s),
+        "with stream (current)": lambda: enter(cur),
+        "cupy.empty 512 KiB": lambda: cupy.empty(shape, np.float32),
+        "cupy.cuda.alloc 512 KiB": lambda: cupy.cuda.alloc(nbytes),
+        "ndarray(memptr) alone": lambda: cupy.ndarray(shape, np.float32, memptr=mp),
+    }
+    real = (driver.launchKernel, driver.launchCooperativeKernel)
+    driver.launchKernel = driver.launchCooperativeKernel = lambda *a: None
+    try:
+        rows = [(name, tm(fn)) for name, fn in steps.items()]
+    finally:
+        driver.launchKernel, driver.launchCooperativeKernel = real
+    s.synchronize()
+    print(f"{'ssd eager step (launch stubbed)':<34} {'median us':>10}")
+    for name, med in rows:
+        print(f"{name:<34} {med:>10.2f}")
+
+
+def launch_variants(h):
+    """Ways to launch one no-op kernel (264 x 256 threads, the chunk-parallel SSD grid; 0 and 96 KiB of dynamic
+    shared memory) on stream ``h``: CuPy's driver wrappers, and ``cuLaunchKernel`` /
+    ``cuLaunchCooperativeKernel`` / ``cuLaunchKernelEx`` (with the cooperative attribute) through ctypes."""
+    import ctypes
+
+    import cupy
+    from cupy_backends.cuda.api import driver
+
+    noop = cupy.RawKernel(r'extern "C" __global__ void noop(unsigned long long p) {}', "noop")
+    noop.max_dynamic_shared_size_bytes = 96 * 1024
+    fn = noop.kernel.ptr
+    arg = ctypes.c_uint64(0)
+    params = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
+    addr = ctypes.addressof(params)
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    class Value(ctypes.Union):
+        _fields_ = [("pad", ctypes.c_char * 64), ("cooperative", ctypes.c_int)]
+
+    class Attribute(ctypes.Structure):
+        _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", Value)]
+
+    class Config(ctypes.Structure):
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                    ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(Attribute)), ("nattrs", ctypes.c_uint)]
+
+    attr = Attribute(id=2)  # CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+    attr.value.cooperative = 1
+    out = {}
+    for smem in (0, 96 * 1024):
+        cfg = Config((264, 1, 1), (256, 1, 1), smem, h, ctypes.pointer(attr), 1)
+        cfg_plain = Config((264, 1, 1), (256, 1, 1), smem, h, None, 0)
+        ex, lk, lc = cuda.cuLaunchKernelEx, cuda.cuLaunchKernel, cuda.cuLaunchCooperativeKernel
+        kb = f"{smem // 1024}K"
+        out[f"launch ordinary (cupy) {kb}"] = (
+            lambda smem=smem: driver.launchKernel(fn, 264, 1, 1, 256, 1, 1, smem, h, addr, 0))
+        out[f"launch coop (cupy) {kb}"] = (
+            lambda smem=smem: driver.launchCooperativeKernel(fn, 264, 1, 1, 256, 1, 1, smem, h, addr))
+        out[f"cuLaunchKernel (ctypes) {kb}"] = (
+            lambda smem=smem: lk(ctypes.c_void_p(fn), 264, 1, 1, 256, 1, 1, smem, ctypes.c_void_p(h), params, None))
+        out[f"cuLaunchCoop (ctypes) {kb}"] = (
+            lambda smem=smem: lc(ctypes.c_void_p(fn), 264, 1, 1, 256, 1, 1, smem, ctypes.c_void_p(h), params))
+        out[f"cuLaunchKernelEx coop {kb}"] = (
+            lambda cfg=cfg: ex(ctypes.byref(cfg), ctypes.c_void_p(fn), params, None))
+        out[f"cuLaunchKernelEx plain {kb}"] = (
+            lambda cfg=cfg_plain: ex(ctypes.byref(cfg), ctypes.c_void_p(fn), params, None))
+    for name, f in out.items():  # each must succeed (CUDA_SUCCESS is 0; the CuPy wrappers raise)
+        r = f()
+        if r not in (None, 0):
+            raise RuntimeError(f"{name}: CUresult {r}")
+    return out
 
 
 if __name__ == "__main__":
