@@ -82,6 +82,7 @@ def test_ticket_word_zero_after_10_graph_replays():
     nunits = 4099
     words = TicketWords(1)
     claims = cupy.zeros(nunits, np.uint32)
+    cupy.cuda.get_current_stream().synchronize()  # zeroed before the replays on the non-blocking stream
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
         s.begin_capture()
@@ -110,6 +111,7 @@ def test_ticket_words_prepared_on_stream_a_first_used_on_stream_b():
         del junk
         words = TicketWords(1)
     claims = cupy.zeros(nunits, np.uint32)
+    cupy.cuda.get_current_stream().synchronize()  # zeroed before the launch on the non-blocking stream
     with b:
         launch(k, 97, 64, (words.array, claims, np.int32(nunits)), stream=b)
     b.synchronize()
@@ -127,6 +129,7 @@ def test_ticket_words_rezeroed_on_the_run_stream_after_a_failed_launch():
     nunits = 1031
     words = TicketWords(1)
     claims = cupy.zeros(nunits, np.uint32)
+    cupy.cuda.get_current_stream().synchronize()  # zeroed before the launch on the non-blocking stream
     s = cupy.cuda.Stream(non_blocking=True)
     with pytest.raises(ValueError):
         with words.guard(s):

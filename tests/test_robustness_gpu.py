@@ -100,8 +100,12 @@ def junk_queued_after_hold(stream, value=0, max_bytes=1 << 17):
 
 
 def poisoned(T):
+    """Outputs filled with poison, complete on return (a later call on a non-blocking stream is not ordered
+    after the current stream's fill)."""
     cupy = _cp()
-    return cupy.full((T, TOPK), 0x7F7F7F7F, dtype=cupy.int32), cupy.full((T, TOPK), np.nan, dtype=cupy.float32)
+    out = cupy.full((T, TOPK), 0x7F7F7F7F, dtype=cupy.int32), cupy.full((T, TOPK), np.nan, dtype=cupy.float32)
+    cupy.cuda.get_current_stream().synchronize()
+    return out
 
 
 def run_script(body: str, timeout=40, args=()):
@@ -163,6 +167,7 @@ def test_dsa_prepared_first_run_is_ordered_after_prepare():
     s.synchronize()
     assert_exact(idx, sc, want)
     idx.fill(0x7F7F7F7F)
+    cupy.cuda.get_current_stream().synchronize()  # the poison lands before the run on `other`
     runner(stream=other)  # and on another stream
     other.synchronize()
     assert_exact(idx, sc, want)

@@ -150,7 +150,8 @@ def test_prepared_runner_matches_eager_and_reruns_with_new_values():
     idx = cupy.full((T, topk), 7, np.int32)
     sc = cupy.full((T, topk), np.nan, np.float32)
     runner = cake_rt.prepare_dsa_indexer_det_topk(dq, dk, dw, topk, indices=idx, scores=sc)
-    s = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.get_current_stream().synchronize()  # inputs and poison are written on the current stream, and
+    s = cupy.cuda.Stream(non_blocking=True)       # a non-blocking stream is not ordered after it
     runner(stream=s)
     s.synchronize()
     ei, es = _run(q, k, w, topk)
@@ -159,6 +160,7 @@ def test_prepared_runner_matches_eager_and_reruns_with_new_values():
     dq[...] = cupy.asarray(q2)
     dk[...] = cupy.asarray(k2)
     dw[...] = cupy.asarray(w2)
+    cupy.cuda.get_current_stream().synchronize()  # the new values land before the run on `s`
     runner(stream=s.ptr)  # an int handle works too
     s.synchronize()
     wi, ws = brute_force(q2, k2, w2, topk, [0, T], [0, Tkv], None, True)

@@ -49,9 +49,12 @@ def make_inputs(seed, T, Tkv, H=32, D=128, *, positive_q=False, negative_frac=0.
 
 
 def poisoned(T, topk):
+    """Outputs filled with poison, complete on return (the fill runs on the current stream; a later call on
+    a non-blocking stream is not ordered after it)."""
     cupy = _cp()
-    return (cupy.full((T, topk), POISON_IDX, dtype=cupy.int32),
-            cupy.full((T, topk), np.nan, dtype=cupy.float32))
+    out = (cupy.full((T, topk), POISON_IDX, dtype=cupy.int32), cupy.full((T, topk), np.nan, dtype=cupy.float32))
+    cupy.cuda.get_current_stream().synchronize()
+    return out
 
 
 def run_eager(dev_in, topk, **kw):
