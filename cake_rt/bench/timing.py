@@ -6,8 +6,9 @@ The flush lies before the start event, outside the span. The delay kernel keeps 
 host enqueues the call, so the span between the events is the call's **GPU time** (from its first kernel
 to its last, gaps between its kernels included only where the GPU really waited) and none of the host
 time spent before its first launch. The host time of a call (Python, validation, launches) is measured
-separately, in steady state: ``host`` in every figure is the host clock over k calls issued back to back
-(behind a delay kernel that covers them, so the host never waits for the GPU) divided by k, a few batches.
+separately, in steady state: ``host`` in every figure summarizes the host clock around each of k calls
+issued back to back (behind a delay kernel that covers them, so the host never waits for the GPU), two
+batches; the median is one call's own host work.
 
 A second view, **eager wall time** (``wall``): the stream is idle (synchronized) when the start event is
 recorded, so the span holds the host work of the call as well (validation, planning, launches): what an
@@ -78,7 +79,7 @@ class L2Flusher:
 
 
 HOST_BATCH = 16  # calls per steady-state host-time batch (at most)
-HOST_BATCH_MIN = 8  # and at least: with fewer, the first call after a synchronize dominates the mean
+HOST_BATCH_MIN = 8  # and at least: the steady state is the calls after the first one of a batch
 
 
 def delay_ms_for(host_ms: float) -> float:
@@ -146,21 +147,24 @@ class Timer:
         return self.gpu.elapsed_ms(self._start, self._end), (t1 - t0) * 1e3
 
     def host_steady(self, fn, *, host_ms: float, gpu_ms: float, batches: int = 2) -> dict:
-        """summarize() of the host ms per call over ``batches`` batches of k calls issued back to back (the
+        """summarize() of the host ms of each call in ``batches`` batches of k calls issued back to back (the
         steady state of a caller that launches call after call). Each batch is queued behind a delay kernel
         long enough for the k calls' host work, so no call waits for the GPU; HOST_BATCH_MIN <= k <= HOST_BATCH,
-        fewer for slow calls (the batch's GPU work stays within about 15% of the arm's budget where it can)."""
+        fewer for slow calls (the batch's GPU work stays within about 15% of the arm's budget where it can).
+        Each call is timed alone, so the median is a call's own host work: a pause of the interpreter (a cyclic
+        garbage collection of a process that holds PyTorch and Triton costs milliseconds) lands in one sample
+        and shows in ``max``, where a batch mean would spread it over every call of its batch."""
         k = max(HOST_BATCH_MIN, min(HOST_BATCH, int(0.15 * self.budget_s * 1e3 / max(gpu_ms, 1e-3) / batches)))
         per_call = []
+        clock = self._clock
         for _ in range(batches):
             self.gpu.delay(self.stream, delay_ms_for(k * host_ms))
-            t0 = self._clock()
             for _ in range(k):
+                t0 = clock()
                 fn()
-            t1 = self._clock()
+                per_call.append((clock() - t0) * 1e3)
             self._end.record(self.stream)
             self._end.synchronize()
-            per_call.append((t1 - t0) * 1e3 / k)
         out = summarize(per_call)
         out["calls_per_batch"] = k
         return out

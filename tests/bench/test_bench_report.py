@@ -374,7 +374,8 @@ def test_timer_order_delay_and_host_time():
     log = []
     warm = [0.0, 0.010, 1.0, 1.002, 2.0, 2.002]
     timed = [10.0 + i * 0.5 + d for i in range(5) for d in (0, 0.001)]
-    steady = [20.0, 20.0 + HOST_BATCH * 1e-3, 21.0, 21.0 + HOST_BATCH * 2e-3]  # 1 ms, then 2 ms a call
+    steady = [20.0 + b + i * 0.01 + d for b, ms in ((0, 1e-3), (1, 2e-3)) for i in range(HOST_BATCH)
+              for d in (0.0, ms)]  # each call timed alone: 1 ms a call in the first batch, 2 ms in the second
     wall = [30.0 + i for i in range(10)]
     host = iter(warm + timed + steady + wall)
     gpu = _FakeGpu(log, [9.0, 5.0, 4.0] + [1.0, 3.0, 2.0, 5.0, 4.0] + [7.0, 6.0, 8.0, 6.5, 7.5])
@@ -384,7 +385,8 @@ def test_timer_order_delay_and_host_time():
     assert out["median"] == 3.0 and out["n"] == 5 and out["samples"] == [1.0, 3.0, 2.0, 5.0, 4.0]
     assert out["delay_ms"] == pytest.approx(delay_ms_for(2.0)) == pytest.approx(1.5 * 2.0 + 0.05)
     # Host time: steady state, HOST_BATCH calls back to back per batch behind one delay, two batches.
-    assert out["host"]["median"] == pytest.approx(1.5) and out["host"]["n"] == 2
+    assert out["host"]["median"] == pytest.approx(1.5) and out["host"]["n"] == 2 * HOST_BATCH
+    assert out["host"]["min"] == pytest.approx(1.0) and out["host"]["max"] == pytest.approx(2.0)
     assert out["host"]["calls_per_batch"] == HOST_BATCH
     # Warm-ups: flush, start, call, end, sync (no delay); timed calls: flush, delay, start, call, end, sync.
     kinds = [e[0] for e in log]
