@@ -55,13 +55,6 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
         // Keys below the k-th largest key's top-digit bin never enter: usually about topk keys are appended.
         load_split_hist(s, gh, qq, true);
         uint64_t floor_key = hist_floor(s, topk);
-        // The buffer holds every key of the top-k (each is in its part's top-k and above its part's floor),
-        // so its k-th largest is the k-th largest candidate, whose top digit is floor_key's: the exact
-        // selection starts at the second digit, with the keys appended above that bin counted on the way
-        // (until a compaction changes the buffer).
-        const uint64_t above_key = floor_key + (1ull << 53);
-        int above = 0;
-        bool counted = floor_key != 0ull && floor_key < above_key;  // (the top bin: above_key wraps to 0)
 #pragma unroll 1
         for (int pb = 0; pb < un.nparts; pb += NT) {
             const int nb = min(NT, un.nparts - pb);
@@ -77,7 +70,6 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
                     const uint64_t K = block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch);
                     n = ordered_keep(buf, n, K, s.scratch, [&](int pos, uint64_t x) { buf[pos] = x; });
                     floor_key = K + 1ull;
-                    counted = false;
                     sel_sync();
                 }
                 // Thread tid takes flattened entries i0 .. i0 + E of the batch (parts in key order).
@@ -101,17 +93,10 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
                         }
                     }
 #pragma unroll
-                    for (int e = 0; e < MERGE_E; ++e) {
-                        mine += (i0 + e < total && x[e] >= floor_key) ? 1 : 0;
-                        mine += (i0 + e < total && x[e] >= above_key) ? 1 << 16 : 0;
-                    }
+                    for (int e = 0; e < MERGE_E; ++e) mine += (i0 + e < total && x[e] >= floor_key) ? 1 : 0;
                 }
-                // (low 16 bits: keys this thread appends, <= MERGE_E; high: those above the floor's bin)
                 int added;
-                const int ex = block_excl_scan<NT>(mine, s.scratch, added);
-                int pos = n + (ex & 0xffff);
-                above += added >> 16;
-                added &= 0xffff;
+                int pos = n + block_excl_scan<NT>(mine, s.scratch, added);
                 if (i0 < total) {
 #pragma unroll
                     for (int e = 0; e < MERGE_E; ++e)
@@ -122,13 +107,7 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
             sel_sync();  // pstart is rewritten by the next batch
         }
         // Exact top-k of the merged buffer, in buffer (= ascending id) order.
-        uint64_t K = 0ull;
-        if (n > topk) {
-            if (counted && above < topk)
-                K = block_kth_largest<NT>(buf, n, topk - above, s.hist, s.st, s.scratch, floor_key);
-            else
-                K = block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch);
-        }
+        const uint64_t K = (n > topk) ? block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch) : 0ull;
         const int row = un.q0 + qq;
         int* oi = out_idx + (size_t)row * topk;
         float* os = out_sc + (size_t)row * topk;
