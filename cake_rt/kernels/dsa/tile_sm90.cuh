@@ -33,21 +33,6 @@ CAKE_DEVICE void init_slots(uint64_t* empty) {
     if (threadIdx.x < RING) mbarrier_init(empty + threadIdx.x, NWARPS);
 }
 
-// Split units only: a part streams a short key range that no other CTA has read yet (cold L2, one tile of
-// look-ahead), so every tile would wait a DRAM round trip; one thread asks L2 for tiles 1 .. PF_TILES - 1 of
-// the range at the start (bulk prefetches, no data returned to the SM), and the tile copies then hit L2.
-constexpr int PF_TILES = 16;
-CAKE_DEVICE void prefetch_part_keys(const bf16_t* kmat, const Unit& un, int ntiles) {
-    if (un.slot < 0) return;
-    const int t = (int)threadIdx.x + 1;
-    if (t < ntiles && t < PF_TILES) {
-        const int j0 = un.klo + t * TILE;
-        const unsigned bytes = (unsigned)(min(TILE, un.khi - j0) * ROWB);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(kmat + (size_t)j0 * D), "r"(bytes)
-                     : "memory");
-    }
-}
-
 // Product side of one unit (threads [0, NT)). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself;
 // ends with every wgmma and copy of the unit complete. g: tiles produced since the launch (both roles
 // count the same tiles).
@@ -58,7 +43,6 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
     const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);  // first key row of this thread's accumulators
-    prefetch_part_keys(kmat, un, ntiles);
     load_q(qs, q, un);
     load_key_rows(kt, kmat, un, 0, wgi * 64, 64, wt, WG_THREADS);
     for (int i = threadIdx.x; i < BQ * H; i += NT) wsm[i] = i < un.nq * H ? w[(size_t)un.q0 * H + i] : 0.0f;
