@@ -44,7 +44,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
     const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);  // first key row of this thread's accumulators
     load_q(qs, q, un);
-    load_key_rows(kt, kmat, un, 0, wgi * 64, 64, wt, WG_THREADS);
+    load_key_rows<WG_THREADS, 64>(kt, kmat, un, 0, wgi * 64, wt);
     for (int i = threadIdx.x; i < BQ * H; i += NT) wsm[i] = i < un.nq * H ? w[(size_t)un.q0 * H + i] : 0.0f;
     // The weights of the heads this thread sums (head sum, tile_common.cuh): heads 8 j + 2 (lane % 4) + {0, 1}.
     const float* wl = wsm + 2 * (lane & 3);
@@ -78,7 +78,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
         wgmma_commit();
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
         if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
-        if (it + 1 < ntiles) load_key_rows(kt, kmat, un, it + 1, wgi * 64, 64, wt, WG_THREADS);
+        if (it + 1 < ntiles) load_key_rows<WG_THREADS, 64>(kt, kmat, un, it + 1, wgi * 64, wt);
         wgmma_wait<0>();
         wgmma_fence_operands(acc);
         const unsigned slot = g % RING;
