@@ -759,23 +759,31 @@ __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc)
 // Output GEMM pieces (warp strip: 16 token rows m0.., 64 columns as 8 n-tiles).
 
 #if SSD_WG
-// The two shared-memory products of a step are only issued here (after a wgmma_fence, before one commit and
-// wait in ssd_chunk_output: the row block's first step runs both in one group, and the step's M factors are
-// formed while they run).
 // CB = C_i B_j^T, 64 x 64 (the warp's strip: rows m0..m0+15), K = the N state columns in order, 16 per product.
-__device__ __forceinline__ void gemm_cb_issue(float (*cb)[4], const T* Cs, const T* Bs) {
+__device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int, int) {
     float* d = &cb[0][0];
+    wgmma_fence();
 #pragma unroll
     for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k(Cs, k0), desc_k(Bs, k0), k0 > 0);
+    wg_wait<32>(d);
 }
 // y_u += C S_u^T over the N state columns (S_u: round_T(S_prev) of unit u, [64][N] swizzled).
-template <int HB>
-__device__ __forceinline__ void gemm_inter_issue(float (*y)[8][4], const T* Cs, const unsigned char* S) {
+template <int HB, bool S_F32>
+__device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, const unsigned char* S) {
+    wgmma_fence();
 #pragma unroll
     for (int u = 0; u < HB; ++u)
 #pragma unroll
         for (int k0 = 0; k0 < SSD_N; k0 += 16)
             wg_ss_n64(&y[u][0][0], desc_k(Cs, k0), desc_k((const T*)S + u * SSD_PB * SSD_N, k0), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(y[u][t][q])::"memory");
 }
 // y += M X_j, M[r][c] = f(cb[r][c], r, c) as register A fragments (the accumulator fragments of n-tiles 2kk,
 // 2kk+1 are the A fragment of k-tile kk), X_j read transposed; k-tiles kk >= nk (this warp's rows see
@@ -789,10 +797,10 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
         af[kk][0] = af[kk][1] = af[kk][2] = af[kk][3] = 0u;
         if (kk < nk) {
             const int c0 = 16 * kk + 2 * tg, c1 = c0 + 8;
-            af[kk][0] = f.pair(cb[2 * kk][0], cb[2 * kk][1], g, c0, kk, 0);
-            af[kk][1] = f.pair(cb[2 * kk][2], cb[2 * kk][3], g + 8, c0, kk, 0);
-            af[kk][2] = f.pair(cb[2 * kk + 1][0], cb[2 * kk + 1][1], g, c1, kk, 1);
-            af[kk][3] = f.pair(cb[2 * kk + 1][2], cb[2 * kk + 1][3], g + 8, c1, kk, 1);
+            af[kk][0] = f.pair(cb[2 * kk][0], cb[2 * kk][1], g, c0);
+            af[kk][1] = f.pair(cb[2 * kk][2], cb[2 * kk][3], g + 8, c0);
+            af[kk][2] = f.pair(cb[2 * kk + 1][0], cb[2 * kk + 1][1], g, c1);
+            af[kk][3] = f.pair(cb[2 * kk + 1][2], cb[2 * kk + 1][3], g + 8, c1);
         }
     }
     float* d = &y[0][0];
@@ -959,9 +967,6 @@ struct MDiag {
     __device__ __forceinline__ uint32_t pair(float v0, float v1, int r, int c) const {
         return pack2(one(v0, r, c), one(v1, r, c + 1));
     }
-    __device__ __forceinline__ uint32_t pair(float v0, float v1, int r, int c, int, int) const {
-        return pair(v0, v1, r, c);
-    }
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -1083,12 +1088,12 @@ __device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const
 
 #if SSD_WG
 // Off-diagonal M = CB * c_s, c_s = 2^(R_i - cs_s) dt'_s computed where it is used (no shared array, so no
-// barrier between row blocks; formed under the C B^T products instead, the 16 factors spill at 216 registers).
+// barrier between row blocks).
 struct MOffWG {
     const float* cs;   // the unit's cumsum of this sub-block
     const float* dtv;  // its dt'
     float R;           // R_i
-    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c, int, int) const {
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
         const float2 q = *(const float2*)(cs + c), d = *(const float2*)(dtv + c);
         return pack2(__fmul_rn(v0, __fmul_rn(ex2(__fsub_rn(R, q.x)), d.x)),
                      __fmul_rn(v1, __fmul_rn(ex2(__fsub_rn(R, q.y)), d.y)));
@@ -1156,34 +1161,23 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         for (int j = 0; j <= i; ++j) {
             buf = ring_slot<NBUF>(p.bx);
             const uint32_t ph = ring_phase<NBUF>(p.bx);
-            const bool diag = j == i;
-            float cb[8][4];
-            // j == 0: acc = C_i S_prev^T (issued before the wait for B); CB = C_i B_j^T (the diagonal block: zero
-            // fragments above each warp's diagonal in M X); one commit group, one wait
             if (j == 0) {
+                // acc = 2^R_i (C_i S_prev^T)
 #pragma unroll
                 for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
-            }
-            wgmma_fence();
-            if (j == 0) gemm_inter_issue<HB>(y, s.Cs, s.S);
-            use_begin(s, BAR_FULL_B + buf, ph);
-            gemm_cb_issue(cb, s.Cs, sB(s, buf));
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_operands(reinterpret_cast<float(&)[32]>(cb));
-            if (j == 0) {
-#pragma unroll
-                for (int u = 0; u < HB; ++u) wgmma_fence_operands(reinterpret_cast<float(&)[32]>(y[u]));
-            }
-            use_end(s, BAR_EMPTY_B + buf);
-            if (j == 0) {
+                gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
                 if (s_pipe && i == nsub - 1) {  // the tile's last use of S_prev
                     use_end(s, BAR_EMPTY_S);
                     ++p.s;
                 }
-                // acc *= 2^R_i
                 if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
             }
+            // CB = C_i B_j^T (the diagonal block: zero fragments above each warp's diagonal in M X)
+            const bool diag = j == i;
+            float cb[8][4];
+            use_begin(s, BAR_FULL_B + buf, ph);
+            gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
+            use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph);
             if (!diag) {
 #pragma unroll
