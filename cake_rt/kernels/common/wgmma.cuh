@@ -23,6 +23,9 @@ CAKE_DEVICE uint32_t swizzle128_offset(uint32_t row, uint32_t chunk16) {
     return row * 128u + ((chunk16 ^ (row & 7u)) << 4);
 }
 
+// The high word of every 128-byte-swizzle descriptor here: stride byte offset 1024 B, swizzle mode 1.
+#define WGMMA_DESC_HI_SW128 ((1024u >> 4) | (1u << 30))
+
 CAKE_DEVICE uint64_t wgmma_desc_sw128(const void* smem_tile) {
     const uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem_tile);
     uint64_t desc = 0;

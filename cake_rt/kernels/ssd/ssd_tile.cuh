@@ -231,10 +231,11 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
 #endif
     return s;
 }
-// Buffer selection by value (an indexed pointer array would live in local memory).
-__device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return buf ? s.B1 : s.B0; }
+// Buffer selection by arithmetic (buf 0 or 1; an indexed pointer array would live in local memory, and a select
+// of two addresses becomes a select of two wgmma descriptors per product).
+__device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return s.B0 + buf * (s.B1 - s.B0); }
 __device__ __forceinline__ T* sX(const SsdSmem& s, int buf, int u) {
-    return (buf ? s.X1 : s.X0) + u * SSD_SUB * SSD_LDX;
+    return s.X0 + buf * (s.X1 - s.X0) + u * SSD_SUB * SSD_LDX;
 }
 
 struct SsdArgs {
@@ -374,12 +375,17 @@ __device__ __forceinline__ void wg_wait(float* d) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 // Descriptor of 16 K columns k0.. of a K-major tile (k0 % 16 == 0): panel k0 / 64, 32 bytes per 16 columns.
+// Built from 32-bit halves (wgmma.cuh: the start address >> 4 in bits 0-13, which no shared-memory address
+// overflows, so an offset adds to the low word alone): per product the compiler adds a constant to the tile's low
+// word (rebuilt from the address per product it cost 8-12 uniform instructions a wgmma).
 __device__ __forceinline__ uint64_t desc_k(const T* tile, int k0) {
-    return wgmma_desc_sw128(tile + ((k0 >> 6) << 12) + (k0 & 63));
+    const uint32_t lo = ((smem_u32(tile) >> 4) | (1u << 16)) + (uint32_t)((((k0 >> 6) << 13) + ((k0 & 63) << 1)) >> 4);
+    return ((uint64_t)WGMMA_DESC_HI_SW128 << 32) | lo;
 }
 // Descriptor of 16 K rows k0.. of an MN-major tile, MN columns n0.. (n0 % 64 == 0): 64-column panels 8 KiB apart.
 __device__ __forceinline__ uint64_t desc_mn(const T* tile, int k0, int n0) {
-    return wgmma_desc_mn_sw128(tile + ((n0 >> 6) << 12) + (k0 << 6), 8192u);
+    const uint32_t lo = ((smem_u32(tile) >> 4) | ((8192u >> 4) << 16)) + (uint32_t)((((n0 >> 6) << 13) + (k0 << 7)) >> 4);
+    return ((uint64_t)WGMMA_DESC_HI_SW128 << 32) | lo;
 }
 #endif
 
@@ -504,6 +510,14 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
                                                int u0) {
     constexpr int G = SSD_Q / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // A and dt_bias of the block's units, loaded before the waits below (their round trip overlaps them)
+    float Au[HB], biasu[HB];
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int h = unit_head(u0 + u);
+        Au[u] = a.A[h];
+        biasu[u] = (a.flags & SSD_F_BIAS) ? a.dt_bias[h] : 0.0f;
+    }
     math_sync();  // the previous users of the chunk arrays are done
 #if SSD_WG
     mbarrier_wait_parity(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
@@ -512,17 +526,24 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
 #endif
     for (int task = warp; task < HB * G; task += SSD_THREADS / 32) {
         const int u = task / G, gi = task % G;
-        const int h = unit_head(u0 + u);
-        const float Ah2 = __fmul_rn(a.A[h], 1.4426950408889634f);  // log2 units: 2^x is one MUFU op
+        float Ah = Au[0], bias = biasu[0];
+#pragma unroll
+        for (int v = 1; v < HB; ++v) {  // (selected by value: an indexed register array would live in local memory)
+            if (u == v) {
+                Ah = Au[v];
+                bias = biasu[v];
+            }
+        }
+        const float Ah2 = __fmul_rn(Ah, 1.4426950408889634f);  // log2 units: 2^x is one MUFU op
         const int t = gi * 32 + lane;
         float d = 0.0f, v = 0.0f;
         if (t < l) {
 #if SSD_WG
             d = s.dtr[u * SSD_Q + t];
 #else
-            d = EDT::to_float(a.dt[(ctok + t) * a.nheads + h]);
+            d = EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]);
 #endif
-            if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, a.dt_bias[h]);
+            if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, bias);
             if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
             if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
             v = __fmul_rn(d, Ah2);
@@ -953,8 +974,11 @@ struct MDiag {
 // (S_F32: fp32 [HB][64][LDF]; else T [HB][64][LDN]). Row block i accumulates over key sub-blocks j = 0..i
 // in order.
 // Epilogue of row block i (rows < valid of the 64 tokens from tok): y = acc + D x, times the z gate
-// (z * sigmoid(z) = z / (1 + 2^(-z log2 e))). X: the block's X_i (unit 0; the units follow); sm_90a reads z from
-// its shared tile, sm_80 loads a unit's D and z values together before its first store (one round trip).
+// (z * sigmoid(z) = z / (1 + 2^(-z log2 e))). X: the block's X_i (unit 0; the units follow). Every operand of a
+// unit is loaded before its first store of y (a store through a generic pointer may alias shared memory or D in
+// the compiler's view, so loads after it are not hoisted above it: one round trip per 8 columns otherwise).
+// sm_90a reads x and z from shared tiles (rows past `valid` are zero-filled); sm_80 loads z from global memory
+// and reads x as it goes (its register-held tiles leave no room for 32 more values).
 template <int HB>
 __device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
                                              long long tok_i, int valid_i, int u0) {
@@ -966,30 +990,32 @@ __device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s,
         const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
         const T* Xi = X + u * SSD_SUB * SSD_LDX;
         float dv[8][2];
-#if !SSD_WG
+#if SSD_WG
+        uint32_t xv[2][8], zv[2][8];  // 16-bit pairs, as stored (the values held packed: half the registers)
+#else
         float zv[2][8][2];
 #endif
+        const float dh = (hasD && !perP) ? __ldg(a.D + h) : 0.0f;
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
             const int pc = 8 * t + 2 * tg;
-            dv[t][0] = dv[t][1] = 0.0f;
-            if (hasD) {
-                if (perP) {
-                    const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
-                    dv[t][0] = d2.x; dv[t][1] = d2.y;
-                } else {
-                    dv[t][0] = dv[t][1] = __ldg(a.D + h);
-                }
+            dv[t][0] = dv[t][1] = dh;
+            if (hasD && perP) {
+                const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
+                dv[t][0] = d2.x; dv[t][1] = d2.y;
             }
-#if !SSD_WG
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int r = m0 + g + 8 * half;
+#if SSD_WG
+                xv[half][t] = hasD ? *(const uint32_t*)(Xi + tidx(SSD_LDX, r, pc)) : 0u;
+                zv[half][t] = hasZ ? *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc)) : 0u;
+#else
                 zv[half][t][0] = zv[half][t][1] = 0.0f;
                 if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
                                                  zv[half][t][0], zv[half][t][1]);
-            }
 #endif
+            }
         }
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -1001,15 +1027,18 @@ __device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s,
                 const int pc = 8 * t + 2 * tg;
                 float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
                 if (hasD) {
+#if SSD_WG
+                    const float x0 = lo16(xv[half][t]), x1 = hi16(xv[half][t]);
+#else
                     float x0, x1;
-                    ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);
+                    ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);  // (registers: the sm_80 tiles hold theirs)
+#endif
                     o0 = __fmaf_rn(dv[t][0], x0, o0);
                     o1 = __fmaf_rn(dv[t][1], x1, o1);
                 }
                 if (hasZ) {
 #if SSD_WG
-                    float z0, z1;
-                    ld_pair(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc), z0, z1);
+                    const float z0 = lo16(zv[half][t]), z1 = hi16(zv[half][t]);
 #else
                     const float z0 = zv[half][t][0], z1 = zv[half][t][1];
 #endif
