@@ -147,6 +147,8 @@ def calls(make, s):
         return cake_rt.ssd_combined(x, dt, A, B, C, 64, D=Dv, z=z, dt_bias=bias, cu_seqlens=cu, dt_softplus=True,
                                     return_final_states=True, out=y, stream=s)
 
+    ssd.arrays, ssd.cu_seqlens = (x, dt, A, B, C, Dv, z, bias, None, y), cu  # for ssd_pieces
+
     # DSA: T = 1024 queries, 4096 keys in 2 segments, H = 32, D = 128, topk 16, caller outputs and workspace
     T, Tkv = 1024, 4096
     q = make(rng.integers(-3, 4, (T, 32, 128)).astype(BF16))
@@ -313,9 +315,7 @@ def ssd_pieces(fns, s, n=3000):
         return 1e6 * statistics.median(ts)
 
     f = fns["ssd eager"]
-    cell = dict(zip(f.__code__.co_freevars, (c.cell_contents for c in f.__closure__)))
-    x, dt, A, B, C, Dv, z, bias, cu, y = (cell[k] for k in ("x", "dt", "A", "B", "C", "Dv", "z", "bias", "cu", "y"))
-    arrays = (x, dt, A, B, C, Dv, z, bias, None, y)
+    arrays, cu, y = f.arrays, f.cu_seqlens, f.arrays[9]
 
     def sig():
         return m._signature(arrays, [], 64, None, cu, True, (0.0, math.inf), True, False, False, None, "auto")

@@ -928,9 +928,10 @@ class DSAIndexerRunner:
         weakref.finalize(self, dp.retire)
 
     def _stream_memory(self, handle: int, capturing: bool):
-        """``(launch, tickets, event)`` of the stream ``handle``, made on its first run: dsa_scan's launch
-        with every pointer bound (None without work units), the stream's ticket word (or None) and the
-        stream's call event, recorded after each run (the plan, and the memory it owns, is freed after it)."""
+        """``(launch, tickets, event, workspace)`` of the stream ``handle``, made on its first run: dsa_scan's
+        launch with every pointer bound (None without work units), the stream's ticket word (or None), the
+        stream's call event, recorded after each run (the plan, and the memory it owns, is freed after it), and
+        the workspace the bound launch points at (held here, never read)."""
         key = handle if handle != PER_THREAD else stream_key(self._p.device, handle)
         mem = self._per_stream.get(key)
         if mem is not None:

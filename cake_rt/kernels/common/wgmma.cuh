@@ -23,17 +23,18 @@ CAKE_DEVICE uint32_t swizzle128_offset(uint32_t row, uint32_t chunk16) {
     return row * 128u + ((chunk16 ^ (row & 7u)) << 4);
 }
 
-// The high word of every 128-byte-swizzle descriptor here: stride byte offset 1024 B, swizzle mode 1.
-#define WGMMA_DESC_HI_SW128 ((1024u >> 4) | (1u << 30))
+// A 128-byte-swizzle descriptor in two 32-bit halves. Low: the start address >> 4 (bits 0-13) and the leading
+// byte offset >> 4 (bits 16-29); a 16-byte-aligned offset within shared memory adds to the low word alone, so a
+// caller stepping through a tile adds a constant per product. High: stride byte offset 8 rows x 128 B, swizzle.
+constexpr uint32_t WGMMA_SW128_HI = (1024u >> 4) | (1u << 30);
+CAKE_DEVICE uint32_t wgmma_desc_lo(uint32_t smem_addr, uint32_t leading_bytes) {
+    return (smem_addr >> 4) | ((leading_bytes >> 4) << 16);
+}
+CAKE_DEVICE uint64_t wgmma_desc_sw128(uint32_t lo) { return ((uint64_t)WGMMA_SW128_HI << 32) | lo; }
 
+// K-major tile (the leading byte offset is unused when swizzled K-major).
 CAKE_DEVICE uint64_t wgmma_desc_sw128(const void* smem_tile) {
-    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem_tile);
-    uint64_t desc = 0;
-    desc |= (uint64_t)((addr & 0x3FFFFu) >> 4);
-    desc |= (uint64_t)1 << 16;                 // leading byte offset (unused when swizzled K-major)
-    desc |= (uint64_t)(1024u >> 4) << 32;      // stride byte offset: 8 rows x 128 B
-    desc |= (uint64_t)1 << 62;                 // 128-byte swizzle
-    return desc;
+    return wgmma_desc_sw128(wgmma_desc_lo((uint32_t)__cvta_generic_to_shared(smem_tile) & 0x3FFFFu, 16u));
 }
 
 // The descriptor of the same tile advanced by `k_elems` 16-bit elements along K (k_elems % 16 == 0, < 64).
@@ -125,17 +126,9 @@ CAKE_DEVICE void wgmma_m64n256k16_f16(float d[128], uint64_t desc_a, uint64_t de
 
 // MN-major (transposed) operand in the 128-byte swizzle: a tile of K rows x 64 16-bit elements per 128-byte
 // row (row k at byte k * 128, 16-byte chunk c at chunk c ^ (k % 8)), 8-row groups 1024 bytes apart (stride
-// byte offset), further 64-element MN blocks `mn_block_bytes` apart (leading byte offset). Advancing K by 16
-// rows adds 2048 bytes to the start address.
-CAKE_DEVICE uint64_t wgmma_desc_mn_sw128(const void* smem_tile, uint32_t mn_block_bytes) {
-    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem_tile);
-    uint64_t desc = 0;
-    desc |= (uint64_t)((addr & 0x3FFFFu) >> 4);
-    desc |= (uint64_t)((mn_block_bytes >> 4) & 0x3FFFu) << 16;  // leading byte offset: next 64-wide MN block
-    desc |= (uint64_t)(1024u >> 4) << 32;                        // stride byte offset: next 8 K rows
-    desc |= (uint64_t)1 << 62;                                   // 128-byte swizzle
-    return desc;
-}
+// byte offset), further 64-element MN blocks `mn_block_bytes` apart (leading byte offset): its descriptor is
+// wgmma_desc_sw128(wgmma_desc_lo(address, mn_block_bytes)). Advancing K by 16 rows adds 2048 bytes to the start
+// address.
 
 // D[64x64] (+)= A[64x16] * B[16x64]: bf16 A from registers (the mma.m16n8k16 A fragment of each warp's 16 rows),
 // B from shared memory MN-major (transposed), f32 accumulators.

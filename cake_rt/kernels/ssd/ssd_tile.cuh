@@ -375,17 +375,14 @@ __device__ __forceinline__ void wg_wait(float* d) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 // Descriptor of 16 K columns k0.. of a K-major tile (k0 % 16 == 0): panel k0 / 64, 32 bytes per 16 columns.
-// Built from 32-bit halves (wgmma.cuh: the start address >> 4 in bits 0-13, which no shared-memory address
-// overflows, so an offset adds to the low word alone): per product the compiler adds a constant to the tile's low
-// word (rebuilt from the address per product it cost 8-12 uniform instructions a wgmma).
+// Built from 32-bit halves (wgmma.cuh): the offset adds to the tile's low word, a constant per product (rebuilt
+// from the address per product it cost 8-12 uniform instructions a wgmma).
 __device__ __forceinline__ uint64_t desc_k(const T* tile, int k0) {
-    const uint32_t lo = ((smem_u32(tile) >> 4) | (1u << 16)) + (uint32_t)((((k0 >> 6) << 13) + ((k0 & 63) << 1)) >> 4);
-    return ((uint64_t)WGMMA_DESC_HI_SW128 << 32) | lo;
+    return wgmma_desc_sw128(wgmma_desc_lo(smem_u32(tile), 16u) + (uint32_t)((((k0 >> 6) << 13) + ((k0 & 63) << 1)) >> 4));
 }
 // Descriptor of 16 K rows k0.. of an MN-major tile, MN columns n0.. (n0 % 64 == 0): 64-column panels 8 KiB apart.
 __device__ __forceinline__ uint64_t desc_mn(const T* tile, int k0, int n0) {
-    const uint32_t lo = ((smem_u32(tile) >> 4) | ((8192u >> 4) << 16)) + (uint32_t)((((n0 >> 6) << 13) + (k0 << 7)) >> 4);
-    return ((uint64_t)WGMMA_DESC_HI_SW128 << 32) | lo;
+    return wgmma_desc_sw128(wgmma_desc_lo(smem_u32(tile), 8192u) + (uint32_t)((((n0 >> 6) << 13) + (k0 << 7)) >> 4));
 }
 #endif
 
