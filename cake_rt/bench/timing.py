@@ -7,8 +7,9 @@ host enqueues the call, so the span between the events is the call's **GPU time*
 to its last, gaps between its kernels included only where the GPU really waited) and none of the host
 time spent before its first launch. The host time of a call (Python, validation, launches) is measured
 separately, in steady state: ``host`` in every figure summarizes the host clock around each of k calls
-issued back to back (behind a delay kernel that covers them, so the host never waits for the GPU), two
-batches; the median is one call's own host work.
+issued back to back (behind a delay kernel that covers them, so the host never waits for the GPU), four
+batches (32-64 calls, so a burst of the host machine's own noise cannot move the median); the median is one
+call's own host work.
 
 A second view, **eager wall time** (``wall``): the stream is idle (synchronized) when the start event is
 recorded, so the span holds the host work of the call as well (validation, planning, launches): what an
@@ -80,6 +81,7 @@ class L2Flusher:
 
 HOST_BATCH = 16  # calls per steady-state host-time batch (at most)
 HOST_BATCH_MIN = 8  # and at least: the steady state is the calls after the first one of a batch
+HOST_BATCHES = 4  # batches per figure: 32-64 calls, so a burst of the host machine's own noise cannot move the median
 
 
 def delay_ms_for(host_ms: float) -> float:
@@ -146,7 +148,7 @@ class Timer:
         self._end.synchronize()
         return self.gpu.elapsed_ms(self._start, self._end), (t1 - t0) * 1e3
 
-    def host_steady(self, fn, *, host_ms: float, gpu_ms: float, batches: int = 2) -> dict:
+    def host_steady(self, fn, *, host_ms: float, gpu_ms: float, batches: int = HOST_BATCHES) -> dict:
         """summarize() of the host ms of each call in ``batches`` batches of k calls issued back to back (the
         steady state of a caller that launches call after call). Each batch is queued behind a delay kernel
         long enough for the k calls' host work, so no call waits for the GPU; HOST_BATCH_MIN <= k <= HOST_BATCH,

@@ -872,11 +872,13 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
         begin_call(used)
         try:
             if indices is None or scores is None:
-                with st:
-                    if indices is None:
-                        indices = cupy.empty((p.T, p.topk), dtype=np.int32)
-                    if scores is None:
-                        scores = cupy.empty((p.T, p.topk), dtype=np.float32)
+                # From the call's stream's pool (stream-ordered reuse); entering the stream is skipped when it
+                # is the current one already (a call with stream=None), as in ssd_combined.
+                if cupy.cuda.get_current_stream().ptr == handle:
+                    indices, scores = _allocate_outputs(p, indices, scores)
+                else:
+                    with st:
+                        indices, scores = _allocate_outputs(p, indices, scores)
             ws = workspace
             if ws is None and need:
                 ws = state_workspace(state, "dsa_indexer", need, handle=handle, stream_obj=st, capturing=capturing)
@@ -887,6 +889,15 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             _launch(dp, qkw, indices, scores, ws, tickets, p.schedule, handle)
         finally:
             end_call(used, p.device, handle, capturing)
+    return indices, scores
+
+
+def _allocate_outputs(p: _Problem, indices, scores) -> tuple:
+    """(indices, scores) on the current stream: int32 / float32 [T, topk], those not given allocated."""
+    if indices is None:
+        indices = _cupy.empty((p.T, p.topk), dtype=np.int32)
+    if scores is None:
+        scores = _cupy.empty((p.T, p.topk), dtype=np.float32)
     return indices, scores
 
 

@@ -369,13 +369,13 @@ class _FakeGpu:
 
 
 def test_timer_order_delay_and_host_time():
-    from cake_rt.bench.timing import HOST_BATCH, Timer, delay_ms_for
+    from cake_rt.bench.timing import HOST_BATCH, HOST_BATCHES, Timer, delay_ms_for
 
     log = []
     warm = [0.0, 0.010, 1.0, 1.002, 2.0, 2.002]
     timed = [10.0 + i * 0.5 + d for i in range(5) for d in (0, 0.001)]
-    steady = [20.0 + b + i * 0.01 + d for b, ms in ((0, 1e-3), (1, 2e-3)) for i in range(HOST_BATCH)
-              for d in (0.0, ms)]  # each call timed alone: 1 ms a call in the first batch, 2 ms in the second
+    steady = [20.0 + b + i * 0.01 + d for b in range(HOST_BATCHES) for i in range(HOST_BATCH)
+              for d in (0.0, (1 + b % 2) * 1e-3)]  # each call timed alone: 1 ms a call in even batches, 2 ms in odd
     wall = [30.0 + i for i in range(10)]
     host = iter(warm + timed + steady + wall)
     gpu = _FakeGpu(log, [9.0, 5.0, 4.0] + [1.0, 3.0, 2.0, 5.0, 4.0] + [7.0, 6.0, 8.0, 6.5, 7.5])
@@ -384,8 +384,8 @@ def test_timer_order_delay_and_host_time():
     out = t.time(lambda: log.append(("call",)))
     assert out["median"] == 3.0 and out["n"] == 5 and out["samples"] == [1.0, 3.0, 2.0, 5.0, 4.0]
     assert out["delay_ms"] == pytest.approx(delay_ms_for(2.0)) == pytest.approx(1.5 * 2.0 + 0.05)
-    # Host time: steady state, HOST_BATCH calls back to back per batch behind one delay, two batches.
-    assert out["host"]["median"] == pytest.approx(1.5) and out["host"]["n"] == 2 * HOST_BATCH
+    # Host time: steady state, HOST_BATCH calls back to back per batch behind one delay, HOST_BATCHES batches.
+    assert out["host"]["median"] == pytest.approx(1.5) and out["host"]["n"] == HOST_BATCHES * HOST_BATCH
     assert out["host"]["min"] == pytest.approx(1.0) and out["host"]["max"] == pytest.approx(2.0)
     assert out["host"]["calls_per_batch"] == HOST_BATCH
     # Warm-ups: flush, start, call, end, sync (no delay); timed calls: flush, delay, start, call, end, sync.
@@ -393,27 +393,28 @@ def test_timer_order_delay_and_host_time():
     assert kinds[:5] == ["flush", "record", "call", "record", "sync"] and "delay" not in kinds[:15]
     assert kinds[15:21] == ["flush", "delay", "record", "call", "record", "sync"]
     batch = ["delay"] + ["call"] * HOST_BATCH + ["record", "sync"]
-    assert kinds[45:45 + 2 * len(batch)] == 2 * batch
+    assert kinds[45:45 + HOST_BATCHES * len(batch)] == HOST_BATCHES * batch
     assert log[45][1] == pytest.approx(delay_ms_for(HOST_BATCH * 1.0))  # covers the batch's host work
-    assert sum(1 for e in log if e[0] == "delay") == 5 + 2
+    assert sum(1 for e in log if e[0] == "delay") == 5 + HOST_BATCHES
     # Eager wall samples: flush, start, wait for it (idle stream), call, end, sync; no delay kernel.
-    w0 = 45 + 2 * len(batch)
+    w0 = 45 + HOST_BATCHES * len(batch)
     assert kinds[w0:w0 + 6] == ["flush", "record", "sync", "call", "record", "sync"]
     assert out["wall"]["median"] == 7.0 and out["wall"]["n"] == 5
     assert delay_ms_for(1e6) == 20.0 and delay_ms_for(-1) == 0.05
 
 
 def test_steady_host_batches_shrink_for_slow_calls():
-    from cake_rt.bench.timing import HOST_BATCH, HOST_BATCH_MIN, Timer
+    from cake_rt.bench.timing import HOST_BATCH, HOST_BATCH_MIN, HOST_BATCHES, Timer
 
     log = []
     t = Timer(stream=None, repeats=2, warmup=1, pieces=_FakeGpu(log, []), flush=lambda s: None, budget_s=0.5)
-    clock = iter(range(100))
+    clock = iter(range(1000))
     t._clock = lambda: float(next(clock))
     out = t.host_steady(lambda: log.append(("call",)), host_ms=0.05, gpu_ms=15.0)
-    assert out["calls_per_batch"] == HOST_BATCH_MIN and sum(1 for e in log if e[0] == "call") == 2 * HOST_BATCH_MIN
+    assert out["calls_per_batch"] == HOST_BATCH_MIN
+    assert sum(1 for e in log if e[0] == "call") == HOST_BATCHES * HOST_BATCH_MIN
     log.clear()
-    out = t.host_steady(lambda: log.append(("call",)), host_ms=0.05, gpu_ms=2.0)  # 0.15 * 500 / 2 / 2 = 18
+    out = t.host_steady(lambda: log.append(("call",)), host_ms=0.05, gpu_ms=1.0)  # 0.15 * 500 / 1 / 4 = 18.75
     assert out["calls_per_batch"] == HOST_BATCH
 
 
