@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
-            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, -1);
+            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, nullptr, -1);
             produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
         cp_async_drain();
@@ -166,13 +166,15 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 // ===================================================================================================
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
 // workspace fits the cap; per slice three phases separated by grid barriers:
-//   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace
+//   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace, the prep's
+//      cs and dt' -> prep workspace
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
-//   3. every tile: outputs from round_T(S_prev)
+//   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
 // Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
 // [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
-// its chunks one after another, so a batch of chunk loads reads one contiguous run.
+// its chunks one after another, so a batch of chunk loads reads one contiguous run; prep (fp32)
+// [total_chunks][un][2][Q] (cs, then dt').
 // ===================================================================================================
 #define SSD_UE (SSD_PB * SSD_N)                    // elements of one unit's state
 #define SSD_SCAN_SV 4                              // phase 2: adjacent state columns a thread (16-byte loads)
@@ -276,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
-    float* ws_local, T* ws_prev, float* ws_decay, unsigned* barrier, int slice_units) {
+    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
@@ -304,8 +306,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             }
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
-                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
+                                         ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q,
                                          tile == blockIdx.x ? (epochs++ & 1) : -1);
             }
         }
@@ -329,6 +331,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
+            ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
             LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
             ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
@@ -410,9 +413,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
+            const float* saved = ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q;
 #if SSD_WG
-            (void)c;
-            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
+            ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
 #else
             __syncthreads();  // the previous tile is done with S_prev
@@ -421,7 +424,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
                                        SSD_N, SSD_PB);
             cp_async_commit();  // waited for by the output's first step (cp.async groups complete in order)
-            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
+            ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, ctok, l, u0);
 #endif
         }
