@@ -1149,12 +1149,13 @@ struct MOffWG {
 };
 
 // Producer: the loads of ssd_chunk_output: per row block i: C_i, B/X of step (i, 0), z_i, B/X of steps (i, 1..i);
-// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's z, behind the tile's cs and
-// dt' saved by phase 1 (`saved`, produce_prep); the slice's first tile first waits for phase `epoch` (parity) of
-// BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's phase-1 stores) or nullptr
-// (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). The math warpgroup
-// waits for the prep and S_prev first: any order is deadlock-free whose waits are for buffers it frees before it
-// needs this load.
+// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's B / X and before its z, behind
+// the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the slice's first tile first waits for phase `epoch`
+// (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's phase-1 stores)
+// or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). z waits
+// for the previous tile's last epilogue to free its buffer; the prep and S_prev, which the math warpgroup waits for
+// first, do not wait behind it. Any order is deadlock-free whose waits are for buffers the math warpgroup frees before
+// it needs this load.
 template <int HB, int NBUF>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                int u0, const T* prev, const float* saved, int epoch) {
@@ -1170,17 +1171,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
         ++p.c;
         for (int j = 0; j <= i; ++j) {
             produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
-            if (j == 0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
-                fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
-#pragma unroll
-                for (int u = 0; u < HB; ++u)
-                    load_tile_async<SSD_PB>(s.Zs + u * SSD_SUB * SSD_PB, SSD_LDX,
-                                            a.z + (tok_i * a.nheads + unit_head(u0 + u)) * SSD_P + unit_p0(u0 + u),
-                                            (long long)a.nheads * SSD_P, valid_i);
-                fill_end(s, BAR_FULL_Z);
-                ++p.z;
-            }
-            if (i == 0 && prev != nullptr) {  // S_prev last: the first loads need no grid-wide result
+            if (i == 0 && prev != nullptr) {  // after C_0, B_0, X_0: those need no grid-wide result
                 if (epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
                 produce_prep<HB>(s, p, saved);
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
@@ -1190,6 +1181,16 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
                                            SSD_N, SSD_PB);
                 fill_end(s, BAR_FULL_S);
                 ++p.s;
+            }
+            if (j == 0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
+                fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
+#pragma unroll
+                for (int u = 0; u < HB; ++u)
+                    load_tile_async<SSD_PB>(s.Zs + u * SSD_SUB * SSD_PB, SSD_LDX,
+                                            a.z + (tok_i * a.nheads + unit_head(u0 + u)) * SSD_P + unit_p0(u0 + u),
+                                            (long long)a.nheads * SSD_P, valid_i);
+                fill_end(s, BAR_FULL_Z);
+                ++p.z;
             }
         }
     }
