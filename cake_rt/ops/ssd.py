@@ -551,10 +551,11 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
     """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh; ``wg``: the sm_90a warpgroup
     layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it)."""
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
-    if wg:  # the raw dt staged by the producer in place of the off-diagonal factors; the mbarriers, 8-byte aligned
+    if wg:  # the raw dt staged by the producer in place of the off-diagonal factors (chunk-parallel: twice as large,
+        # phase 3's saved cs and dt'); the mbarriers, 8-byte aligned
         tile_n = SUB * dstate * 2
         tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
-        body = tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 0) + arrays
+        body = tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 4 * hb * chunk) + arrays
         return 1024 + (body + 7) // 8 * 8 + 8 * PIPE_WORDS
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8
@@ -649,7 +650,7 @@ def _smem(c: _Problem, defs: dict, exact: bool) -> int:
 def slice_units(c: _Problem, hb: int, cap: int) -> int:
     """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
     multiple of ``hb``; 0 when not even one block of units fits."""
-    per_unit = c.total_chunks * UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize)
+    per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * c.chunk * 4)
     fixed = _align(c.total_chunks * c.nheads * 4) + 512
     units = c.nheads * (c.headdim // UNIT_ROWS)
     if per_unit == 0:
@@ -660,12 +661,13 @@ def slice_units(c: _Problem, hb: int, cap: int) -> int:
 
 def workspace_bytes(c: _Problem, units: int | None = None) -> int:
     """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
-    round_T(S_prev), per-chunk decays (256-B aligned)."""
+    round_T(S_prev), per-chunk decays, the prep's cs and dt' per chunk and unit (256-B aligned)."""
     if units is None:
         units = c.nheads * (c.headdim // UNIT_ROWS)
     n = c.total_chunks * units * UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
-    return _align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
+    return (_align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
+            + _align(c.total_chunks * units * 2 * c.chunk * 4))
 
 
 def _align(n, a=256):
@@ -869,7 +871,7 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
     ex = p.executable
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
-    _, pk, coop, o1, o2 = ex
+    _, pk, coop, o1, o2, o3 = ex
     table = _tables.get(p.table_key)
     if table is None:
         table = _device_table(p, handle, s, capturing)
@@ -900,14 +902,14 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
             if ws is None or ws.nbytes < plan.workspace_bytes:
                 ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
                                      handle=handle, stream_obj=s, capturing=capturing)
-            base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, workspace_bytes)
+            base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, workspace_bytes)
             words = state.tickets.get(4)
             if words is None:
                 words = state_ticket_words(state, handle, p.device, 4, s, capturing)
             if words.dirty:
                 words.before_launch(handle)
             try:
-                pk.run(handle, *ptrs, base, base + o1, base + o2, words.ptr)
+                pk.run(handle, *ptrs, base, base + o1, base + o2, base + o3, words.ptr)
             except BaseException:
                 words.mark_dirty()  # the next call re-zeroes the words on its own stream
                 raise
@@ -927,31 +929,32 @@ def _allocate(p: _Problem, y):
 
 
 def _executable(p: _Problem, plan: SsdPlan) -> tuple:
-    """(plan, PackedLaunch, cooperative, o1, o2) of the plan's program for this problem. cooperative: the
-    chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1, o2: its
-    workspace offsets of round_T(S_prev) and the decays (0 for the exact scan; o1 is 0 for an empty problem
-    too, so it never tells the families apart)."""
+    """(plan, PackedLaunch, cooperative, o1, o2, o3) of the plan's program for this problem. cooperative: the
+    chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1, o2, o3: its
+    workspace offsets of round_T(S_prev), the decays and the saved prep (0 for the exact scan; o1 is 0 for an
+    empty problem too, so it never tells the families apart)."""
     defs = plan.defines
     if plan.family == "exact":
         return (plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), cta_threads(defs),
-                              False), False, 0, 0)
+                              False), False, 0, 0, 0)
     k = _kernel(p, "ssd_chunkpar", defs)
     smem = _smem(p, defs, False)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
+    o3 = o2 + _align(p.total_chunks * p.nheads * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
     pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, np.int32(plan.slice_units))
-    return plan, pk, True, o1, o2
+    return plan, pk, True, o1, o2, o3
 
 
 def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, *extra) -> PackedLaunch:
     """The ``PackedLaunch`` of a program for this problem: slots for the 10 arrays, the 3 returned states,
-    the segment table (and, chunk-parallel: 3 workspace parts and the ticket words); scalars packed once."""
+    the segment table (and, chunk-parallel: 4 workspace parts and the ticket words); scalars packed once."""
     ptr_slots = tuple(Slot(n) for n in _ARRAYS + ("final", "varlen", "chunk", "table"))
     args = ptr_slots + p.scalars
     if cooperative:
-        args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("tickets")) + extra
+        args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("ws_prep"), Slot("tickets")) + extra
     return PackedLaunch(kernel, grid, threads, args, shared_mem=smem, cooperative=cooperative,
                         tag="ssd_chunkpar" if cooperative else "ssd_exact")
 

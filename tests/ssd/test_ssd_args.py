@@ -195,7 +195,7 @@ def test_workspace_slices_of_suite_rows():
     # under the 256 MiB cap instead of being refused.
     cap = ops.DEFAULT_WORKSPACE_CAP
     seed = _with_table(_validate(b=1, L=32768, H=8, G=1, N=128), 32768, 256)
-    assert ops.workspace_bytes(seed) == 128 * 8 * 64 * 128 * (4 + 2) + 128 * 8 * 4
+    assert ops.workspace_bytes(seed) == 128 * 8 * 64 * 128 * (4 + 2) + 128 * 8 * 4 + 128 * 8 * 2 * 256 * 4
     assert ops.slice_units(seed, 2, cap) == 8
     nem = _with_table(_validate(b=1, L=16384, H=128, G=8, N=128), 16384, 128)
     assert ops.workspace_bytes(nem) > cap

@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
-            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, -1);
+            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, nullptr, -1);
             produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
         cp_async_drain();
@@ -166,13 +166,15 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 // ===================================================================================================
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
 // workspace fits the cap; per slice three phases separated by grid barriers:
-//   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace
+//   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace, the prep's
+//      cs and dt' -> prep workspace
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
-//   3. every tile: outputs from round_T(S_prev)
+//   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
 // Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
 // [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
-// its chunks one after another, so a batch of chunk loads reads one contiguous run.
+// its chunks one after another, so a batch of chunk loads reads one contiguous run; prep (fp32)
+// [total_chunks][un][2][Q] (cs, then dt').
 // ===================================================================================================
 #define SSD_UE (SSD_PB * SSD_N)                    // elements of one unit's state
 #define SSD_SCAN_SV 4                              // phase 2: adjacent state columns a thread (16-byte loads)
@@ -189,6 +191,43 @@ __device__ __forceinline__ void store_prev4(T* q, const float (&S)[4]) {
     const uint32_t lo = (uint32_t)E::from_float(S[0]) | ((uint32_t)E::from_float(S[1]) << 16);
     const uint32_t hi = (uint32_t)E::from_float(S[2]) | ((uint32_t)E::from_float(S[3]) << 16);
     *(uint2*)q = make_uint2(lo, hi);
+#endif
+}
+
+// A phase-2 item of a slice of `un` units: its segment, unit in the slice, first state element, first chunk and
+// chunk count, and its run of chunk-local states (chunk k at run + k * SCAN_BLK floats: one contiguous run).
+struct ScanItem {
+    const long long* seg;
+    const float* run;
+    long long c0;
+    int uu, e0, nch;
+};
+__device__ __forceinline__ ScanItem scan_item(const SsdArgs& a, const float* ws_local, long long it, int un) {
+    constexpr int NEB = SSD_UE / SSD_SCAN_BLK;
+    ScanItem t;
+    t.seg = a.table + (it / ((long long)un * NEB)) * 8;
+    t.uu = (int)((it / NEB) % un);
+    t.e0 = (int)(it % NEB) * SSD_SCAN_BLK;
+    t.c0 = t.seg[SEG_CHUNK0];
+    t.nch = ((int)t.seg[SEG_LEN] + SSD_Q - 1) / SSD_Q;
+    t.run = ws_local + local_index(a.total_chunks, t.c0, t.uu, t.e0);
+    return t;
+}
+// Phase 2's L2 look-ahead: chunks [k0, k1) of an item's run (clipped to its chunks) asked of L2 by one bulk prefetch
+// (sm_90; no data returns to the SM), so the batch that loads them waits for L2 instead of DRAM. A batch is asked for
+// SSD_SCAN_AHEAD batches before its loads (the registers bound how many loads are in flight; this does not).
+#ifndef SSD_SCAN_AHEAD
+#define SSD_SCAN_AHEAD 3
+#endif
+__device__ __forceinline__ void scan_prefetch(const ScanItem& t, int k0, int k1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    k1 = min(k1, t.nch);
+    if (k0 < k1)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(t.run + (long long)k0 * SSD_SCAN_BLK),
+                     "r"((unsigned)((k1 - k0) * SSD_SCAN_BLK * 4))
+                     : "memory");
+#else
+    (void)t; (void)k0; (void)k1;
 #endif
 }
 
@@ -239,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
-    float* ws_local, T* ws_prev, float* ws_decay, unsigned* barrier, int slice_units) {
+    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
@@ -267,8 +306,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             }
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
-                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
+                                         ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q,
                                          tile == blockIdx.x ? (epochs++ & 1) : -1);
             }
         }
@@ -292,6 +331,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
+            ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
             LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
             ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
@@ -304,16 +344,17 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
         // chunks in order.
         const long long nitems = (long long)a.nseg * un * NEB;
+        constexpr int BATCH = SSD_SCAN_BATCH;
         for (long long it = blockIdx.x; it < nitems; it += gridDim.x) {
-            const int si = (int)(it / ((long long)un * NEB));
-            const int uu = (int)((it / NEB) % un);
-            const int e = ((int)(it % NEB) * SSD_THREADS + threadIdx.x) * SV;
+            const ScanItem item = scan_item(a, ws_local, it, un);
+            const long long* seg = item.seg;
+            const int uu = item.uu, nch = item.nch, e = item.e0 + threadIdx.x * SV;
+            const long long c0 = item.c0;
             const int u = us + uu, h = unit_head(u);
             const int p = unit_p0(u) + e / SSD_N, n = e % SSD_N;
-            const long long* seg = a.table + (long long)si * 8;
             const int len = (int)seg[SEG_LEN];
-            const long long c0 = seg[SEG_CHUNK0], init_idx = seg[SEG_INIT];
-            const int nch = (len + SSD_Q - 1) / SSD_Q;
+            if (threadIdx.x == 0) scan_prefetch(item, BATCH, SSD_SCAN_AHEAD * BATCH);  // batches 1..AHEAD-1
+            const long long init_idx = seg[SEG_INIT];
             float S[SV];
 #pragma unroll
             for (int v = 0; v < SV; ++v) S[v] = 0.0f;
@@ -321,27 +362,32 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 #pragma unroll
                 for (int v = 0; v < SV; ++v) S[v] = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, h, p) + n + v]);
             }
-            // SSD_SCAN_BATCH chunks' loads in flight at once: the scan waits one memory round trip per batch.
-            for (int cb = 0; cb < nch; cb += SSD_SCAN_BATCH) {
-                float4 loc[SSD_SCAN_BATCH];
-                float dec[SSD_SCAN_BATCH];
+            // BATCH chunks' loads in flight at once: the scan waits one round trip per batch (L2's, with the look-ahead).
+            // The addresses walk (a chunk's local states are SCAN_BLK floats after the previous one's, its S_prev a slice
+            // row after), and lane k of each warp loads the decay of the batch's chunk k, passed on by shuffles: the
+            // batch's registers are its loads, not their addresses.
+            const float4* lp = (const float4*)(ws_local + local_index(a.total_chunks, c0, uu, e));
+            const float* dp = ws_decay + c0 * a.nheads + h;
+            T* pp = ws_prev + (c0 * un + uu) * UE + e;
+            const int lane = threadIdx.x & 31;
+            static_assert(BATCH <= 32, "a decay per lane");
+            for (int cb = 0; cb < nch; cb += BATCH, lp += BATCH * (SSD_SCAN_BLK / 4), dp += BATCH * a.nheads) {
+                if (threadIdx.x == 0) scan_prefetch(item, cb + SSD_SCAN_AHEAD * BATCH, cb + (SSD_SCAN_AHEAD + 1) * BATCH);
+                float4 loc[BATCH];
 #pragma unroll
-                for (int k = 0; k < SSD_SCAN_BATCH; ++k) {  // independent loads first (cg: written by other CTAs)
-                    const long long c = c0 + cb + k;
-                    if (cb + k < nch) {
-                        loc[k] = __ldcg((const float4*)(ws_local + local_index(a.total_chunks, c, uu, e)));
-                        dec[k] = __ldcg(ws_decay + c * a.nheads + h);
-                    }
-                }
+                for (int k = 0; k < BATCH; ++k)  // independent loads first (cg: written by other CTAs)
+                    if (cb + k < nch) loc[k] = __ldcg(lp + k * (SSD_SCAN_BLK / 4));
+                const float decl = lane < BATCH && cb + lane < nch ? __ldcg(dp + lane * a.nheads) : 0.0f;
 #pragma unroll
-                for (int k = 0; k < SSD_SCAN_BATCH; ++k) {
+                for (int k = 0; k < BATCH; ++k) {
+                    const float dec = __shfl_sync(0xffffffffu, decl, k);
                     if (cb + k < nch) {
-                        const long long c = c0 + cb + k;
-                        store_prev4(ws_prev + (c * un + uu) * UE + e, S);
-                        S[0] = ssd_state_step(dec[k], S[0], loc[k].x);
-                        S[1] = ssd_state_step(dec[k], S[1], loc[k].y);
-                        S[2] = ssd_state_step(dec[k], S[2], loc[k].z);
-                        S[3] = ssd_state_step(dec[k], S[3], loc[k].w);
+                        store_prev4(pp, S);
+                        pp += (long long)un * UE;
+                        S[0] = ssd_state_step(dec, S[0], loc[k].x);
+                        S[1] = ssd_state_step(dec, S[1], loc[k].y);
+                        S[2] = ssd_state_step(dec, S[2], loc[k].z);
+                        S[3] = ssd_state_step(dec, S[3], loc[k].w);
                         if (a.chunk_out != nullptr && (cb + k + 1) * SSD_Q <= len) {
                             SDT* q = a.chunk_out + ssd_state_index(seg[SEG_CKPT0] + cb + k, a.nheads, h, p) + n;
 #pragma unroll
@@ -367,9 +413,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
+            const float* saved = ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q;
 #if SSD_WG
-            (void)c;
-            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
+            ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
 #else
             __syncthreads();  // the previous tile is done with S_prev
@@ -378,7 +424,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
                                        SSD_N, SSD_PB);
             cp_async_commit();  // waited for by the output's first step (cp.async groups complete in order)
-            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
+            ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, ctok, l, u0);
 #endif
         }

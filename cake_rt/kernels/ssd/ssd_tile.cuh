@@ -159,8 +159,9 @@ struct SsdLayout {
     static constexpr int cs = SF + (EXACT ? HB * SSD_PB * SSD_LDF * 4 : 0);
     static constexpr int dtv = cs + 4 * HB * SSD_Q;
     static constexpr int w = dtv + 4 * HB * SSD_Q;
-    static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer
-    static constexpr int gt = dtr + 4 * HB * SSD_Q;
+    static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer;
+                                                                   // chunk-parallel [HB][2][Q]: phase 3's cs and dt'
+    static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT ? 1 : 2);
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
     static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers
     static constexpr int bytes = bar + 8 * SSD_NBARS;
@@ -193,7 +194,7 @@ struct SsdSmem {
     float* Sf;  // exact scan: the fp32 states [HB][64][LDF]
     T* Zs;      // SSD_WG: z of the row block [HB][64][64]
     uint64_t* bar;  // SSD_WG: the load pipeline's mbarriers
-    float* dtr;     // SSD_WG: the chunk's raw dt [HB][Q]
+    float* dtr;     // SSD_WG: the chunk's raw dt [HB][Q] (chunk-parallel phase 3: the saved cs, dt' [HB][2][Q])
 };
 template <int HB, int NBUF, bool EXACT>
 __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
@@ -496,6 +497,15 @@ __device__ __forceinline__ void produce_dt(const SsdArgs& a, const SsdSmem& s, S
     mbarrier_arrive(s.bar + BAR_FULL_DT);  // (release: the stores above are seen by the waiters)
     ++p.dt;
 }
+// Producer, chunk-parallel phase 3: the tile's cs and dt' saved by phase 1 (ssd_prep_save) into the dt buffer.
+template <int HB>
+__device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const float* saved) {
+    fill_begin(s, BAR_EMPTY_DT, (uint32_t)(p.dt & 1));
+    for (int e = threadIdx.x & (SSD_THREADS - 1); e < HB * 2 * SSD_Q / 4; e += SSD_THREADS)
+        cp_async_16(s.dtr + 4 * e, saved + 4 * e);
+    fill_end(s, BAR_FULL_DT);
+    ++p.dt;
+}
 #endif
 
 // ---------------------------------------------------------------------------------------------------
@@ -577,6 +587,47 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
     math_sync();
 }
 
+// Chunk-parallel: phase 1 saves the prep's cs and dt' of the block's units (to `saved`: [HB][2][Q], cs then dt'),
+// and phase 3 copies them back instead of repeating the prep: the same values, so the same bits. The save follows
+// ssd_chunk_prep (whose last barrier published them; the next prep's first barrier waits for these reads).
+template <int HB>
+__device__ __forceinline__ void ssd_prep_save(const SsdSmem& s, float* saved) {
+    constexpr int Q4 = SSD_Q / 4;
+    for (int e = threadIdx.x; e < HB * 2 * Q4; e += SSD_THREADS) {
+        const int u = e / (2 * Q4), r = e % (2 * Q4);
+        const float* src = r < Q4 ? s.cs + u * SSD_Q + 4 * r : s.dtv + u * SSD_Q + 4 * (r - Q4);
+        *(float4*)(saved + 4 * e) = *(const float4*)src;
+    }
+}
+// Phase 3's prep: cs and dt' of the tile from phase 1 (sm_90a: staged in the dt buffer by the producer; else read
+// from `saved` here). Starts and ends with a barrier of the math threads, as ssd_chunk_prep does.
+template <int HB>
+__device__ __forceinline__ void ssd_prep_load(const SsdSmem& s, SsdPipe& p, const float* saved) {
+    constexpr int Q4 = SSD_Q / 4;
+    math_sync();  // the previous users of the chunk arrays are done
+#if SSD_WG
+    (void)saved;
+    mbarrier_wait_parity(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
+    const float* src = s.dtr;
+#else
+    (void)p;
+    const float* src = saved;
+#endif
+    for (int e = threadIdx.x; e < HB * 2 * Q4; e += SSD_THREADS) {
+        const int u = e / (2 * Q4), r = e % (2 * Q4);
+        float* dst = r < Q4 ? s.cs + u * SSD_Q + 4 * r : s.dtv + u * SSD_Q + 4 * (r - Q4);
+#if SSD_WG
+        *(float4*)dst = *(const float4*)(src + 4 * e);
+#else
+        *(float4*)dst = __ldcg((const float4*)(src + 4 * e));  // (cg: written by other CTAs)
+#endif
+    }
+#if SSD_WG
+    use_end(s, BAR_EMPTY_DT);
+    ++p.dt;
+#endif
+    math_sync();
+}
 // A fragment of the state product (16-bit programs, both tensor-core paths): A = round_T(w_s X^T), rows
 // m0.. (headdim), columns k0.. (tokens of the sub-block); the fragment's columns are tokens k0 + 2tg (+1) and
 // k0 + 8 + 2tg (+1). w: the unit's state weights of this sub-block.
@@ -1098,13 +1149,16 @@ struct MOffWG {
 };
 
 // Producer: the loads of ssd_chunk_output: per row block i: C_i, B/X of step (i, 0), z_i, B/X of steps (i, 1..i);
-// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's z; the slice's first tile
-// first waits for phase `epoch` (parity) of BAR_EPOCH, -1: no wait) or nullptr (exact scan: the math warpgroup
-// writes S itself). The math warpgroup waits
-// for S_prev first: any order is deadlock-free whose waits are for buffers it frees before it needs this load.
+// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's B / X and before its z, behind
+// the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the slice's first tile first waits for phase `epoch`
+// (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's phase-1 stores)
+// or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). z waits
+// for the previous tile's last epilogue to free its buffer; the prep and S_prev, which the math warpgroup waits for
+// first, do not wait behind it. Any order is deadlock-free whose waits are for buffers the math warpgroup frees before
+// it needs this load.
 template <int HB, int NBUF>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                               int u0, const T* prev, int epoch) {
+                                               int u0, const T* prev, const float* saved, int epoch) {
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int i = 0; i < nsub; ++i) {
@@ -1117,6 +1171,17 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
         ++p.c;
         for (int j = 0; j <= i; ++j) {
             produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
+            if (i == 0 && prev != nullptr) {  // after C_0, B_0, X_0: those need no grid-wide result
+                if (epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
+                produce_prep<HB>(s, p, saved);
+                fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
+#pragma unroll
+                for (int u = 0; u < HB; ++u)
+                    load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, prev + (long long)u * SSD_PB * SSD_N,
+                                           SSD_N, SSD_PB);
+                fill_end(s, BAR_FULL_S);
+                ++p.s;
+            }
             if (j == 0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
                 fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
 #pragma unroll
@@ -1126,16 +1191,6 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
                                             (long long)a.nheads * SSD_P, valid_i);
                 fill_end(s, BAR_FULL_Z);
                 ++p.z;
-            }
-            if (i == 0 && prev != nullptr) {  // S_prev last: the first loads need no grid-wide result
-                if (epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
-                fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
-#pragma unroll
-                for (int u = 0; u < HB; ++u)
-                    load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, prev + (long long)u * SSD_PB * SSD_N,
-                                           SSD_N, SSD_PB);
-                fill_end(s, BAR_FULL_S);
-                ++p.s;
             }
         }
     }
