@@ -42,23 +42,38 @@ CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
     return *flag != 0;
 }
 
+// Keep exactly the topk largest keys of the merge buffer buf[0 .. n) (n > topk), in place, and raise the floor
+// past them; returns topk.
+CAKE_DEVICE int make_room(const Sel& s, uint64_t* buf, int n, int topk, uint64_t& floor_key) {
+    const uint64_t K = block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch);
+    n = ordered_keep(buf, n, K, s.scratch, [&](int pos, uint64_t x) { buf[pos] = x; });
+    floor_key = K + 1ull;
+    sel_sync();
+    return n;
+}
+
 // Merge the parts slot0 .. slot0 + nparts of every query of the block into its output row.
 // buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
 CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint64_t* ws_ent, const int* ws_cnt,
                              uint32_t* gh, uint64_t* buf, int* pstart, int* out_idx, float* out_sc) {
     constexpr int MC = Layout::merge_keys;
+    constexpr int REACH = NT * 4 * REG_R;  // keys of the register keep
     static_assert(MC >= 2 * MERGE_ROUND, "merge capacity");
+    static_assert(CAP - TILE <= REACH, "topk keys fit the register keep");
     const int tid = sel_tid();
 #pragma unroll 1
     for (int qq = 0; qq < un.nq; ++qq) {
         int n = 0;
+        // The first batch's part counts are read with the histogram (one round trip for both).
+        const int c_first = tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
         // Keys below the k-th largest key's top-digit bin never enter: usually about topk keys are appended.
         load_split_hist(s, gh, qq, true);
-        uint64_t floor_key = hist_floor(s, topk);
+        const SplitFloor bin = hist_floor(s, topk);
+        uint64_t floor_key = bin.key;
 #pragma unroll 1
         for (int pb = 0; pb < un.nparts; pb += NT) {
             const int nb = min(NT, un.nparts - pb);
-            const int c = tid < nb ? __ldcg(ws_cnt + (size_t)(un.slot0 + pb + tid) * BQ + qq) : 0;
+            const int c = pb == 0 ? c_first : tid < nb ? __ldcg(ws_cnt + (size_t)(un.slot0 + pb + tid) * BQ + qq) : 0;
             int total;
             const int ex = block_excl_scan<NT>(c, s.scratch, total);
             if (tid < nb) pstart[tid] = ex;
@@ -66,12 +81,7 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
             sel_sync();
 #pragma unroll 1
             for (int r0 = 0; r0 < total; r0 += MERGE_ROUND) {
-                if (n + MERGE_ROUND > MC) {  // make room: keep exactly topk (n > MC - ROUND >= topk)
-                    const uint64_t K = block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch);
-                    n = ordered_keep(buf, n, K, s.scratch, [&](int pos, uint64_t x) { buf[pos] = x; });
-                    floor_key = K + 1ull;
-                    sel_sync();
-                }
+                if (n + MERGE_ROUND > MC) n = make_room(s, buf, n, topk, floor_key);  // n > MC - ROUND >= topk
                 // Thread tid takes flattened entries i0 .. i0 + E of the batch (parts in key order).
                 const int i0 = r0 + tid * MERGE_E;
                 uint64_t x[MERGE_E];
@@ -106,19 +116,19 @@ CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint6
             }
             sel_sync();  // pstart is rewritten by the next batch
         }
-        // Exact top-k of the merged buffer, in buffer (= ascending id) order.
-        const uint64_t K = (n > topk) ? block_kth_largest<NT>(buf, n, topk, s.hist, s.st, s.scratch) : 0ull;
-        const int row = un.q0 + qq;
-        int* oi = out_idx + (size_t)row * topk;
-        float* os = out_sc + (size_t)row * topk;
-        const int kept = ordered_keep(buf, n, K, s.scratch, [&](int pos, uint64_t x) {
-            oi[pos] = (int)(uint32_t)x;
-            os[pos] = score_of(x);
-        });
-        for (int i = kept + tid; i < topk; i += NT) {
-            oi[i] = -1;
-            os[i] = __int_as_float(0xff800000);  // -inf
-        }
+        if (n > REACH) n = make_room(s, buf, n, topk, floor_key);
+        // The exact top-k. Every counted key above the floor's bin is in the buffer (a key above the k-th is never
+        // dropped) and in the top-k, so only the bin's keys are ranked: the topk - above largest of them, from the
+        // second digit on (a floor of 0, bin 0 or none, ranks every key). Kept in place with one scan (the keys
+        // in registers, finish_query's keep), then written out.
+        const int above = bin.key ? bin.above : 0;
+        const uint64_t K =
+            n > topk ? block_kth_largest<NT>(buf, n, topk - above, s.hist, s.st, s.scratch, bin.key) : 0ull;
+        uint64_t x[REG_R][4];
+        dsa_reg_load<NT, REG_R>(x, buf, n);
+        const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { buf[pos] = v; });
+        sel_sync();  // the kept keys are in place
+        write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
         sel_sync();  // buf is refilled by the next query
     }
 }

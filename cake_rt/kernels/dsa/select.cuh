@@ -98,14 +98,16 @@ CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
 // the bucket floor when the bucket holding the k-th key is taken whole (still exactly k keys >= K).
 // MSB-first radix select, 11/11/10-bit digits per 32-bit half; stops as soon as the boundary bucket
 // is taken whole. `hist` holds 2048 uint32. Keys are unique (the id is in the low half), so the
-// selection is exact and does not depend on the order of buf.
+// selection is exact and does not depend on the order of buf. top != 0: the first digit is known (top is the
+// lowest key of its bucket): K is the k-th largest of the keys in that bucket, and the passes start at the
+// second digit (the caller knows how many keys lie above the bucket).
 template <int NT>
 CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32_t* hist, DsaSelState* st,
-                                       int* scratch) {
+                                       int* scratch, uint64_t top = 0ull) {
     const int tid = dsa::sel_tid();
     if (tid == 0) {
-        st->prefix = 0ull;
-        st->mask = 0ull;
+        st->prefix = top;
+        st->mask = top ? (0x7ffull << 53) : 0ull;
         st->need = k;
         st->done = (k >= n) ? 1 : 0;
     }
@@ -115,7 +117,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         return 0ull;
     }
 #pragma unroll 1
-    for (int p = 0; p < 6; ++p) {
+    for (int p = top ? 1 : 0; p < 6; ++p) {
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;

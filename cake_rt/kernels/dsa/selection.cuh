@@ -62,20 +62,32 @@ CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratc
 }
 
 // Query qq's histogram of its block's appended keys into s.hist (read at L2: other parts may still be adding
-// to it); `clear` (the last arrival, when every part has added its counts) also zeroes it. Ends with a barrier.
+// to it); `clear` (the last arrival, when every part has added its counts) also zeroes it. Every load of a
+// thread is issued before the first store (one L2 round trip). Ends with a barrier.
 CAKE_DEVICE void load_split_hist(const Sel& s, uint32_t* gh, int qq, bool clear) {
-    uint32_t* h = gh + qq * HIST_WORDS;
-    for (int i = sel_tid(); i < HIST_WORDS; i += NT) {
-        s.hist[i] = __ldcg(h + i);
-        if (clear) h[i] = 0u;
+    constexpr int PER = HIST_WORDS / NT;
+    static_assert(HIST_WORDS % NT == 0, "whole histogram words per thread");
+    uint32_t* h = gh + qq * HIST_WORDS + sel_tid();
+    uint32_t v[PER];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) v[k] = __ldcg(h + k * NT);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        s.hist[sel_tid() + k * NT] = v[k];
+        if (clear) h[k * NT] = 0u;
     }
     sel_sync();
 }
 
 // The floor the digit counts in s.hist give: the lowest key of the bin (top 11 key bits) that holds the
-// topk-th largest counted key, 0 when at most topk keys are counted. Every counted key is a real candidate
-// of the query, so at least topk candidates are >= the floor and no key below it is in the top-k.
-CAKE_DEVICE uint64_t hist_floor(const Sel& s, int topk) {
+// topk-th largest counted key (0 when at most topk keys are counted), and how many counted keys lie in the bins
+// above it (fewer than topk). Every counted key is a real candidate of the query, so at least topk candidates
+// are >= the floor and no key below it is in the top-k.
+struct SplitFloor {
+    uint64_t key;
+    int above;
+};
+CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     const int tid = sel_tid();
     // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
     constexpr int PER = HIST_WORDS / NT;
@@ -84,29 +96,50 @@ CAKE_DEVICE uint64_t hist_floor(const Sel& s, int topk) {
     int total;
     const int above = block_excl_scan<NT>(cnt, s.scratch, total);
     uint64_t* result = &s.st->result;
-    if (tid == 0) *result = 0ull;
+    if (tid == 0) {
+        *result = 0ull;
+        s.st->need = 0;
+    }
     sel_sync();
     if (total > topk && above < topk && above + cnt >= topk) {
         int cum = above;
         for (int b = top - 1; b >= top - PER; --b) {
-            cum += (int)s.hist[b];
-            if (cum >= topk) {
+            const int c = (int)s.hist[b];
+            if (cum + c >= topk) {
                 *result = (uint64_t)b << 53;
+                s.st->need = cum;
                 break;
             }
+            cum += c;
         }
     }
     sel_sync();
-    const uint64_t f = *result;
+    const SplitFloor f = {*result, s.st->need};
     sel_sync();
     return f;
 }
 
-// Write query qq's kept keys cb[0 .. kept) (ascending id, <= topk of them) out: its output row, padded
-// to topk with -1 / -inf, or (split unit) its part and count in the workspace. Consecutive lanes take
-// consecutive entries, so every store of a warp is coalesced. (Writing straight from an ordered keep is
-// not: a thread's kept keys are consecutive but neighbouring lanes' start about 4 * topk / n entries
-// apart, ~4x the ideal global sectors.)
+// Output row `row` from its kept keys cb[0 .. kept) (ascending id, <= topk of them), padded to topk with
+// -1 / -inf. Consecutive lanes take consecutive entries, so every store of a warp is coalesced. (Writing
+// straight from an ordered keep is not: a thread's kept keys are consecutive but neighbouring lanes' start
+// about 4 * topk / n entries apart, ~4x the ideal global sectors.)
+CAKE_DEVICE void write_out_row(const uint64_t* cb, int kept, int row, int topk, int* out_idx, float* out_sc) {
+    int* oi = out_idx + (size_t)row * topk;
+    float* os = out_sc + (size_t)row * topk;
+    for (int i = sel_tid(); i < topk; i += NT) {
+        if (i < kept) {
+            const uint64_t x = cb[i];
+            oi[i] = (int)(uint32_t)x;
+            os[i] = score_of(x);
+        } else {
+            oi[i] = -1;
+            os[i] = __int_as_float(0xff800000);  // -inf
+        }
+    }
+}
+
+// Write query qq's kept keys cb[0 .. kept) out: its output row, or (split unit) its part and count in the
+// workspace.
 CAKE_DEVICE void write_row(const uint64_t* cb, int kept, const Unit& un, int qq, int topk, int* out_idx,
                            float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
     if (un.slot >= 0) {
@@ -114,18 +147,7 @@ CAKE_DEVICE void write_row(const uint64_t* cb, int kept, const Unit& un, int qq,
         for (int i = sel_tid(); i < kept; i += NT) part[i] = cb[i];
         if (sel_tid() == 0) ws_cnt[(size_t)un.slot * BQ + qq] = kept;
     } else {
-        int* oi = out_idx + (size_t)(un.q0 + qq) * topk;
-        float* os = out_sc + (size_t)(un.q0 + qq) * topk;
-        for (int i = sel_tid(); i < topk; i += NT) {
-            if (i < kept) {
-                const uint64_t x = cb[i];
-                oi[i] = (int)(uint32_t)x;
-                os[i] = score_of(x);
-            } else {
-                oi[i] = -1;
-                os[i] = __int_as_float(0xff800000);  // -inf
-            }
-        }
+        write_out_row(cb, kept, un.q0 + qq, topk, out_idx, out_sc);
     }
 }
 
@@ -277,7 +299,7 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             pfloor[q] = 0ull;
             if (gh && q < un.nq) {  // block-uniform
                 load_split_hist(s, gh, q, false);
-                pfloor[q] = hist_floor(s, topk);
+                pfloor[q] = hist_floor(s, topk).key;
             }
         }
         DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
@@ -311,7 +333,7 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             uint64_t pfloor = 0ull;
             if (gh) {  // block-uniform
                 load_split_hist(s, gh, qq, false);
-                pfloor = hist_floor(s, topk);
+                pfloor = hist_floor(s, topk).key;
             }
             finish_query(s, un, qq, topk, pfloor, out_idx, out_sc, ws_ent, ws_cnt);
             sel_sync();  // hist, st and scratch are reused by the next query
