@@ -242,23 +242,24 @@ CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
     for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n, r);
 }
 
-// block_kth_largest on the register copy (same digits; slack = 0: the same rule and result). slack > 0: a
-// floor, not the k-th key: the passes stop at the first bucket that holds the k-th key and has at most
-// slack keys below it, and K is that bucket's lowest key (k .. k + slack keys are >= K). A compaction needs
-// only that (every key below K has k larger ones, so it is out of the top-k); the final selection is exact.
+// block_kth_largest on the register copy (same digits; slack = 0: the same rule and result; top: the first
+// digit known, as there). slack > 0: a floor, not the k-th key: the passes stop at the first bucket that holds
+// the k-th key and has at most slack keys below it, and K is that bucket's lowest key (k .. k + slack keys are
+// >= K). A compaction needs only that (every key below K has k larger ones, so it is out of the top-k); the
+// final selection is exact.
 template <int NT, int R>
 CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, uint32_t* hist, DsaSelState* st,
-                                     int* scratch, int slack = 0) {
+                                     int* scratch, int slack = 0, uint64_t top = 0ull) {
     const int tid = dsa::sel_tid();
     if (k >= n) return 0ull;  // block-uniform: everything is kept
     if (tid == 0) {
-        st->prefix = 0ull;
-        st->mask = 0ull;
+        st->prefix = top;
+        st->mask = top ? (0x7ffull << 53) : 0ull;
         st->need = k;
         st->done = 0;
     }
 #pragma unroll 1
-    for (int p = 0; p < 6; ++p) {
+    for (int p = top ? 1 : 0; p < 6; ++p) {
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
