@@ -6,14 +6,20 @@
 // layout.cuh SPLIT_WORDS). A part writes only its keys from the floor that the histogram gives when it
 // finishes (the other parts are still adding to it: any subset of real candidates gives a valid floor), and
 // the unit that arrives last (all other parts are complete and visible) reads the complete histogram for
-// the floor of the k-th key's bin, streams the parts in key order through one candidate buffer from that
-// floor, and writes the exact top-k. The top-k set is unique, so the result does not depend on which unit
+// the floor of the k-th key's bin, gathers the parts in key order into one candidate buffer, and writes the
+// exact top-k of its keys from that floor. The top-k set is unique, so the result does not depend on which unit
 // arrives last or on what a part saw of the histogram. The last arrival resets the arrival word and the
 // histograms to 0: a completed launch leaves every word at zero (the ticket-word rules).
 #pragma once
 #include "selection.cuh"
+#include "../common/mma.cuh"
 
 namespace dsa {
+
+// Asynchronous 8-byte global -> shared copy (sm_80+): a key of a part, wherever its part starts.
+CAKE_DEVICE void cp_async_8(void* smem, const void* gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(smem)), "l"(gmem) : "memory");
+}
 
 CAKE_DEVICE unsigned* split_record(unsigned* arrivals, const Unit& un) {
     return arrivals + (size_t)un.mblock * SPLIT_WORDS;
@@ -52,11 +58,14 @@ CAKE_DEVICE int make_room(const Sel& s, uint64_t* buf, int n, int topk, uint64_t
     return n;
 }
 
-// Query qq's keys from the block's parts slot0 .. slot0 + nparts, streamed in key order into buf from
-// floor_key (every part complete: the last arrival), each part from its own start; returns how many (at
-// most REACH: a fuller buffer is cut to the topk largest, raising the floor). c_first: this thread's count of
-// the first batch of parts (read by the caller, with the histogram). buf: Layout::merge_keys keys of free shared
-// memory; pstart: NT + 1 ints. Ends with a barrier.
+// Query qq's keys from the block's parts slot0 .. slot0 + nparts, in key order into buf (every part complete:
+// the last arrival); returns how many (at most REACH). When every key of every part fits the register
+// selection (usually: each part wrote only its keys from the floor it saw), they are copied as they are, a
+// warp a part, lanes on consecutive keys (cp.async: nothing waits in registers), and the selection drops those
+// below floor_key. Otherwise they are streamed from floor_key, each part from its own start, and a fuller buffer
+// is cut to the topk largest, raising the floor. c_first: this thread's count of the first batch of parts (read
+// by the caller, with the histogram). buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
+// Ends with a barrier.
 CAKE_DEVICE int gather_parts(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
                              const int* ws_cnt, uint64_t floor_key, int c_first, uint64_t* buf, int* pstart) {
     constexpr int MC = Layout::merge_keys;
@@ -74,6 +83,20 @@ CAKE_DEVICE int gather_parts(const Sel& s, const Unit& un, int qq, int topk, con
         if (tid < nb) pstart[tid] = ex;
         if (tid == 0) pstart[nb] = total;
         sel_sync();
+        if (nb == un.nparts && total <= REACH) {  // block-uniform: one batch, every key fits
+            const int warp = tid >> 5, lane = tid & 31;
+#pragma unroll 1
+            for (int p = warp; p < nb; p += NWARPS) {
+                const uint64_t* part = ws_ent + ((size_t)(un.slot0 + p) * BQ + qq) * topk;
+                const int p0 = pstart[p], c = pstart[p + 1] - p0;
+#pragma unroll 1
+                for (int i = lane; i < c; i += 32) cp_async_8(buf + p0 + i, part + i);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
+            sel_sync();  // the keys are in buf
+            return total;
+        }
 #pragma unroll 1
         for (int r0 = 0; r0 < total; r0 += MERGE_ROUND) {
             if (n + MERGE_ROUND > MC) n = make_room(s, buf, n, topk, floor_key);  // n > MC - ROUND >= topk
@@ -117,12 +140,13 @@ CAKE_DEVICE int gather_parts(const Sel& s, const Unit& un, int qq, int topk, con
 
 // The end of a split unit, per query: its part (the exact top-k of its keys from the floor its block's
 // histogram gives now, to the workspace); then it counts itself on the arrival word, and the last of the
-// block's parts to arrive merges, per query: the complete histogram's floor, the parts' keys from that floor
-// (usually about topk of them), their exact top-k, the output row. The part and the merge run the same steps
-// (the histogram's floor, select_keep, a write), so the merging CTA runs code it has just run. The merge ranks
-// only the floor bin's keys: every counted key above the bin is in the buffer (a key above the k-th is never
-// dropped) and in the top-k (a floor of 0, bin 0 or none, ranks every key). mbuf: Layout::merge_keys keys of
-// free shared memory; pstart: NT + 1 ints; flag: a shared int.
+// block's parts to arrive merges, per query: the complete histogram's floor, the parts' keys (gather_parts),
+// the exact top-k of those from the floor, the output row. The part and the merge run the same steps (the
+// histogram's floor, select_keep, a write), so the merging CTA runs code it has just run. The merge ranks only
+// the floor bin's keys: every counted key above the bin is in the buffer (no part drops a key at or above the
+// floor of the complete histogram: the floor a part saw is never higher) and in the top-k (a floor of 0, bin 0
+// or none, ranks every key). mbuf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints; flag: a
+// shared int.
 CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsigned* arrivals, int* flag,
                                    int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt, uint64_t* mbuf,
                                    int* pstart) {
@@ -145,7 +169,7 @@ CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsig
         uint64_t* buf = merging ? mbuf : s.cand + qq * CAP;
         const int n = merging ? gather_parts(s, un, qq, topk, ws_ent, ws_cnt, bin.key, c_first, mbuf, pstart)
                               : s.cnt[qq];
-        const int kept = select_keep(s, buf, n, topk, merging ? bin : SplitFloor{0ull, 0}, merging ? 0ull : bin.key);
+        const int kept = select_keep(s, buf, n, topk, merging ? bin : SplitFloor{0ull, 0}, bin.key);
         if (merging) write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
         else write_part(buf, kept, un, qq, topk, ws_ent, ws_cnt);
         sel_sync();  // hist, st, scratch and the buffers are reused by the next query
