@@ -58,20 +58,45 @@ CAKE_DEVICE int make_room(const Sel& s, uint64_t* buf, int n, int topk, uint64_t
     return n;
 }
 
-// Query qq's keys from the block's parts slot0 .. slot0 + nparts, in key order into buf (every part complete:
-// the last arrival); returns how many (at most REACH). When every key of every part fits the register
-// selection (usually: each part wrote only its keys from the floor it saw), they are copied as they are, a
-// warp a part, lanes on consecutive keys (cp.async: nothing waits in registers), and the selection drops those
-// below floor_key. Otherwise they are streamed from floor_key, each part from its own start, and a fuller buffer
-// is cut to the topk largest, raising the floor. c_first: this thread's count of the first batch of parts (read
-// by the caller, with the histogram). buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
-// Ends with a barrier.
-CAKE_DEVICE int gather_parts(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
+constexpr int REACH = NT * 4 * REG_R;  // keys of the register selection (select_keep)
+static_assert(CAP - TILE <= REACH, "topk keys fit the register selection");
+
+// The merge's keys, query qq, every part complete (the last arrival): when every key of every part fits the
+// register selection (one batch of parts; usually, each part having written only its keys from the floor it
+// saw), their copies into buf in key order are started, a warp a part, lanes on consecutive keys (8-byte
+// cp.async: nothing waits in registers, no key looks for its part), and how many is returned: the caller
+// waits for them (cp_async_wait, a barrier) and select_keep drops the keys below the floor. Else -1:
+// stream_parts, once the floor is known. c_first: this thread's count of the first batch of parts (read by the
+// caller, with the histogram). buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
+CAKE_DEVICE int copy_parts(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent, int c_first,
+                           uint64_t* buf, int* pstart) {
+    if (un.nparts > NT) return -1;
+    const int tid = sel_tid();
+    int total;
+    const int ex = block_excl_scan<NT>(c_first, s.scratch, total);
+    if (total > REACH) return -1;  // block-uniform
+    if (tid < un.nparts) pstart[tid] = ex;
+    if (tid == 0) pstart[un.nparts] = total;
+    sel_sync();
+    const int warp = tid >> 5, lane = tid & 31;
+#pragma unroll 1
+    for (int p = warp; p < un.nparts; p += NWARPS) {
+        const uint64_t* part = ws_ent + ((size_t)(un.slot0 + p) * BQ + qq) * topk;
+        const int p0 = pstart[p], c = pstart[p + 1] - p0;
+#pragma unroll 1
+        for (int i = lane; i < c; i += 32) cp_async_8(buf + p0 + i, part + i);
+    }
+    cp_async_commit();
+    return total;
+}
+
+// The merge's keys otherwise: streamed from floor_key into buf in key order, each part from its own start, in
+// batches of NT parts; a fuller buffer is cut to the topk largest, raising the floor. Returns how many (at most
+// REACH). Arguments as copy_parts'. Ends with a barrier.
+CAKE_DEVICE int stream_parts(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
                              const int* ws_cnt, uint64_t floor_key, int c_first, uint64_t* buf, int* pstart) {
     constexpr int MC = Layout::merge_keys;
-    constexpr int REACH = NT * 4 * REG_R;  // keys of the register selection
     static_assert(MC >= 2 * MERGE_ROUND, "merge capacity");
-    static_assert(CAP - TILE <= REACH, "topk keys fit the register selection");
     const int tid = sel_tid();
     int n = 0;
 #pragma unroll 1
@@ -83,20 +108,6 @@ CAKE_DEVICE int gather_parts(const Sel& s, const Unit& un, int qq, int topk, con
         if (tid < nb) pstart[tid] = ex;
         if (tid == 0) pstart[nb] = total;
         sel_sync();
-        if (nb == un.nparts && total <= REACH) {  // block-uniform: one batch, every key fits
-            const int warp = tid >> 5, lane = tid & 31;
-#pragma unroll 1
-            for (int p = warp; p < nb; p += NWARPS) {
-                const uint64_t* part = ws_ent + ((size_t)(un.slot0 + p) * BQ + qq) * topk;
-                const int p0 = pstart[p], c = pstart[p + 1] - p0;
-#pragma unroll 1
-                for (int i = lane; i < c; i += 32) cp_async_8(buf + p0 + i, part + i);
-            }
-            cp_async_commit();
-            cp_async_wait<0>();
-            sel_sync();  // the keys are in buf
-            return total;
-        }
 #pragma unroll 1
         for (int r0 = 0; r0 < total; r0 += MERGE_ROUND) {
             if (n + MERGE_ROUND > MC) n = make_room(s, buf, n, topk, floor_key);  // n > MC - ROUND >= topk
@@ -140,7 +151,7 @@ CAKE_DEVICE int gather_parts(const Sel& s, const Unit& un, int qq, int topk, con
 
 // The end of a split unit, per query: its part (the exact top-k of its keys from the floor its block's
 // histogram gives now, to the workspace); then it counts itself on the arrival word, and the last of the
-// block's parts to arrive merges, per query: the complete histogram's floor, the parts' keys (gather_parts),
+// block's parts to arrive merges, per query: the complete histogram's floor, the parts' keys (copy_parts / stream_parts),
 // the exact top-k of those from the floor, the output row. The part and the merge run the same steps (the
 // histogram's floor, select_keep, a write), so the merging CTA runs code it has just run. The merge ranks only
 // the floor bin's keys: every counted key above the bin is in the buffer (no part drops a key at or above the
@@ -165,10 +176,17 @@ CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsig
         const int c_first =
             merging && tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
         load_split_hist(s, gh, qq, merging);
-        const SplitFloor bin = hist_floor(s, topk);
+        int n = merging ? copy_parts(s, un, qq, topk, ws_ent, c_first, mbuf, pstart) : s.cnt[qq];
+        const SplitFloor bin = hist_floor(s, topk);  // (the merge's copies in flight)
+        if (merging) {  // block-uniform
+            if (n >= 0) {
+                cp_async_wait<0>();
+                sel_sync();  // the keys are in mbuf
+            } else {
+                n = stream_parts(s, un, qq, topk, ws_ent, ws_cnt, bin.key, c_first, mbuf, pstart);
+            }
+        }
         uint64_t* buf = merging ? mbuf : s.cand + qq * CAP;
-        const int n = merging ? gather_parts(s, un, qq, topk, ws_ent, ws_cnt, bin.key, c_first, mbuf, pstart)
-                              : s.cnt[qq];
         const int kept = select_keep(s, buf, n, topk, merging ? bin : SplitFloor{0ull, 0}, bin.key);
         if (merging) write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
         else write_part(buf, kept, un, qq, topk, ws_ent, ws_cnt);
