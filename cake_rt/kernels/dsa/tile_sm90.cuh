@@ -56,9 +56,9 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
     const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);  // first key row of this thread's accumulators
+    if (threadIdx.x == 0) prefetch_key_tiles(kmat, un, 1, 1 + KEY_AHEAD);
     load_q(qs, q, un);
     load_key_rows<WG_THREADS, 64>(kt, kmat, un, 0, wgi * 64, wt);
-    if (threadIdx.x == 0) prefetch_key_tiles(kmat, un, 1, 1 + KEY_AHEAD);  // behind tile 0's copies
     for (int i = threadIdx.x; i < BQ * H; i += NT) wsm[i] = i < un.nq * H ? w[(size_t)un.q0 * H + i] : 0.0f;
     // The weights of the heads this thread sums (head sum, tile_common.cuh): heads 8 j + 2 (lane % 4) + {0, 1}.
     const float* wl = wsm + 2 * (lane & 3);
