@@ -33,19 +33,6 @@ CAKE_DEVICE void init_slots(uint64_t* empty) {
     if (threadIdx.x < RING) mbarrier_init(empty + threadIdx.x, NWARPS);
 }
 
-// L2 look-ahead of the key tiles: tiles [t0, t1) of the unit's keys (clipped to khi) asked of L2 by one bulk
-// prefetch (no data returns to the SM, no registers), KEY_AHEAD tiles before their copy, so the copy of the next
-// tile, issued behind the current tile's wgmma, waits for L2 instead of DRAM: a unit of a few tiles (a split
-// tail's part) otherwise waits one DRAM round trip per tile.
-constexpr int KEY_AHEAD = 6;
-CAKE_DEVICE void prefetch_key_tiles(const bf16_t* kmat, const Unit& un, int t0, int t1) {
-    const int j0 = un.klo + t0 * TILE, j1 = min(un.klo + t1 * TILE, un.khi);
-    if (j0 < j1)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((const char*)kmat + (size_t)j0 * ROWB),
-                     "r"((unsigned)((j1 - j0) * ROWB))
-                     : "memory");
-}
-
 // Product side of one unit (threads [0, NT)). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself;
 // ends with every wgmma and copy of the unit complete. g: tiles produced since the launch (both roles
 // count the same tiles).
@@ -56,7 +43,6 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
     const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);  // first key row of this thread's accumulators
-    if (threadIdx.x == 0) prefetch_key_tiles(kmat, un, 1, 1 + KEY_AHEAD);
     load_q(qs, q, un);
     load_key_rows<WG_THREADS, 64>(kt, kmat, un, 0, wgi * 64, wt);
     for (int i = threadIdx.x; i < BQ * H; i += NT) wsm[i] = i < un.nq * H ? w[(size_t)un.q0 * H + i] : 0.0f;
@@ -93,7 +79,6 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
         if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
         if (it + 1 < ntiles) load_key_rows<WG_THREADS, 64>(kt, kmat, un, it + 1, wgi * 64, wt);
-        if (threadIdx.x == 0) prefetch_key_tiles(kmat, un, it + 1 + KEY_AHEAD, it + 2 + KEY_AHEAD);
         wgmma_wait<0>();
         wgmma_fence_operands(acc);
         const unsigned slot = g % RING;
