@@ -27,17 +27,15 @@
 
 using namespace dsa;
 
-// The selection's end of a unit: the exact top-k of every query (output rows, or parts of a split block),
-// then the merge when this is the last part of its block to arrive. Selection threads only.
+// The selection's end of a unit: the exact top-k of every query (output rows), or for a split unit its parts
+// and, when it is the last part of its block to arrive, the merge (merge.cuh). Selection threads only.
 CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsigned char* smem, unsigned* arrivals,
                                   int* flags, int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
-    uint32_t* gh = split_hist(arrivals, un);
-    // ---- finish: exact top-k per query, in buffer (= ascending id) order (the key tiles are free now)
-    finish_unit(sel, un, topk, out_idx, out_sc, ws_ent, ws_cnt, gh, reinterpret_cast<uint32_t*>(smem + Layout::kt));
-    // ---- merge: the last part of a split block to arrive writes the block's rows
-    if (un.slot >= 0 && arrive_last(arrivals, un, flags + 1))
-        merge_parts(sel, un, topk, ws_ent, ws_cnt, gh, reinterpret_cast<uint64_t*>(smem),
-                    reinterpret_cast<int*>(smem + Layout::pstart), out_idx, out_sc);
+    if (un.slot >= 0)
+        finish_split_unit(sel, un, topk, arrivals, flags + 1, out_idx, out_sc, ws_ent, ws_cnt,
+                          reinterpret_cast<uint64_t*>(smem), reinterpret_cast<int*>(smem + Layout::pstart));
+    else  // the key tiles are free now
+        finish_unit(sel, un, topk, out_idx, out_sc, reinterpret_cast<uint32_t*>(smem + Layout::kt));
 }
 
 #if DSA_USE_WGMMA

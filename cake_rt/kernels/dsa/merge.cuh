@@ -6,14 +6,20 @@
 // layout.cuh SPLIT_WORDS). A part writes only its keys from the floor that the histogram gives when it
 // finishes (the other parts are still adding to it: any subset of real candidates gives a valid floor), and
 // the unit that arrives last (all other parts are complete and visible) reads the complete histogram for
-// the floor of the k-th key's bin, streams the parts in key order through one candidate buffer from that
-// floor, and writes the exact top-k. The top-k set is unique, so the result does not depend on which unit
+// the floor of the k-th key's bin, gathers the parts in key order into one candidate buffer, and writes the
+// exact top-k of its keys from that floor. The top-k set is unique, so the result does not depend on which unit
 // arrives last or on what a part saw of the histogram. The last arrival resets the arrival word and the
 // histograms to 0: a completed launch leaves every word at zero (the ticket-word rules).
 #pragma once
 #include "selection.cuh"
+#include "../common/mma.cuh"
 
 namespace dsa {
+
+// Asynchronous 8-byte global -> shared copy (sm_80+): a key of a part, wherever its part starts.
+CAKE_DEVICE void cp_async_8(void* smem, const void* gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(smem)), "l"(gmem) : "memory");
+}
 
 CAKE_DEVICE unsigned* split_record(unsigned* arrivals, const Unit& un) {
     return arrivals + (size_t)un.mblock * SPLIT_WORDS;
@@ -52,84 +58,139 @@ CAKE_DEVICE int make_room(const Sel& s, uint64_t* buf, int n, int topk, uint64_t
     return n;
 }
 
-// Merge the parts slot0 .. slot0 + nparts of every query of the block into its output row.
-// buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
-CAKE_DEVICE void merge_parts(const Sel& s, const Unit& un, int topk, const uint64_t* ws_ent, const int* ws_cnt,
-                             uint32_t* gh, uint64_t* buf, int* pstart, int* out_idx, float* out_sc) {
-    constexpr int MC = Layout::merge_keys;
-    constexpr int REACH = NT * 4 * REG_R;  // keys of the register keep
-    static_assert(MC >= 2 * MERGE_ROUND, "merge capacity");
-    static_assert(CAP - TILE <= REACH, "topk keys fit the register keep");
+constexpr int REACH = NT * 4 * REG_R;  // keys of the register selection (select_keep)
+static_assert(CAP - TILE <= REACH, "topk keys fit the register selection");
+
+// The merge's keys, query qq, every part complete (the last arrival): when every key of every part fits the
+// register selection (one batch of parts; usually, each part having written only its keys from the floor it
+// saw), their copies into buf in key order are started, a warp a part, lanes on consecutive keys (8-byte
+// cp.async: nothing waits in registers, no key looks for its part), and how many is returned: the caller
+// waits for them (cp_async_wait, a barrier) and select_keep drops the keys below the floor. Else -1:
+// stream_parts, once the floor is known. c_first: this thread's count of the first batch of parts (read by the
+// caller, with the histogram). buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
+CAKE_DEVICE int copy_parts(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent, int c_first,
+                           uint64_t* buf, int* pstart) {
+    if (un.nparts > NT) return -1;
     const int tid = sel_tid();
+    int total;
+    const int ex = block_excl_scan<NT>(c_first, s.scratch, total);
+    if (total > REACH) return -1;  // block-uniform
+    if (tid < un.nparts) pstart[tid] = ex;
+    if (tid == 0) pstart[un.nparts] = total;
+    sel_sync();
+    const int warp = tid >> 5, lane = tid & 31;
 #pragma unroll 1
-    for (int qq = 0; qq < un.nq; ++qq) {
-        int n = 0;
-        // The first batch's part counts are read with the histogram (one round trip for both).
-        const int c_first = tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
-        // Keys below the k-th largest key's top-digit bin never enter: usually about topk keys are appended.
-        load_split_hist(s, gh, qq, true);
-        const SplitFloor bin = hist_floor(s, topk);
-        uint64_t floor_key = bin.key;
+    for (int p = warp; p < un.nparts; p += NWARPS) {
+        const uint64_t* part = ws_ent + ((size_t)(un.slot0 + p) * BQ + qq) * topk;
+        const int p0 = pstart[p], c = pstart[p + 1] - p0;
 #pragma unroll 1
-        for (int pb = 0; pb < un.nparts; pb += NT) {
-            const int nb = min(NT, un.nparts - pb);
-            const int c = pb == 0 ? c_first : tid < nb ? __ldcg(ws_cnt + (size_t)(un.slot0 + pb + tid) * BQ + qq) : 0;
-            int total;
-            const int ex = block_excl_scan<NT>(c, s.scratch, total);
-            if (tid < nb) pstart[tid] = ex;
-            if (tid == 0) pstart[nb] = total;
-            sel_sync();
+        for (int i = lane; i < c; i += 32) cp_async_8(buf + p0 + i, part + i);
+    }
+    cp_async_commit();
+    return total;
+}
+
+// The merge's keys otherwise: streamed from floor_key into buf in key order, each part from its own start, in
+// batches of NT parts; a fuller buffer is cut to the topk largest, raising the floor. Returns how many (at most
+// REACH). Arguments as copy_parts'. Ends with a barrier.
+CAKE_DEVICE int stream_parts(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent,
+                             const int* ws_cnt, uint64_t floor_key, int c_first, uint64_t* buf, int* pstart) {
+    constexpr int MC = Layout::merge_keys;
+    static_assert(MC >= 2 * MERGE_ROUND, "merge capacity");
+    const int tid = sel_tid();
+    int n = 0;
 #pragma unroll 1
-            for (int r0 = 0; r0 < total; r0 += MERGE_ROUND) {
-                if (n + MERGE_ROUND > MC) n = make_room(s, buf, n, topk, floor_key);  // n > MC - ROUND >= topk
-                // Thread tid takes flattened entries i0 .. i0 + E of the batch (parts in key order).
-                const int i0 = r0 + tid * MERGE_E;
-                uint64_t x[MERGE_E];
-                int mine = 0;
-                if (i0 < total) {
-                    int lo_p = 0, hi_p = nb;  // the last part p with pstart[p] <= i0
-                    while (hi_p - lo_p > 1) {
-                        const int mid = (lo_p + hi_p) >> 1;
-                        if (pstart[mid] <= i0) lo_p = mid; else hi_p = mid;
-                    }
-                    int p = lo_p;
-#pragma unroll
-                    for (int e = 0; e < MERGE_E; ++e) {
-                        const int i = i0 + e;
-                        x[e] = 0ull;
-                        if (i < total) {
-                            while (pstart[p + 1] <= i) ++p;
-                            x[e] = __ldcg(ws_ent + ((size_t)(un.slot0 + pb + p) * BQ + qq) * topk + (i - pstart[p]));
-                        }
-                    }
-#pragma unroll
-                    for (int e = 0; e < MERGE_E; ++e) mine += (i0 + e < total && x[e] >= floor_key) ? 1 : 0;
+    for (int pb = 0; pb < un.nparts; pb += NT) {
+        const int nb = min(NT, un.nparts - pb);
+        const int c = pb == 0 ? c_first : tid < nb ? __ldcg(ws_cnt + (size_t)(un.slot0 + pb + tid) * BQ + qq) : 0;
+        int total;
+        const int ex = block_excl_scan<NT>(c, s.scratch, total);
+        if (tid < nb) pstart[tid] = ex;
+        if (tid == 0) pstart[nb] = total;
+        sel_sync();
+#pragma unroll 1
+        for (int r0 = 0; r0 < total; r0 += MERGE_ROUND) {
+            if (n + MERGE_ROUND > MC) n = make_room(s, buf, n, topk, floor_key);  // n > MC - ROUND >= topk
+            // Thread tid takes flattened entries i0 .. i0 + E of the batch (parts in key order).
+            const int i0 = r0 + tid * MERGE_E;
+            uint64_t x[MERGE_E];
+            int mine = 0;
+            if (i0 < total) {
+                int lo_p = 0, hi_p = nb;  // the last part p with pstart[p] <= i0
+                while (hi_p - lo_p > 1) {
+                    const int mid = (lo_p + hi_p) >> 1;
+                    if (pstart[mid] <= i0) lo_p = mid; else hi_p = mid;
                 }
-                int added;
-                int pos = n + block_excl_scan<NT>(mine, s.scratch, added);
-                if (i0 < total) {
+                int p = lo_p;
 #pragma unroll
-                    for (int e = 0; e < MERGE_E; ++e)
-                        if (i0 + e < total && x[e] >= floor_key) buf[pos++] = x[e];
+                for (int e = 0; e < MERGE_E; ++e) {
+                    const int i = i0 + e;
+                    x[e] = 0ull;
+                    if (i < total) {
+                        while (pstart[p + 1] <= i) ++p;
+                        x[e] = __ldcg(ws_ent + ((size_t)(un.slot0 + pb + p) * BQ + qq) * topk + (i - pstart[p]));
+                    }
                 }
-                n += added;
+#pragma unroll
+                for (int e = 0; e < MERGE_E; ++e) mine += (i0 + e < total && x[e] >= floor_key) ? 1 : 0;
             }
-            sel_sync();  // pstart is rewritten by the next batch
+            int added;
+            int pos = n + block_excl_scan<NT>(mine, s.scratch, added);
+            if (i0 < total) {
+#pragma unroll
+                for (int e = 0; e < MERGE_E; ++e)
+                    if (i0 + e < total && x[e] >= floor_key) buf[pos++] = x[e];
+            }
+            n += added;
         }
-        if (n > REACH) n = make_room(s, buf, n, topk, floor_key);
-        // The exact top-k. Every counted key above the floor's bin is in the buffer (a key above the k-th is never
-        // dropped) and in the top-k, so only the bin's keys are ranked: the topk - above largest of them, from the
-        // second digit on (a floor of 0, bin 0 or none, ranks every key). Kept in place with one scan (the keys
-        // in registers, finish_query's keep), then written out.
-        const int above = bin.key ? bin.above : 0;
-        const uint64_t K =
-            n > topk ? block_kth_largest<NT>(buf, n, topk - above, s.hist, s.st, s.scratch, bin.key) : 0ull;
-        uint64_t x[REG_R][4];
-        dsa_reg_load<NT, REG_R>(x, buf, n);
-        const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { buf[pos] = v; });
-        sel_sync();  // the kept keys are in place
-        write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
-        sel_sync();  // buf is refilled by the next query
+        sel_sync();  // pstart is rewritten by the next batch; the keys are in buf
+    }
+    if (n > REACH) n = make_room(s, buf, n, topk, floor_key);
+    return n;
+}
+
+// The end of a split unit, per query: its part (the exact top-k of its keys from the floor its block's
+// histogram gives now, to the workspace); then it counts itself on the arrival word, and the last of the
+// block's parts to arrive merges, per query: the complete histogram's floor, the parts' keys (copy_parts / stream_parts),
+// the exact top-k of those from the floor, the output row. The part and the merge run the same steps (the
+// histogram's floor, select_keep, a write), so the merging CTA runs code it has just run. The merge ranks only
+// the floor bin's keys: every counted key above the bin is in the buffer (no part drops a key at or above the
+// floor of the complete histogram: the floor a part saw is never higher) and in the top-k (a floor of 0, bin 0
+// or none, ranks every key). mbuf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints; flag: a
+// shared int.
+CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsigned* arrivals, int* flag,
+                                   int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt, uint64_t* mbuf,
+                                   int* pstart) {
+    uint32_t* gh = split_hist(arrivals, un);
+    const int tid = sel_tid();
+    bool merging = false;
+#pragma unroll 1
+    for (int qq = 0;; ++qq) {
+        if (qq == un.nq) {  // block-uniform
+            if (merging || !arrive_last(arrivals, un, flag)) return;
+            merging = true;
+            qq = 0;
+        }
+        // The merge reads the first batch's part counts with the histogram (one round trip for both) and
+        // zeroes the histogram (every part has added to it).
+        const int c_first =
+            merging && tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
+        load_split_hist(s, gh, qq, merging);
+        int n = merging ? copy_parts(s, un, qq, topk, ws_ent, c_first, mbuf, pstart) : s.cnt[qq];
+        const SplitFloor bin = hist_floor(s, topk);  // (the merge's copies in flight)
+        if (merging) {  // block-uniform
+            if (n >= 0) {
+                cp_async_wait<0>();
+                sel_sync();  // the keys are in mbuf
+            } else {
+                n = stream_parts(s, un, qq, topk, ws_ent, ws_cnt, bin.key, c_first, mbuf, pstart);
+            }
+        }
+        uint64_t* buf = merging ? mbuf : s.cand + qq * CAP;
+        const int kept = select_keep(s, buf, n, topk, merging ? bin : SplitFloor{0ull, 0}, bin.key);
+        if (merging) write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
+        else write_part(buf, kept, un, qq, topk, ws_ent, ws_cnt);
+        sel_sync();  // hist, st, scratch and the buffers are reused by the next query
     }
 }
 

@@ -98,16 +98,14 @@ CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
 // the bucket floor when the bucket holding the k-th key is taken whole (still exactly k keys >= K).
 // MSB-first radix select, 11/11/10-bit digits per 32-bit half; stops as soon as the boundary bucket
 // is taken whole. `hist` holds 2048 uint32. Keys are unique (the id is in the low half), so the
-// selection is exact and does not depend on the order of buf. top != 0: the first digit is known (top is the
-// lowest key of its bucket): K is the k-th largest of the keys in that bucket, and the passes start at the
-// second digit (the caller knows how many keys lie above the bucket).
+// selection is exact and does not depend on the order of buf.
 template <int NT>
 CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32_t* hist, DsaSelState* st,
-                                       int* scratch, uint64_t top = 0ull) {
+                                       int* scratch) {
     const int tid = dsa::sel_tid();
     if (tid == 0) {
-        st->prefix = top;
-        st->mask = top ? (0x7ffull << 53) : 0ull;
+        st->prefix = 0ull;
+        st->mask = 0ull;
         st->need = k;
         st->done = (k >= n) ? 1 : 0;
     }
@@ -117,7 +115,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         return 0ull;
     }
 #pragma unroll 1
-    for (int p = top ? 1 : 0; p < 6; ++p) {
+    for (int p = 0; p < 6; ++p) {
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
@@ -243,22 +241,25 @@ CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
 }
 
 // block_kth_largest on the register copy (same digits; slack = 0: the same rule and result). slack > 0: a
-// floor, not the k-th key: the passes stop at the first bucket that holds the k-th key and has at most
-// slack keys below it, and K is that bucket's lowest key (k .. k + slack keys are >= K). A compaction needs
-// only that (every key below K has k larger ones, so it is out of the top-k); the final selection is exact.
+// floor, not the k-th key: the passes stop at the first bucket that holds the k-th key and has at most slack
+// keys below it, and K is that bucket's lowest key (k .. k + slack keys are >= K). A compaction needs only
+// that (every key below K has k larger ones, so it is out of the top-k); the final selection is exact.
+// top != 0: the first digit is known (top is the lowest key of its bucket): K is the k-th largest of the keys
+// in that bucket (the others are not counted), and the passes start at the second digit (the caller knows how
+// many keys lie above the bucket).
 template <int NT, int R>
 CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, uint32_t* hist, DsaSelState* st,
-                                     int* scratch, int slack = 0) {
+                                     int* scratch, int slack = 0, uint64_t top = 0ull) {
     const int tid = dsa::sel_tid();
     if (k >= n) return 0ull;  // block-uniform: everything is kept
     if (tid == 0) {
-        st->prefix = 0ull;
-        st->mask = 0ull;
+        st->prefix = top;
+        st->mask = top ? (0x7ffull << 53) : 0ull;
         st->need = k;
         st->done = 0;
     }
 #pragma unroll 1
-    for (int p = 0; p < 6; ++p) {
+    for (int p = top ? 1 : 0; p < 6; ++p) {
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;

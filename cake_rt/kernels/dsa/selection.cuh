@@ -81,8 +81,8 @@ CAKE_DEVICE void load_split_hist(const Sel& s, uint32_t* gh, int qq, bool clear)
 
 // The floor the digit counts in s.hist give: the lowest key of the bin (top 11 key bits) that holds the
 // topk-th largest counted key (0 when at most topk keys are counted), and how many counted keys lie in the bins
-// above it (fewer than topk). Every counted key is a real candidate of the query, so at least topk candidates
-// are >= the floor and no key below it is in the top-k.
+// above it (fewer than topk; 0 with a floor of 0). Every counted key is a real candidate of the query, so at
+// least topk candidates are >= the floor and no key below it is in the top-k.
 struct SplitFloor {
     uint64_t key;
     int above;
@@ -107,7 +107,7 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
             const int c = (int)s.hist[b];
             if (cum + c >= topk) {
                 *result = (uint64_t)b << 53;
-                s.st->need = cum;
+                s.st->need = b ? cum : 0;  // bin 0: the floor is 0, no key is known to be above it
                 break;
             }
             cum += c;
@@ -138,32 +138,28 @@ CAKE_DEVICE void write_out_row(const uint64_t* cb, int kept, int row, int topk, 
     }
 }
 
-// Write query qq's kept keys cb[0 .. kept) out: its output row, or (split unit) its part and count in the
-// workspace.
-CAKE_DEVICE void write_row(const uint64_t* cb, int kept, const Unit& un, int qq, int topk, int* out_idx,
-                           float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
-    if (un.slot >= 0) {
-        uint64_t* part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
-        for (int i = sel_tid(); i < kept; i += NT) part[i] = cb[i];
-        if (sel_tid() == 0) ws_cnt[(size_t)un.slot * BQ + qq] = kept;
-    } else {
-        write_out_row(cb, kept, un.q0 + qq, topk, out_idx, out_sc);
-    }
+// Query qq's part of a split unit (its kept keys cb[0 .. kept), ascending id) and its count, to the workspace.
+CAKE_DEVICE void write_part(const uint64_t* cb, int kept, const Unit& un, int qq, int topk, uint64_t* ws_ent,
+                            int* ws_cnt) {
+    uint64_t* part = ws_ent + ((size_t)un.slot * BQ + qq) * topk;
+    for (int i = sel_tid(); i < kept; i += NT) part[i] = cb[i];
+    if (sel_tid() == 0) ws_cnt[(size_t)un.slot * BQ + qq] = kept;
 }
 
-// Final selection of one query's buffer (n <= CAP keys, in registers), kept in place (as compact_query
-// does), then written out (write_row); a part keeps only its keys from `pfloor` up. Block-uniform.
-CAKE_DEVICE void finish_query(const Sel& s, const Unit& un, int qq, int topk, uint64_t pfloor, int* out_idx,
-                              float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
-    uint64_t* cb = s.cand + qq * CAP;
-    const int n = s.cnt[qq];
+// The exact top-k of one query's keys buf[0 .. n) (n <= REG_R * NT * 4: read once into registers), kept in
+// place in buffer order (ascending id); returns how many. from.key != 0: the first digit of the k-th key is
+// known (the floor of a complete histogram of the keys) and the from.above keys in the bins above it are all
+// in buf and in the top-k, so only the bin's keys are ranked (the topk - above largest of them, passes from the
+// second digit on). Keys below `floor` are not kept. Block-uniform; ends with a barrier (the keys are in place).
+CAKE_DEVICE int select_keep(const Sel& s, uint64_t* buf, int n, int topk, SplitFloor from, uint64_t floor) {
     uint64_t x[REG_R][4];
-    dsa_reg_load<NT, REG_R>(x, cb, n);
-    uint64_t K = (n > topk) ? reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch) : 0ull;
-    if (pfloor > K) K = pfloor;
-    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
-    sel_sync();  // the kept keys are in place
-    write_row(cb, kept, un, qq, topk, out_idx, out_sc, ws_ent, ws_cnt);
+    dsa_reg_load<NT, REG_R>(x, buf, n);
+    uint64_t K =
+        n > topk ? reg_kth_largest<NT, REG_R>(x, n, topk - from.above, s.hist, s.st, s.scratch, 0, from.key) : 0ull;
+    if (floor > K) K = floor;
+    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { buf[pos] = v; });
+    sel_sync();
+    return kept;
 }
 
 // Keys a compaction may keep above topk: its radix select stops at the first digit whose bucket leaves at
@@ -286,22 +282,10 @@ CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, 
     else append_rows<false>(s, un, scores, j0, causal, nullptr);
 }
 
-// Final selection of all queries of a unit: output rows, or (split unit) parts in the workspace, each from
-// the floor its block's histogram of appended keys gives now (gh; nullptr for an unsplit unit): fewer keys
-// for the merge. hists: MULTI_HIST_BYTES of free shared memory (the key tiles: nothing is in flight after
-// the loop).
-CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_idx, float* out_sc,
-                             uint64_t* ws_ent, int* ws_cnt, uint32_t* gh, uint32_t* hists) {
+// Final selection of all queries of an unsplit unit: its output rows. hists: MULTI_HIST_BYTES of free shared
+// memory (the key tiles: nothing is in flight after the loop). (A split unit's end: merge.cuh.)
+CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_idx, float* out_sc, uint32_t* hists) {
     if constexpr (MULTI) {
-        uint64_t pfloor[BQ];
-#pragma unroll
-        for (int q = 0; q < BQ; ++q) {
-            pfloor[q] = 0ull;
-            if (gh && q < un.nq) {  // block-uniform
-                load_split_hist(s, gh, q, false);
-                pfloor[q] = hist_floor(s, topk).key;
-            }
-        }
         DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
         uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
         int n[BQ];
@@ -314,28 +298,22 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
         }
         uint64_t K[BQ];
         multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
-#pragma unroll
-        for (int q = 0; q < BQ; ++q)
-            if (pfloor[q] > K[q]) K[q] = pfloor[q];
         int kept[BQ];
-        // Keep in place (the compaction's stable keep), then write each row out coalesced (write_row).
+        // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
         multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
         sel_sync();  // the kept keys of every query are in place
 #pragma unroll
         for (int q = 0; q < BQ; ++q)
-            if (q < un.nq) write_row(s.cand + q * CAP, kept[q], un, q, topk, out_idx, out_sc, ws_ent, ws_cnt);
+            if (q < un.nq) write_out_row(s.cand + q * CAP, kept[q], un.q0 + q, topk, out_idx, out_sc);
         sel_sync();
     } else {
         (void)hists;
 #pragma unroll 1
         for (int qq = 0; qq < un.nq; ++qq) {
-            uint64_t pfloor = 0ull;
-            if (gh) {  // block-uniform
-                load_split_hist(s, gh, qq, false);
-                pfloor = hist_floor(s, topk).key;
-            }
-            finish_query(s, un, qq, topk, pfloor, out_idx, out_sc, ws_ent, ws_cnt);
+            uint64_t* cb = s.cand + qq * CAP;
+            const int kept = select_keep(s, cb, s.cnt[qq], topk, SplitFloor{0ull, 0}, 0ull);
+            write_out_row(cb, kept, un.q0 + qq, topk, out_idx, out_sc);
             sel_sync();  // hist, st and scratch are reused by the next query
         }
     }
