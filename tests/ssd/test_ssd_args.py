@@ -203,6 +203,12 @@ def test_workspace_slices_of_suite_rows():
     assert 0 < su < 128 and su % 2 == 0
     assert ops.workspace_bytes(nem, su) <= cap < ops.workspace_bytes(nem, su + 2)
     assert ops.slice_units(nem, 2, 1000) == 0  # not even one block of units fits
+    # with the C B^T blocks (sm_90a, dstate >= 128): one fp32 64 x 64 block per (chunk, group, i, j <= i), all slices
+    assert ops.workspace_bytes(seed, cb=True) == ops.workspace_bytes(seed) + 128 * 1 * 10 * 64 * 64 * 4
+    su = ops.slice_units(nem, 2, cap, cb=True)
+    assert 0 < su < 128 and ops.workspace_bytes(nem, su, cb=True) <= cap < ops.workspace_bytes(nem, su + 2, cb=True)
+    assert ops.cb_staged({"SSD_WG": 1, "SSD_N": 128}) and not ops.cb_staged({"SSD_WG": 1, "SSD_N": 64})
+    assert not ops.cb_staged({"SSD_WG": 0, "SSD_N": 256})
 
 
 def test_cost_model_prefers_chunkpar_for_few_long_items():

@@ -162,12 +162,14 @@ def test_plans_env_override_and_workspace_cap(monkeypatch):
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family == "exact"
 
 
-def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch):
+@pytest.mark.parametrize("N", [64, 128])
+def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch, N):
     """A cap that holds only part of the units cuts the chunk-parallel work into slices (grid barriers
-    between them): same bits as one slice and as the exact scan."""
+    between them): same bits as one slice and as the exact scan. At dstate 128 (sm_90a) a group's C B^T
+    blocks are computed in the slice that holds its first unit and read by the next one too."""
     import cake_rt
 
-    case = make_case(73, 1, 700, 8, 128, 64, 2, BF16)   # 16 units, 4 per group
+    case = make_case(73, 1, 700, 8, 128, N, 2, BF16)   # 16 units, 8 per group
     full = call(case, 128, "chunkpar", final=True, chunks=True)
     plan = cake_rt.ops.ssd.last_plan()
     assert plan.slice_units == 16
