@@ -306,30 +306,53 @@ __device__ __forceinline__ CbItem cb_item(const SsdArgs& a, int k, const SliceGr
     chunk_span(a, c, b.ctok, b.l);
     return b;
 }
-// Producer: C_i in the C buffer and B_j in the S_prev buffer (free in phase 1; a B tile at one unit a CTA).
-__device__ __forceinline__ void produce_cb_item(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, const CbItem& b) {
+// A CTA's CB items alternate C_i between the C and the S_prev buffers (both free in phase 1, [64][N] tiles at one unit
+// a CTA) and stream B_j through the B ring (its X barriers passed without a copy), so the producer loads item n + 1
+// while the math warpgroup computes item n. `odd`: the parity of the CTA's item count in this slice.
+__device__ __forceinline__ void produce_cb_item(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, const CbItem& b,
+                                                bool odd) {
     const long long gstride = (long long)a.ngroups * SSD_N;
-    fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
-    load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + ((b.ctok + b.i * SSD_SUB) * a.ngroups + b.grp) * SSD_N, gstride,
-                           min(SSD_SUB, b.l - b.i * SSD_SUB));
-    fill_end(s, BAR_FULL_C);
-    ++p.c;
-    fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
-    load_tile_async<SSD_N>((T*)s.S, SSD_LDN, a.Bm + ((b.ctok + b.j * SSD_SUB) * a.ngroups + b.grp) * SSD_N, gstride,
-                           min(SSD_SUB, b.l - b.j * SSD_SUB));
-    fill_end(s, BAR_FULL_S);
-    ++p.s;
+    const T* Ci = a.Cm + ((b.ctok + b.i * SSD_SUB) * a.ngroups + b.grp) * SSD_N;
+    const int valid_i = min(SSD_SUB, b.l - b.i * SSD_SUB);
+    if (odd) {
+        fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
+        load_tile_async<SSD_N>((T*)s.S, SSD_LDN, Ci, gstride, valid_i);
+        fill_end(s, BAR_FULL_S);
+        ++p.s;
+    } else {
+        fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
+        load_tile_async<SSD_N>(s.Cs, SSD_LDN, Ci, gstride, valid_i);
+        fill_end(s, BAR_FULL_C);
+        ++p.c;
+    }
+    const int slot = ring_slot<SSD_NBUF>(p.bx);
+    const uint32_t ph = ring_phase<SSD_NBUF>(p.bx);
+    fill_begin(s, BAR_EMPTY_B + slot, ph);
+    load_b<SSD_N>(a, s, slot, b.ctok + b.j * SSD_SUB, min(SSD_SUB, b.l - b.j * SSD_SUB), b.grp, 0);
+    fill_end(s, BAR_FULL_B + slot);
+    fill_begin(s, BAR_EMPTY_X + slot, ph);
+    mbarrier_arrive(s.bar + BAR_FULL_X + slot);
+    ++p.bx;
 }
 // Math warpgroup: the block with the exact scan's instructions (gemm_cb), stored to `blk`.
-__device__ __forceinline__ void ssd_cb_item(const SsdSmem& s, SsdPipe& p, float* blk) {
-    use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1));
-    use_begin(s, BAR_FULL_S, (uint32_t)(p.s & 1));
+__device__ __forceinline__ void ssd_cb_item(const SsdSmem& s, SsdPipe& p, float* blk, bool odd) {
+    const int slot = ring_slot<SSD_NBUF>(p.bx);
+    const uint32_t ph = ring_phase<SSD_NBUF>(p.bx);
+    use_begin(s, odd ? BAR_FULL_S : BAR_FULL_C, (uint32_t)((odd ? p.s : p.c) & 1));
+    use_begin(s, BAR_FULL_B + slot, ph);
     float cb[8][4];
-    gemm_cb(cb, s.Cs, (const T*)s.S, 0, 8);
-    use_end(s, BAR_EMPTY_C);
-    ++p.c;
-    use_end(s, BAR_EMPTY_S);
-    ++p.s;
+    gemm_cb(cb, odd ? (const T*)s.S : s.Cs, sB(s, slot), 0, 8);
+    use_end(s, BAR_EMPTY_B + slot);
+    if (odd) {
+        use_end(s, BAR_EMPTY_S);
+        ++p.s;
+    } else {
+        use_end(s, BAR_EMPTY_C);
+        ++p.c;
+    }
+    use_begin(s, BAR_FULL_X + slot, ph);
+    use_end(s, BAR_EMPTY_X + slot);
+    ++p.bx;
     store_cb(blk, cb);
 }
 #endif
@@ -368,9 +391,13 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             }
 #if SSD_CB_STAGED
             const SliceGroups sg = slice_groups(a, us, un);
+            bool odd = false;
             for (int k = (int)(tile - ntiles); k < a.total_chunks * sg.ngs * SSD_CB_BLOCKS; k += gridDim.x) {
                 const CbItem b = cb_item(a, k, sg);
-                if (b.i * SSD_SUB < b.l) produce_cb_item(a, s, pipe, b);
+                if (b.i * SSD_SUB < b.l) {
+                    produce_cb_item(a, s, pipe, b, odd);
+                    odd = !odd;
+                }
             }
 #endif
             for (tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -416,9 +443,13 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 #if SSD_CB_STAGED
         {
             const SliceGroups sg = slice_groups(a, us, un);
+            bool odd = false;
             for (int k = (int)(tile - ntiles); k < a.total_chunks * sg.ngs * SSD_CB_BLOCKS; k += gridDim.x) {
                 const CbItem b = cb_item(a, k, sg);
-                if (b.i * SSD_SUB < b.l) ssd_cb_item(s, pipe, ws_cb + b.off * SSD_CB_FLOATS);
+                if (b.i * SSD_SUB < b.l) {
+                    ssd_cb_item(s, pipe, ws_cb + b.off * SSD_CB_FLOATS, odd);
+                    odd = !odd;
+                }
             }
         }
 #endif
