@@ -44,6 +44,9 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
+# Chunk-parallel C B^T once per (chunk, group) from this many units a group (H200, ssd12: 80 units 1.046x, 16 units
+# 0.996x, 8 units 0.94x: phase 1's blocks cost about as much as the products they save in phase 3 at 8 to 16)
+CB_MIN_UNITS_PER_GROUP = 32
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
@@ -595,8 +598,12 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
     hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
+    # C B^T once per (chunk, group): a 64 x 64 fp32 block fits the B ring's slot from dstate 128 (sm_90a), and it
+    # pays when many units share a group (see CB_MIN_UNITS_PER_GROUP)
+    cb = wg and dstate >= 128 and units_per_group >= CB_MIN_UNITS_PER_GROUP
     return {"SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code, "SSD_P": headdim, "SSD_N": dstate,
-            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx, "SSD_WG": int(wg)}
+            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx, "SSD_WG": int(wg),
+            "SSD_CB_STAGED": int(cb)}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -609,11 +616,11 @@ _PROGRAM_CASES = sorted(
     | {(xd, 2, 2, 64, 64, 64, 4) for xd in (0, 1, 2)}                                            # varlen, selftest
     | {(0, 2, 2, 64, 64, 64, 1), (0, 2, 2, 64, 128, 128, 8), (2, 2, 2, 64, 128, 256, 8),
        (0, 2, 2, 64, 128, 256, 8), (0, 2, 2, 64, 64, 64, 132), (0, 2, 2, 64, 64, 256, 256),
-       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8), (0, 2, 2, 128, 128, 128, 8)}       # misc GPU tests
+       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8), (0, 2, 2, 64, 128, 128, 32)}        # misc GPU tests
     | {(0, 2, 2, 64, 64, 64, 4), (1, 2, 2, 64, 64, 128, 2), (2, 2, 2, 64, 64, 256, 4),
        (0, 2, 2, 64, 128, 64, 2), (2, 2, 2, 64, 64, 64, 2), (0, 2, 2, 64, 64, 64, 2),
        (0, 2, 0, 64, 64, 64, 2), (0, 2, 2, 64, 128, 256, 2)}                                     # acceptance
-    | {(0, 2, 2, 64, 64, 128, 4), (0, 2, 2, 128, 128, 64, 2), (0, 2, 2, 64, 128, 128, 2)}         # sanitize script
+    | {(0, 2, 2, 64, 64, 128, 4), (0, 2, 2, 128, 128, 64, 2), (0, 2, 2, 64, 128, 128, 32)}        # sanitize script
     | {(0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 16)})                                # bench suite
 
 
@@ -649,8 +656,8 @@ def _smem(c: _Problem, defs: dict, exact: bool) -> int:
 
 def cb_staged(defs: dict) -> bool:
     """Whether a program's chunk-parallel kernel computes C B^T once per (chunk, group) in phase 1 and stages the
-    blocks in phase 3 (kernel: SSD_CB_STAGED; a 64 x 64 fp32 block fits the B ring's slot from dstate 128)."""
-    return bool(defs["SSD_WG"]) and defs["SSD_N"] >= 128
+    blocks in phase 3 (kernel: SSD_CB_STAGED, chosen by ``program_defines``)."""
+    return bool(defs["SSD_CB_STAGED"])
 
 
 def cb_blocks(chunk: int) -> int:

@@ -508,14 +508,21 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 }
 #endif
 
-// Chunk-parallel C B^T once per (chunk, group) (sm_90a, dstate >= 128): phase 1 computes each 64 x 64 block
-// CB_ij = C_i B_j^T (j <= i) of a chunk and group once, with gemm_cb (the instructions the exact scan issues for it,
-// so the same fp32 bits), and stores it to a workspace; phase 3's producer stages the block in the B ring's slot
-// (16 KiB: a B tile at dstate 128, half of one at 256; at dstate 64 it does not fit, so those programs compute C B^T
-// in phase 3 as the exact scan does) and the math warpgroup loads its fragments instead of issuing the product.
+// Chunk-parallel C B^T once per (chunk, group) (SSD_CB_STAGED, a host choice: sm_90a, dstate >= 128, many units a
+// group): phase 1 computes each 64 x 64 block CB_ij = C_i B_j^T (j <= i) of a chunk and group once, with gemm_cb (the
+// instructions the exact scan issues for it, so the same fp32 bits), and stores it to a workspace; phase 3's producer
+// stages the block in the B ring's slot (16 KiB: a B tile at dstate 128, half of one at 256; at dstate 64 it does not
+// fit) and the math warpgroup loads its fragments instead of issuing the product. Phase 1's blocks cost a load of C_i
+// and B_j, the product and a store each, so they pay only when a group's heads share them widely (ops/ssd.py
+// CB_MIN_UNITS_PER_GROUP); otherwise phase 3 computes C B^T as the exact scan does.
 // A block is stored in fragment order: thread r's accumulators cb[t][0..3] at floats 4 (128 t + r), so both the
 // global stores and the shared loads of a warp are 512 contiguous bytes.
-#define SSD_CB_STAGED (SSD_WG && SSD_N >= 128)
+#ifndef SSD_CB_STAGED
+#define SSD_CB_STAGED 0
+#endif
+#if SSD_CB_STAGED && !(SSD_WG && SSD_N >= 128)
+#error "SSD_CB_STAGED needs the sm_90a path and dstate >= 128 (a CB block fills a B slot)"
+#endif
 #define SSD_QS (SSD_Q / SSD_SUB)                        // sub-blocks of a chunk
 #define SSD_CB_BLOCKS (SSD_QS * (SSD_QS + 1) / 2)       // blocks (i, j <= i) of a chunk, block i (i + 1) / 2 + j
 #define SSD_CB_FLOATS (SSD_SUB * SSD_SUB)               // floats of one block
