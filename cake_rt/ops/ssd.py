@@ -44,6 +44,9 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
+# Chunk-parallel C B^T once per (chunk, group) from this many units a group (H200, ssd12: 80 units 1.046x, 16 units
+# 0.996x, 8 units 0.94x: phase 1's blocks cost about as much as the products they save in phase 3 at 8 to 16)
+CB_MIN_UNITS_PER_GROUP = 32
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
@@ -595,8 +598,12 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
     hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
+    # C B^T once per (chunk, group): a 64 x 64 fp32 block fits the B ring's slot from dstate 128 (sm_90a), and it
+    # pays when many units share a group (see CB_MIN_UNITS_PER_GROUP)
+    cb = wg and dstate >= 128 and units_per_group >= CB_MIN_UNITS_PER_GROUP
     return {"SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code, "SSD_P": headdim, "SSD_N": dstate,
-            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx, "SSD_WG": int(wg)}
+            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx, "SSD_WG": int(wg),
+            "SSD_CB_STAGED": int(cb)}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -609,11 +616,11 @@ _PROGRAM_CASES = sorted(
     | {(xd, 2, 2, 64, 64, 64, 4) for xd in (0, 1, 2)}                                            # varlen, selftest
     | {(0, 2, 2, 64, 64, 64, 1), (0, 2, 2, 64, 128, 128, 8), (2, 2, 2, 64, 128, 256, 8),
        (0, 2, 2, 64, 128, 256, 8), (0, 2, 2, 64, 64, 64, 132), (0, 2, 2, 64, 64, 256, 256),
-       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8)}                                   # misc GPU tests
+       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8), (0, 2, 2, 64, 128, 128, 32)}        # misc GPU tests
     | {(0, 2, 2, 64, 64, 64, 4), (1, 2, 2, 64, 64, 128, 2), (2, 2, 2, 64, 64, 256, 4),
        (0, 2, 2, 64, 128, 64, 2), (2, 2, 2, 64, 64, 64, 2), (0, 2, 2, 64, 64, 64, 2),
        (0, 2, 0, 64, 64, 64, 2), (0, 2, 2, 64, 128, 256, 2)}                                     # acceptance
-    | {(0, 2, 2, 64, 64, 128, 4), (0, 2, 2, 128, 128, 64, 2)}                                     # sanitize script
+    | {(0, 2, 2, 64, 64, 128, 4), (0, 2, 2, 128, 128, 64, 2), (0, 2, 2, 64, 128, 128, 32)}        # sanitize script
     | {(0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 16)})                                # bench suite
 
 
@@ -647,11 +654,23 @@ def _smem(c: _Problem, defs: dict, exact: bool) -> int:
     return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
-def slice_units(c: _Problem, hb: int, cap: int) -> int:
+def cb_staged(defs: dict) -> bool:
+    """Whether a program's chunk-parallel kernel computes C B^T once per (chunk, group) in phase 1 and stages the
+    blocks in phase 3 (kernel: SSD_CB_STAGED, chosen by ``program_defines``)."""
+    return bool(defs["SSD_CB_STAGED"])
+
+
+def cb_blocks(chunk: int) -> int:
+    """C B^T blocks (i, j <= i) of one chunk (kernel: SSD_CB_BLOCKS)."""
+    nsub = chunk // SUB
+    return nsub * (nsub + 1) // 2
+
+
+def slice_units(c: _Problem, hb: int, cap: int, cb: bool = False) -> int:
     """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
-    multiple of ``hb``; 0 when not even one block of units fits."""
+    multiple of ``hb``; 0 when not even one block of units fits (``cb``: with the CB blocks, ``cb_staged``)."""
     per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * c.chunk * 4)
-    fixed = _align(c.total_chunks * c.nheads * 4) + 512
+    fixed = _align(c.total_chunks * c.nheads * 4) + _align(_cb_bytes(c) if cb else 0) + 512
     units = c.nheads * (c.headdim // UNIT_ROWS)
     if per_unit == 0:
         return units
@@ -659,15 +678,22 @@ def slice_units(c: _Problem, hb: int, cap: int) -> int:
     return min(units, n)
 
 
-def workspace_bytes(c: _Problem, units: int | None = None) -> int:
+def _cb_bytes(c: _Problem) -> int:
+    """The fp32 C B^T blocks of every chunk and group (one part for all slices: a group's blocks are computed in
+    the slice that holds its first unit and read by every slice that holds one)."""
+    return c.total_chunks * c.ngroups * cb_blocks(c.chunk) * SUB * SUB * 4
+
+
+def workspace_bytes(c: _Problem, units: int | None = None, cb: bool = False) -> int:
     """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
-    round_T(S_prev), per-chunk decays, the prep's cs and dt' per chunk and unit (256-B aligned)."""
+    round_T(S_prev), per-chunk decays, the prep's cs and dt' per chunk and unit, and (``cb``) the fp32 C B^T
+    blocks per chunk and group (256-B aligned)."""
     if units is None:
         units = c.nheads * (c.headdim // UNIT_ROWS)
     n = c.total_chunks * units * UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
     return (_align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
-            + _align(c.total_chunks * units * 2 * c.chunk * 4))
+            + _align(c.total_chunks * units * 2 * c.chunk * 4) + _align(_cb_bytes(c) if cb else 0))
 
 
 def _align(n, a=256):
@@ -726,9 +752,10 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     defs = _defines(c)
     hb, hbx = defs["SSD_HB"], defs["SSD_HBX"]
     units = c.nheads * (c.headdim // UNIT_ROWS)
-    su = slice_units(c, hb, cap)
+    cb = cb_staged(defs)
+    su = slice_units(c, hb, cap, cb)
     slices = -(-units // su) if su else 0
-    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
+    ws = workspace_bytes(c, su, cb) if su else workspace_bytes(c, hb, cb)  # over the cap when no slice fits
     model, model_note = cost_model_for(info.name, info.capability)
     coop_error, capacity = None, None
     need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and su)
@@ -753,7 +780,10 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
                    cooperative_capacity=capacity)
     plan.defines, plan.slice_units, plan.model_inputs = defs, su, inputs
     if fam == "chunkpar":
-        tiles = c.total_chunks * su // hb
+        tiles = c.total_chunks * su // hb  # phase 1's items: the tiles and the CB blocks of the groups a slice starts
+        if cb:
+            upg = (c.nheads // c.ngroups) * (c.headdim // UNIT_ROWS)
+            tiles += c.total_chunks * min(c.ngroups, -(-su // upg)) * cb_blocks(c.chunk)
         phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
         plan.grid = max(1, min(max(tiles, phase2), capacity))
     return plan
@@ -871,7 +901,7 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
     ex = p.executable
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
-    _, pk, coop, o1, o2, o3 = ex
+    _, pk, coop, o1, o2, o3, o4 = ex
     table = _tables.get(p.table_key)
     if table is None:
         table = _device_table(p, handle, s, capturing)
@@ -902,14 +932,15 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
             if ws is None or ws.nbytes < plan.workspace_bytes:
                 ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
                                      handle=handle, stream_obj=s, capturing=capturing)
-            base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, workspace_bytes)
+            base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, o4),
+            # CB blocks [o4, workspace_bytes)
             words = state.tickets.get(4)
             if words is None:
                 words = state_ticket_words(state, handle, p.device, 4, s, capturing)
             if words.dirty:
                 words.before_launch(handle)
             try:
-                pk.run(handle, *ptrs, base, base + o1, base + o2, base + o3, words.ptr)
+                pk.run(handle, *ptrs, base, base + o1, base + o2, base + o3, base + o4, words.ptr)
             except BaseException:
                 words.mark_dirty()  # the next call re-zeroes the words on its own stream
                 raise
@@ -929,32 +960,33 @@ def _allocate(p: _Problem, y):
 
 
 def _executable(p: _Problem, plan: SsdPlan) -> tuple:
-    """(plan, PackedLaunch, cooperative, o1, o2, o3) of the plan's program for this problem. cooperative: the
-    chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1, o2, o3: its
-    workspace offsets of round_T(S_prev), the decays and the saved prep (0 for the exact scan; o1 is 0 for an
-    empty problem too, so it never tells the families apart)."""
+    """(plan, PackedLaunch, cooperative, o1, o2, o3, o4) of the plan's program for this problem. cooperative: the
+    chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o4: its
+    workspace offsets of round_T(S_prev), the decays, the saved prep and the CB blocks (0 for the exact scan; o1 is
+    0 for an empty problem too, so it never tells the families apart)."""
     defs = plan.defines
     if plan.family == "exact":
         return (plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), cta_threads(defs),
-                              False), False, 0, 0, 0)
+                              False), False, 0, 0, 0, 0)
     k = _kernel(p, "ssd_chunkpar", defs)
     smem = _smem(p, defs, False)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
     o3 = o2 + _align(p.total_chunks * p.nheads * 4)
+    o4 = o3 + _align(p.total_chunks * plan.slice_units * 2 * p.chunk * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
     pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, np.int32(plan.slice_units))
-    return plan, pk, True, o1, o2, o3
+    return plan, pk, True, o1, o2, o3, o4
 
 
 def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, *extra) -> PackedLaunch:
     """The ``PackedLaunch`` of a program for this problem: slots for the 10 arrays, the 3 returned states,
-    the segment table (and, chunk-parallel: 4 workspace parts and the ticket words); scalars packed once."""
+    the segment table (and, chunk-parallel: 5 workspace parts and the ticket words); scalars packed once."""
     ptr_slots = tuple(Slot(n) for n in _ARRAYS + ("final", "varlen", "chunk", "table"))
     args = ptr_slots + p.scalars
     if cooperative:
-        args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("ws_prep"), Slot("tickets")) + extra
+        args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("ws_prep"), Slot("ws_cb"), Slot("tickets")) + extra
     return PackedLaunch(kernel, grid, threads, args, shared_mem=smem, cooperative=cooperative,
                         tag="ssd_chunkpar" if cooperative else "ssd_exact")
 

@@ -203,6 +203,17 @@ def test_workspace_slices_of_suite_rows():
     assert 0 < su < 128 and su % 2 == 0
     assert ops.workspace_bytes(nem, su) <= cap < ops.workspace_bytes(nem, su + 2)
     assert ops.slice_units(nem, 2, 1000) == 0  # not even one block of units fits
+    # with the C B^T blocks (sm_90a, dstate >= 128): one fp32 64 x 64 block per (chunk, group, i, j <= i), all slices
+    assert ops.workspace_bytes(seed, cb=True) == ops.workspace_bytes(seed) + 128 * 1 * 10 * 64 * 64 * 4
+    su = ops.slice_units(nem, 2, cap, cb=True)
+    assert 0 < su < 128 and ops.workspace_bytes(nem, su, cb=True) <= cap < ops.workspace_bytes(nem, su + 2, cb=True)
+    # staged by the programs of many units a group at dstate >= 128 on sm_90a (16-bit inputs) only
+    assert ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a"))
+    assert ops.cb_staged(ops.program_defines(1, 2, 2, 128, 256, 128, 32, "sm_90a"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 64, 256, 80, "sm_90a"))
+    assert not ops.cb_staged(ops.program_defines(2, 2, 2, 64, 128, 256, 80, "sm_90a"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_80"))
 
 
 def test_cost_model_prefers_chunkpar_for_few_long_items():
@@ -251,7 +262,8 @@ def test_programs_list():
     progs = ops.programs("sm_90a")
     assert len(progs) == len({tuple(sorted(d.items())) for _, d in progs})
     assert all(path == ops.KERNEL_PATH for path, _ in progs)
-    keys = {"SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_HB", "SSD_NBUF", "SSD_HBX", "SSD_NBUFX", "SSD_WG"}
+    keys = {"SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_HB", "SSD_NBUF", "SSD_HBX", "SSD_NBUFX", "SSD_WG",
+            "SSD_CB_STAGED"}
     assert all(set(d) == keys for _, d in progs)
     # the bench suite's programs are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):

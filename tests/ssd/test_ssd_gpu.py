@@ -162,19 +162,22 @@ def test_plans_env_override_and_workspace_cap(monkeypatch):
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family == "exact"
 
 
-def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch):
+@pytest.mark.parametrize("H, P, N", [(8, 128, 64), (64, 64, 128)])
+def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch, H, P, N):
     """A cap that holds only part of the units cuts the chunk-parallel work into slices (grid barriers
-    between them): same bits as one slice and as the exact scan."""
+    between them): same bits as one slice and as the exact scan. With 32 units a group at dstate 128 (sm_90a:
+    C B^T once per (chunk, group)) a group's blocks are computed in the slice that holds its first unit and read
+    by the later ones too."""
     import cake_rt
 
-    case = make_case(73, 1, 700, 8, 128, 64, 2, BF16)   # 16 units, 4 per group
+    case = make_case(73, 1, 700, H, P, N, 2, BF16)   # 16 units, 8 a group; 64 units, 32 a group
     full = call(case, 128, "chunkpar", final=True, chunks=True)
     plan = cake_rt.ops.ssd.last_plan()
-    assert plan.slice_units == 16
+    assert plan.slice_units == H * P // 64
     monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(plan.workspace_bytes // 3))
     sliced = call(case, 128, "chunkpar", final=True, chunks=True)
     plan = cake_rt.ops.ssd.last_plan()
-    assert 0 < plan.slice_units < 16 and plan.workspace_bytes <= plan.workspace_cap
+    assert 0 < plan.slice_units < H * P // 64 and plan.workspace_bytes <= plan.workspace_cap
     ex = call(case, 128, "exact", final=True, chunks=True)
     for a, b, c in zip(full, sliced, ex):
         assert to_bytes(a) == to_bytes(b) == to_bytes(c)

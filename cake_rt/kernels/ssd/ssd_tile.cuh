@@ -508,6 +508,25 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 }
 #endif
 
+// Chunk-parallel C B^T once per (chunk, group) (SSD_CB_STAGED, a host choice: sm_90a, dstate >= 128, many units a
+// group): phase 1 computes each 64 x 64 block CB_ij = C_i B_j^T (j <= i) of a chunk and group once, with gemm_cb (the
+// instructions the exact scan issues for it, so the same fp32 bits), and stores it to a workspace; phase 3's producer
+// stages the block in the B ring's slot (16 KiB: a B tile at dstate 128, half of one at 256; at dstate 64 it does not
+// fit) and the math warpgroup loads its fragments instead of issuing the product. Phase 1's blocks cost a load of C_i
+// and B_j, the product and a store each, so they pay only when a group's heads share them widely (ops/ssd.py
+// CB_MIN_UNITS_PER_GROUP); otherwise phase 3 computes C B^T as the exact scan does.
+// A block is stored in fragment order: thread r's accumulators cb[t][0..3] at floats 4 (128 t + r), so both the
+// global stores and the shared loads of a warp are 512 contiguous bytes.
+#ifndef SSD_CB_STAGED
+#define SSD_CB_STAGED 0
+#endif
+#if SSD_CB_STAGED && !(SSD_WG && SSD_N >= 128)
+#error "SSD_CB_STAGED needs the sm_90a path and dstate >= 128 (a CB block fills a B slot)"
+#endif
+#define SSD_QS (SSD_Q / SSD_SUB)                        // sub-blocks of a chunk
+#define SSD_CB_BLOCKS (SSD_QS * (SSD_QS + 1) / 2)       // blocks (i, j <= i) of a chunk, block i (i + 1) / 2 + j
+#define SSD_CB_FLOATS (SSD_SUB * SSD_SUB)               // floats of one block
+
 // ---------------------------------------------------------------------------------------------------
 // Chunk prep of every unit u of the block (arrays [u][Q]): dtv = dt' (0 beyond the chunk's l tokens),
 // cs = inclusive cumsum of dt' A log2(e) in a fixed order (32-token warp scans, then the group totals added
@@ -663,6 +682,26 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     fill_end(s, BAR_FULL_X + slot);
     ++k;
 }
+#if SSD_CB_STAGED
+// Producer, chunk-parallel phase 3: one step's saved CB block (phase 1's, `cb`) in the B slot and its X sub-block,
+// with produce_bx's barriers.
+template <int HB, int NBUF>
+__device__ __forceinline__ void produce_cbx(const SsdArgs& a, const SsdSmem& s, int& k, const float* cb, long long tok,
+                                            int valid, int u0) {
+    const int slot = ring_slot<NBUF>(k);
+    const uint32_t ph = ring_phase<NBUF>(k);
+    fill_begin(s, BAR_EMPTY_B + slot, ph);
+    float* dst = (float*)sB(s, slot);
+#pragma unroll
+    for (int e = threadIdx.x & (SSD_THREADS - 1); e < SSD_CB_FLOATS / 4; e += SSD_THREADS)
+        cp_async_16(dst + 4 * e, cb + 4 * e);  // (cg: written by other CTAs in phase 1)
+    fill_end(s, BAR_FULL_B + slot);
+    fill_begin(s, BAR_EMPTY_X + slot, ph);
+    load_x<HB>(a, s, slot, tok, valid, u0);
+    fill_end(s, BAR_FULL_X + slot);
+    ++k;
+}
+#endif
 // Producer: the loads of ssd_chunk_state, in its order.
 template <int HB, int NBUF, int NB>
 __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
@@ -815,6 +854,21 @@ __device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs
     for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k(Cs, k0), desc_k(Bs, k0), k0 > 0);
     wg_wait<32>(d);
 }
+#if SSD_CB_STAGED
+// A CB block in fragment order (see SSD_CB_STAGED): this thread's accumulators to / from it.
+__device__ __forceinline__ void store_cb(float* blk, const float (*cb)[4]) {
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+        *(float4*)(blk + 4 * (t * SSD_THREADS + threadIdx.x)) = make_float4(cb[t][0], cb[t][1], cb[t][2], cb[t][3]);
+}
+__device__ __forceinline__ void load_cb(float (*cb)[4], const float* blk) {
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+        const float4 v = *(const float4*)(blk + 4 * (t * SSD_THREADS + threadIdx.x));
+        cb[t][0] = v.x; cb[t][1] = v.y; cb[t][2] = v.z; cb[t][3] = v.w;
+    }
+}
+#endif
 // y_u += C S_u^T over the N state columns (S_u: round_T(S_prev) of unit u, [64][N] swizzled).
 template <int HB, bool S_F32>
 __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, const unsigned char* S) {
@@ -1152,13 +1206,14 @@ struct MOffWG {
 // prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's B / X and before its z, behind
 // the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the slice's first tile first waits for phase `epoch`
 // (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's phase-1 stores)
-// or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). z waits
-// for the previous tile's last epilogue to free its buffer; the prep and S_prev, which the math warpgroup waits for
-// first, do not wait behind it. Any order is deadlock-free whose waits are for buffers the math warpgroup frees before
-// it needs this load.
+// or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). cbs:
+// the chunk-parallel tile's CB blocks saved by phase 1 (SSD_CB_STAGED; staged in place of B, so the epoch wait comes
+// before step (0, 0)), or nullptr (B is loaded). z waits for the previous tile's last epilogue to free its buffer; the
+// prep and S_prev, which the math warpgroup waits for first, do not wait behind it. Any order is deadlock-free whose
+// waits are for buffers the math warpgroup frees before it needs this load.
 template <int HB, int NBUF>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                               int u0, const T* prev, const float* saved, int epoch) {
+                                               int u0, const T* prev, const float* saved, const float* cbs, int epoch) {
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int i = 0; i < nsub; ++i) {
@@ -1170,9 +1225,16 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
         fill_end(s, BAR_FULL_C);
         ++p.c;
         for (int j = 0; j <= i; ++j) {
+#if SSD_CB_STAGED
+            if (cbs != nullptr) {
+                if (i == 0 && epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
+                produce_cbx<HB, NBUF>(a, s, p.bx, cbs + (i * (i + 1) / 2 + j) * SSD_CB_FLOATS, ctok + j * SSD_SUB,
+                                      min(SSD_SUB, l - j * SSD_SUB), u0);
+            } else
+#endif
             produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
             if (i == 0 && prev != nullptr) {  // after C_0, B_0, X_0: those need no grid-wide result
-                if (epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
+                if (epoch >= 0 && cbs == nullptr) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
                 produce_prep<HB>(s, p, saved);
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
 #pragma unroll
@@ -1228,6 +1290,10 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             const bool diag = j == i;
             float cb[8][4];
             use_begin(s, BAR_FULL_B + buf, ph);
+#if SSD_CB_STAGED
+            if (!S_F32) load_cb(cb, (const float*)sB(s, buf));  // chunk-parallel: phase 1's block
+            else
+#endif
             gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
             use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph);
