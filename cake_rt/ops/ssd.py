@@ -44,8 +44,8 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
-# Chunk-parallel C B^T once per (chunk, group) from this many units a group (H200, ssd12: 80 units 1.046x, 16 units
-# 0.996x, 8 units 0.94x: phase 1's blocks cost about as much as the products they save in phase 3 at 8 to 16)
+# Chunk-parallel C B^T once per (chunk, group) from this many units a group: below it phase 1's extra blocks cost
+# about what phase 3 saves (measured on the H200 at 8, 16 and 80 units a group: docs/ssd.md, v7.4)
 CB_MIN_UNITS_PER_GROUP = 32
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
