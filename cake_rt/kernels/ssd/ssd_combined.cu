@@ -355,6 +355,22 @@ __device__ __forceinline__ void ssd_cb_item(const SsdSmem& s, SsdPipe& p, float*
     ++p.bx;
     store_cb(blk, cb);
 }
+// Phase 1's CB items of the slice [us, us + un) after its `ntiles` tiles, in the CTA's grid-stride walk from `tile`
+// (where its tile walk stopped): f(item, odd) for every item with rows in its chunk. The producer and the math
+// warpgroup walk the same items in the same order, `odd` taking turns as in produce_cb_item.
+template <typename F>
+__device__ __forceinline__ void for_each_cb_item(const SsdArgs& a, int us, int un, long long tile, long long ntiles,
+                                                 F&& f) {
+    const SliceGroups sg = slice_groups(a, us, un);
+    bool odd = false;
+    for (int k = (int)(tile - ntiles); k < a.total_chunks * sg.ngs * SSD_CB_BLOCKS; k += gridDim.x) {
+        const CbItem b = cb_item(a, k, sg);
+        if (b.i * SSD_SUB < b.l) {
+            f(b, odd);
+            odd = !odd;
+        }
+    }
+}
 #endif
 
 extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chunkpar(
@@ -390,15 +406,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
 #if SSD_CB_STAGED
-            const SliceGroups sg = slice_groups(a, us, un);
-            bool odd = false;
-            for (int k = (int)(tile - ntiles); k < a.total_chunks * sg.ngs * SSD_CB_BLOCKS; k += gridDim.x) {
-                const CbItem b = cb_item(a, k, sg);
-                if (b.i * SSD_SUB < b.l) {
-                    produce_cb_item(a, s, pipe, b, odd);
-                    odd = !odd;
-                }
-            }
+            for_each_cb_item(a, us, un, tile, ntiles,
+                             [&](const CbItem& b, bool odd) { produce_cb_item(a, s, pipe, b, odd); });
 #endif
             for (tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
@@ -441,17 +450,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 #endif
         }
 #if SSD_CB_STAGED
-        {
-            const SliceGroups sg = slice_groups(a, us, un);
-            bool odd = false;
-            for (int k = (int)(tile - ntiles); k < a.total_chunks * sg.ngs * SSD_CB_BLOCKS; k += gridDim.x) {
-                const CbItem b = cb_item(a, k, sg);
-                if (b.i * SSD_SUB < b.l) {
-                    ssd_cb_item(s, pipe, ws_cb + b.off * SSD_CB_FLOATS, odd);
-                    odd = !odd;
-                }
-            }
-        }
+        for_each_cb_item(a, us, un, tile, ntiles,
+                         [&](const CbItem& b, bool odd) { ssd_cb_item(s, pipe, ws_cb + b.off * SSD_CB_FLOATS, odd); });
 #endif
         grid_barrier(barrier, GRID_THREADS);
 
