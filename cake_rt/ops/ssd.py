@@ -599,8 +599,10 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
     hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
     # C B^T once per (chunk, group): a 64 x 64 fp32 block fits the B ring's slot from dstate 128 (sm_90a), and it
-    # pays when many units share a group (see CB_MIN_UNITS_PER_GROUP)
-    cb = wg and dstate >= 128 and units_per_group >= CB_MIN_UNITS_PER_GROUP
+    # pays when many units share a group (see CB_MIN_UNITS_PER_GROUP). Staged only at headdim 64 and dstate 128,
+    # the programs measured to gain: at dstate 256 or headdim 128 its phase-1 loop spills 20-40 bytes a thread
+    # (12-16 at headdim 64, dstate 128) and no speed was measured.
+    cb = wg and dstate == 128 and headdim == 64 and units_per_group >= CB_MIN_UNITS_PER_GROUP
     return {"SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code, "SSD_P": headdim, "SSD_N": dstate,
             "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx, "SSD_WG": int(wg),
             "SSD_CB_STAGED": int(cb)}
@@ -616,7 +618,8 @@ _PROGRAM_CASES = sorted(
     | {(xd, 2, 2, 64, 64, 64, 4) for xd in (0, 1, 2)}                                            # varlen, selftest
     | {(0, 2, 2, 64, 64, 64, 1), (0, 2, 2, 64, 128, 128, 8), (2, 2, 2, 64, 128, 256, 8),
        (0, 2, 2, 64, 128, 256, 8), (0, 2, 2, 64, 64, 64, 132), (0, 2, 2, 64, 64, 256, 256),
-       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8), (0, 2, 2, 64, 128, 128, 32)}        # misc GPU tests
+       (1, 2, 2, 64, 128, 256, 8), (0, 2, 2, 128, 64, 128, 8), (0, 2, 2, 64, 128, 128, 32),
+       (0, 2, 2, 64, 128, 64, 32)}                                                                 # misc GPU tests
     | {(0, 2, 2, 64, 64, 64, 4), (1, 2, 2, 64, 64, 128, 2), (2, 2, 2, 64, 64, 256, 4),
        (0, 2, 2, 64, 128, 64, 2), (2, 2, 2, 64, 64, 64, 2), (0, 2, 2, 64, 64, 64, 2),
        (0, 2, 0, 64, 64, 64, 2), (0, 2, 2, 64, 128, 256, 2)}                                     # acceptance
@@ -664,6 +667,16 @@ def cb_blocks(chunk: int) -> int:
     """C B^T blocks (i, j <= i) of one chunk (kernel: SSD_CB_BLOCKS)."""
     nsub = chunk // SUB
     return nsub * (nsub + 1) // 2
+
+
+def staged_defines(c: _Problem, defs: dict, cap: int) -> dict:
+    """The program's defines for this problem: C B^T staged (``cb_staged``) only when its workspace part, which does
+    not shrink with slicing, costs no units of a slice; otherwise the same program without it (the same bits: the
+    families and both programs compute C B^T with the same instructions), so a long sequence keeps main's slices
+    and the chunk-parallel family."""
+    if cb_staged(defs) and slice_units(c, defs["SSD_HB"], cap, True) < slice_units(c, defs["SSD_HB"], cap, False):
+        return {**defs, "SSD_CB_STAGED": 0}
+    return defs
 
 
 def slice_units(c: _Problem, hb: int, cap: int, cb: bool = False) -> int:
@@ -749,7 +762,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     info = device_info(c.device)
     mode = _env_mode()
     cap = _workspace_cap()
-    defs = _defines(c)
+    defs = staged_defines(c, _defines(c), cap)
     hb, hbx = defs["SSD_HB"], defs["SSD_HBX"]
     units = c.nheads * (c.headdim // UNIT_ROWS)
     cb = cb_staged(defs)

@@ -207,13 +207,35 @@ def test_workspace_slices_of_suite_rows():
     assert ops.workspace_bytes(seed, cb=True) == ops.workspace_bytes(seed) + 128 * 1 * 10 * 64 * 64 * 4
     su = ops.slice_units(nem, 2, cap, cb=True)
     assert 0 < su < 128 and ops.workspace_bytes(nem, su, cb=True) <= cap < ops.workspace_bytes(nem, su + 2, cb=True)
-    # staged by the programs of many units a group at dstate >= 128 on sm_90a (16-bit inputs) only
+    # staged by the programs of many units a group at headdim 64 and dstate 128 on sm_90a (16-bit inputs) only
     assert ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a"))
-    assert ops.cb_staged(ops.program_defines(1, 2, 2, 128, 256, 128, 32, "sm_90a"))
+    assert ops.cb_staged(ops.program_defines(1, 2, 2, 64, 128, 64, 32, "sm_90a"))
+    assert not ops.cb_staged(ops.program_defines(1, 2, 2, 128, 128, 128, 32, "sm_90a"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 256, 256, 80, "sm_90a"))
     assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a"))
     assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 64, 256, 80, "sm_90a"))
     assert not ops.cb_staged(ops.program_defines(2, 2, 2, 64, 128, 256, 80, "sm_90a"))
     assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_80"))
+
+
+def test_cb_staging_never_costs_slice_units():
+    """The C B^T part does not shrink with slicing: a problem whose slices it would shrink runs the unstaged program
+    (same bits), so long sequences keep their slices (and the chunk-parallel family)."""
+    cap = ops.DEFAULT_WORKSPACE_CAP
+    defs = ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a")
+    assert ops.cb_staged(defs)
+    row = _with_table(_validate(b=1, L=8192, H=80, G=1, N=128), 8192, 256)  # the m2-2.7b row: one slice either way
+    assert ops.slice_units(row, 1, cap, True) == ops.slice_units(row, 1, cap, False) == 80
+    assert ops.staged_defines(row, defs, cap) is defs
+    for L in (262144, 524288):  # 5 / 2 units a slice without the blocks, 1 / 0 with them
+        long = _with_table(_validate(b=1, L=L, H=80, G=1, N=128), L, 256)
+        plain = ops.slice_units(long, 1, cap, False)
+        assert ops.slice_units(long, 1, cap, True) < plain
+        got = ops.staged_defines(long, defs, cap)
+        assert not ops.cb_staged(got) and {k: v for k, v in got.items() if k != "SSD_CB_STAGED"} == {
+            k: v for k, v in defs.items() if k != "SSD_CB_STAGED"}
+    unstaged = ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a")
+    assert ops.staged_defines(long, unstaged, cap) is unstaged
 
 
 def test_cost_model_prefers_chunkpar_for_few_long_items():

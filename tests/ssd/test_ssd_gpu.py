@@ -166,8 +166,8 @@ def test_plans_env_override_and_workspace_cap(monkeypatch):
 def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch, H, P, N):
     """A cap that holds only part of the units cuts the chunk-parallel work into slices (grid barriers
     between them): same bits as one slice and as the exact scan. With 32 units a group at dstate 128 (sm_90a:
-    C B^T once per (chunk, group)) a group's blocks are computed in the slice that holds its first unit and read
-    by the later ones too."""
+    C B^T once per (chunk, group)) the full call stages C B^T and the sliced one, whose slices the CB part would
+    shrink, runs the program without it: the two programs' bits agree too."""
     import cake_rt
 
     case = make_case(73, 1, 700, H, P, N, 2, BF16)   # 16 units, 8 a group; 64 units, 32 a group
@@ -179,6 +179,38 @@ def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch, H, P, N):
     plan = cake_rt.ops.ssd.last_plan()
     assert 0 < plan.slice_units < H * P // 64 and plan.workspace_bytes <= plan.workspace_cap
     ex = call(case, 128, "exact", final=True, chunks=True)
+    for a, b, c in zip(full, sliced, ex):
+        assert to_bytes(a) == to_bytes(b) == to_bytes(c)
+
+
+def test_chunkpar_slices_read_the_cb_blocks_of_earlier_slices(monkeypatch):
+    """sm_90a, 32 units a group at headdim 64 and dstate 128 (C B^T staged): under a cap whose slices the CB part
+    does not shrink (chunk 64: a chunk's one block is smaller than a unit's workspace), the group's blocks are
+    computed in the first slice and read by the later ones; same bits as one slice and as the exact scan."""
+    import cake_rt
+
+    case = make_case(74, 1, 700, 32, 64, 128, 1, BF16)  # 32 units, one group
+    d = case["dev"]
+    args = (d["x"], d["dt"], d["A"], d["B"], d["C"], 64)
+    kw = dict(case["dev_kw"], return_final_states=True, return_chunk_states=True, state_dtype=case["state_dtype"],
+              family="chunkpar")
+    whole = cake_rt.ssd_plan(*args, **kw)
+    if not whole.defines["SSD_CB_STAGED"]:
+        pytest.skip("C B^T is staged by the sm_90a programs only")
+    assert whole.slice_units == 32
+    full = call(case, 64, "chunkpar", final=True, chunks=True)
+    found = None
+    for cap in range(whole.workspace_bytes, 0, -(whole.workspace_bytes // 256)):
+        monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(cap))
+        plan = cake_rt.ssd_plan(*args, **kw)
+        if plan.defines["SSD_CB_STAGED"] and 0 < plan.slice_units <= 10:
+            found = cap
+            break
+    assert found is not None, "no cap gives staged slices of at most 10 units"
+    sliced = call(case, 64, "chunkpar", final=True, chunks=True)
+    plan = cake_rt.ops.ssd.last_plan()
+    assert plan.defines["SSD_CB_STAGED"] and 0 < plan.slice_units <= 10 and plan.workspace_bytes <= found
+    ex = call(case, 64, "exact", final=True, chunks=True)
     for a, b, c in zip(full, sliced, ex):
         assert to_bytes(a) == to_bytes(b) == to_bytes(c)
 

@@ -16,7 +16,9 @@
 
 namespace dsa {
 
-// Asynchronous 8-byte global -> shared copy (sm_80+): a key of a part, wherever its part starts.
+// Asynchronous 8-byte global -> shared copy (sm_80+): a key of a part, wherever its part starts. An 8-byte copy has
+// no .cg form, so it reads through L1; the parts were written by other CTAs, which is safe because the merging CTA
+// reads them only after arrive_last's second fence (gpu scope: it invalidates this SM's L1) and the barrier after it.
 CAKE_DEVICE void cp_async_8(void* smem, const void* gmem) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(smem)), "l"(gmem) : "memory");
 }
