@@ -83,6 +83,22 @@ def test_varlen_17_sequences(xd):
     assert set(errs) == {"y", "final", "varlen", "chunks"}
 
 
+@pytest.mark.parametrize("xd, chunk", [("fp16", 64), ("bf16", 256)])
+def test_staged_cb_varlen_with_empty_and_short_sequences(xd, chunk):
+    """sm_90a, 32 units a group at headdim 64 and dstate 128 (C B^T once per (chunk, group)): an empty, a one-token,
+    a one-chunk-plus-one and a long sequence with initial states; both families vs the reference and bitwise equal,
+    every returned state."""
+    import cake_rt
+
+    lens = [0, 1, chunk + 1, 700 - chunk - 2]
+    case = make_case(43, 1, sum(lens), 32, 64, 128, 1, DT[xd], cu_lens=lens)
+    errs = check(case, chunk, final=True, varlen=True, chunks=True, name=f"staged cb {xd} chunk {chunk}")
+    assert set(errs) == {"y", "final", "varlen", "chunks"}
+    call(case, chunk, "chunkpar", final=True, varlen=True, chunks=True)
+    if cake_rt.ops.ssd.last_plan().defines["SSD_WG"]:
+        assert cake_rt.ops.ssd.last_plan().defines["SSD_CB_STAGED"]
+
+
 def test_varlen_without_seq_idx_and_empty_last_sequence():
     lens = [70, 0, 33, 0]
     case = make_case(42, 1, sum(lens), 4, 64, 64, 1, BF16, cu_lens=lens)
