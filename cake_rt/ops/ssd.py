@@ -629,14 +629,17 @@ _PROGRAM_CASES = sorted(
 
 def programs(target: str = "sm_90a") -> list:
     """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile
-    for ``target`` (to prewarm the kernel cache or sanitize them); each program holds both kernels."""
+    for ``target`` (to prewarm the kernel cache or sanitize them); each program holds both kernels. A program that
+    stages C B^T comes with its unstaged twin, which a call runs when staging would cost it slice units
+    (``staged_defines``)."""
     out, seen = [], set()
     for case in _PROGRAM_CASES:
         d = program_defines(*case, target=target)
-        key = tuple(sorted(d.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append((KERNEL_PATH, d))
+        for v in (d, {**d, "SSD_CB_STAGED": 0}) if cb_staged(d) else (d,):
+            key = tuple(sorted(v.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append((KERNEL_PATH, v))
     return out
 
 

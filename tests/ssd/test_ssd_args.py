@@ -290,6 +290,9 @@ def test_programs_list():
     # the bench suite's programs are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):
         assert ("ssd/ssd_combined.cu", ops.program_defines(0, 2, 2, 64, 128, q, upg)) in progs
+    # a staging program's unstaged twin (staged_defines) too
+    staged = [d for _, d in progs if ops.cb_staged(d)]
+    assert staged and all((ops.KERNEL_PATH, {**d, "SSD_CB_STAGED": 0}) in progs for d in staged)
 
 
 def test_flops_bytes_seed_row():
