@@ -675,8 +675,8 @@ def cb_blocks(chunk: int) -> int:
 def staged_defines(c: _Problem, defs: dict, cap: int) -> dict:
     """The program's defines for this problem: C B^T staged (``cb_staged``) only when its workspace part, which does
     not shrink with slicing, costs no units of a slice; otherwise the same program without it (the same bits: the
-    families and both programs compute C B^T with the same instructions), so a long sequence keeps main's slices
-    and the chunk-parallel family."""
+    families and both programs compute C B^T with the same instructions), so a long sequence keeps the slices (and
+    the chunk-parallel family) it has without the blocks."""
     if cb_staged(defs) and slice_units(c, defs["SSD_HB"], cap, True) < slice_units(c, defs["SSD_HB"], cap, False):
         return {**defs, "SSD_CB_STAGED": 0}
     return defs
