@@ -508,8 +508,8 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 }
 #endif
 
-// Chunk-parallel C B^T once per (chunk, group) (SSD_CB_STAGED, a host choice: sm_90a, dstate >= 128, many units a
-// group): phase 1 computes each 64 x 64 block CB_ij = C_i B_j^T (j <= i) of a chunk and group once, with gemm_cb (the
+// Chunk-parallel C B^T once per (chunk, group) (SSD_CB_STAGED, a host choice: sm_90a programs at headdim 64 and
+// dstate 128 with many units a group, ops/ssd.py program_defines and staged_defines): phase 1 computes each 64 x 64 block CB_ij = C_i B_j^T (j <= i) of a chunk and group once, with gemm_cb (the
 // instructions the exact scan issues for it, so the same fp32 bits), and stores it to a workspace; phase 3's producer
 // stages the block in the B ring's slot (16 KiB: a B tile at dstate 128, half of one at 256; at dstate 64 it does not
 // fit) and the math warpgroup loads its fragments instead of issuing the product. Phase 1's blocks cost a load of C_i
