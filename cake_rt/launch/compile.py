@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import os
 import pathlib
 import re
@@ -378,6 +379,7 @@ def forget_cubin(source: str, *, name: str, target: str, defines=None, options=(
         _discard_file(cdir / f"{key}.cubin")
 
 
+_report_count = itertools.count()
 _FUNC_RE = re.compile(r"Compiling entry function '([^']+)'")
 _STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGS_RE = re.compile(r"Used (\d+) registers")
@@ -389,8 +391,16 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
 
     Returns ``{kernel_name: {"registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes"}}``.
     Works without a GPU (CI uses it to fail on a kernel that stops compiling or starts spilling).
+
+    NVRTC 13 can answer a repeat compile of the same program within a process without running ptxas again,
+    and then its log has no report (seen on the H200's machine, whose GPU tests compile these programs
+    first). So the text gets a unique unused ``__device__`` word, which makes its PTX new, and a compile that
+    still names no entry function raises ``CompileError`` instead of returning an empty report.
     """
-    _, log = _run_nvrtc(_full_text(source, defines), name, target, options, verbose=True)
+    nonce = f"\n__device__ unsigned cake_rt_report_{os.getpid()}_{next(_report_count)};\n"
+    _, log = _run_nvrtc(_full_text(source, defines) + nonce, name, target, options, verbose=True)
+    if not _FUNC_RE.search(log):
+        raise CompileError(f"NVRTC gave no ptxas report for {name!r} ({target}); its log:\n{log}")
     report: dict = {}
     current = None
     for line in log.splitlines():

@@ -28,9 +28,11 @@ namespace dsa {
 constexpr int SCF = BQ * TILE;  // floats per score slot
 constexpr int WG_THREADS = 128;
 
-// Before the roles split (then a block barrier): the slots' EMPTY mbarriers, one arrival per selection warp.
+// Before the roles split (then a block barrier): the slots' EMPTY mbarriers, one arrival per selection thread
+// (each thread releases its own reads of the slot; compute-sanitizer's racecheck sees the order then, where a
+// warp's __syncwarp before one lane's arrival left it reporting the product's next write as a race).
 CAKE_DEVICE void init_slots(uint64_t* empty) {
-    if (threadIdx.x < RING) mbarrier_init(empty + threadIdx.x, NWARPS);
+    if (threadIdx.x < RING) mbarrier_init(empty + threadIdx.x, NT);
 }
 
 // Product side of one unit (threads [0, NT)). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself;
@@ -104,8 +106,7 @@ CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const flo
         named_sync(BAR_FULL + slot, BLOCK);
         compact_full(s, topk);
         append_tile(s, un, sc + slot * SCF, un.klo + it * TILE, causal, gh);
-        __syncwarp();  // every lane of this warp is done reading the slot
-        if ((sel_tid() & 31) == 0) mbarrier_arrive(empty + slot);
+        mbarrier_arrive(empty + slot);  // this thread is done reading the slot
     }
     sel_sync();
 }
