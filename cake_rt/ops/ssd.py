@@ -82,10 +82,10 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=91.59, e_step=1.037, e_chunk=8.278, p_slice=6.581, p0=7.373, p1=1.208, p2=0.1063,
-                      bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-30: `cake-rt calibrate --repeats 3` on the six suite rows, both families, "
-                             "sm_90a warpgroup (wgmma) tiles, tree f954ff7 (docs/ssd.md)"),
+    (9, 0): CostModel(e0=2.628, e_step=1.113, e_chunk=5.753, p_slice=5.382, p0=6.030, p1=0.9880, p2=0.08694,
+                      bw_bytes_per_us=7.135e6,
+                      source="H200, 2026-12-01: provisional (estimated from the recorded runs), to be replaced by "
+                             "the device call's `cake-rt calibrate` fit"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
