@@ -5,8 +5,9 @@ synchronized call, cold L2), next to the time each family's ``predict_us`` gives
 ``predict_us`` is affine in each linear constant of ``CostModel`` (all but the workspace bandwidth), so the
 fit is a least-squares solve per family on features read off ``predict_us`` itself, in relative residuals
 (each row divided by its measured time: the selection compares the families' ratio, and the rows span 30 us
-to 4 ms): the op keeps the one formula, this module only measures. A constant no row exercises keeps its current value; a fit that
-comes out negative falls back to scaling the current constants by one factor per family. The workspace
+to 4 ms): the op keeps the one formula, this module only measures. A constant no row exercises keeps its
+current value; a fit that comes out negative falls back to scaling the current constants by one factor per
+family. The workspace
 bandwidth (the one constant ``predict_us`` divides by) is searched on a log grid around its current value:
 the linear fit is made at each candidate, and the one whose predictions are nearest the measurements in
 relative terms is kept.
