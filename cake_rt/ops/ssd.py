@@ -61,8 +61,11 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 # Cost model. Times in microseconds. A "step" is one 64-token sub-block round of a chunk tile
 # (``_steps_per_chunk``): the unit both families are made of; a tile is one chunk of one block of units
 # (a unit: one head's 64 headdim rows; a block: the units that share C B^T in one CTA).
-#   exact    = e0 + rounds * (e_step * steps + e_chunk)
+#   exact    = e0 + rounds * (e_step * steps + e_chunk) + e_pair * paired * rounds * steps
 #     rounds = max(longest segment's chunks, chunk tiles / resident CTAs in whole waves)
+#     paired = the share of SMs that run two exact-scan CTAs when the grid is full (a CTA's step is slower
+#              when it shares its SM: m2-2.7b-b8 and varlen, 640 and 1024 CTAs, against seed / m2-2.7b /
+#              nemotron-h, 8-128 CTAs, one an SM)
 #   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * scan steps per CTA
 #              + 3 * workspace bytes / bw + p_slice * slices                   (phase 1 writes S_loc, phase 2
 #              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
@@ -73,6 +76,7 @@ class CostModel:
     e0: float
     e_step: float
     e_chunk: float
+    e_pair: float         # exact: the extra cost of a step when two exact-scan CTAs share an SM
     p_slice: float        # chunk-parallel: cost of each workspace slice (its grid barriers and phases)
     p0: float
     p1: float
@@ -82,15 +86,15 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=91.59, e_step=1.037, e_chunk=8.278, p_slice=6.581, p0=7.373, p1=1.208, p2=0.1063,
-                      bw_bytes_per_us=3.0e6,
-                      source="H200, 2026-11-30: `cake-rt calibrate --repeats 3` on the six suite rows, both families, "
-                             "sm_90a warpgroup (wgmma) tiles, tree f954ff7 (docs/ssd.md)"),
+    (9, 0): CostModel(e0=7.702, e_step=1.005, e_chunk=3.275, e_pair=0.2191, p_slice=5.569, p0=6.240, p1=1.022,
+                      p2=0.08996, bw_bytes_per_us=8.485e6,
+                      source="H200, 2026-12-01: `cake-rt calibrate --repeats 7` on the six suite rows, both families, "
+                             "tree 918dcb7's kernels (v7.4; docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 
-COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/1"
+COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/2"
 _saved_models: dict = {}   # GPU name -> (CostModel, note): read once per process
 
 
@@ -166,8 +170,11 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
     the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given)."""
     units = nheads * (headdim // UNIT_ROWS)
     slots_x = exact_slots if exact_slots else 2 * sm_count
-    rounds = _exact_rounds(nseg * units / hbx, total_chunks * units / hbx, max_chunks, slots_x)
-    exact = model.e0 + rounds * (model.e_step * _steps_per_chunk(chunk, dstate, hbx) + model.e_chunk)
+    items = nseg * units / hbx
+    rounds = _exact_rounds(items, total_chunks * units / hbx, max_chunks, slots_x)
+    paired = min(1.0, max(0.0, min(items, slots_x) / sm_count - 1.0))
+    steps_x = _steps_per_chunk(chunk, dstate, hbx)
+    exact = model.e0 + rounds * (model.e_step * steps_x + model.e_chunk) + model.e_pair * paired * rounds * steps_x
     slots = coop_slots if coop_slots else 2 * sm_count
     tiles = total_chunks * units / hb
     scan = max(max_chunks, total_chunks * units * (UNIT_ROWS * dstate / THREADS) / slots)  # scan chunk steps per CTA

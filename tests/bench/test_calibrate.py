@@ -38,6 +38,32 @@ def test_fit_recovers_a_known_model():
             assert us == pytest.approx(meas[fam], rel=1e-6), (fam, how)
 
 
+def test_fit_searches_the_workspace_bandwidth():
+    # a truth whose workspace term is twice as fast (on the search grid): the predictions are recovered, with it
+    start = op.COST_MODELS[(9, 0)]
+    truth = dataclasses.replace(start, p0=9.0, p1=0.7, p2=0.05, p_slice=4.0,
+                                bw_bytes_per_us=2.0 * start.bw_bytes_per_us)
+    samples = [(pr, {k: v for k, v in pr(truth).items()}) for pr in map(_predictor, QUANTITIES)]
+    new, how = fit(start, samples)
+    assert new.bw_bytes_per_us == pytest.approx(truth.bw_bytes_per_us) and "searched" in how["chunkpar"]
+    for pr, meas in samples:
+        assert pr(new)["chunkpar"] == pytest.approx(meas["chunkpar"], rel=1e-6)
+
+
+def test_fit_weighs_rows_by_their_time():
+    # the longest row (7 ms) measured 10% over the truth must not pull the short rows (0.1-0.4 ms) off: the fit is
+    # relative, so they stay within 3% (an absolute fit puts them 10-35% over)
+    start = op.COST_MODELS[(9, 0)]
+    truth = dataclasses.replace(start, e0=7.0, e_step=2.2, e_chunk=4.0)
+    prs = list(map(_predictor, QUANTITIES))
+    longest = max(prs, key=lambda pr: pr(truth)["exact"])
+    samples = [(pr, {"exact": pr(truth)["exact"] * (1.1 if pr is longest else 1.0)}) for pr in prs]
+    new, _ = fit(start, samples)
+    for pr, meas in samples:
+        if meas["exact"] < 500:
+            assert pr(new)["exact"] == pytest.approx(meas["exact"], rel=0.03)
+
+
 def test_fit_of_noisy_data_never_goes_negative():
     start = op.COST_MODELS[(9, 0)]
     samples = [(pr, {"exact": 5.0, "chunkpar": 500.0}) for pr in map(_predictor, QUANTITIES[:3])]

@@ -247,6 +247,31 @@ def test_cost_model_prefers_chunkpar_for_few_long_items():
         assert math.isfinite(v) and v > 0
 
 
+# The suite rows' model inputs on the H200 (132 SMs, 264 cooperative slots) and both families' times measured by
+# `cake-rt calibrate` (2026-12-01, docs/ssd.md "Selection"): (nseg, nheads, chunk, max_chunks, total_chunks,
+# workspace bytes, slices, exact us, chunk-parallel us).
+H200_ROWS = {
+    "seed": (1, 8, 256, 128, 128, 52432896, 1, 3314.5, 156.2),
+    "m2-2.7b": (1, 80, 256, 32, 32, 131082240, 1, 868.8, 336.9),
+    "m2-2.7b-b8": (8, 80, 256, 8, 64, 262164480, 1, 766.2, 691.9),
+    "nemotron-h": (1, 128, 128, 128, 128, 822149120, 4, 1528.8, 1182.8),
+    "short": (1, 8, 256, 2, 2, 819456, 1, 60.4, 35.0),
+    "varlen": (16, 64, 128, 133, 517, 1660355840, 7, 1815.6, 2370.2),
+}
+
+
+@pytest.mark.parametrize("row", sorted(H200_ROWS))
+def test_h200_cost_model_picks_the_measured_faster_family(row):
+    nseg, H, Q, mx, tot, ws, slices, exact_us, chunkpar_us = H200_ROWS[row]
+    pred = ops.predict_us(ops.COST_MODELS[(9, 0)], nseg=nseg, nheads=H, headdim=64, dstate=128, chunk=Q,
+                          max_chunks=mx, total_chunks=tot, sm_count=132, ws_bytes=ws, coop_slots=264, slices=slices)
+    fam, _ = ops.select_family(family="auto", mode="auto", nseg=nseg, nheads=H, sm_count=132, ws_bytes=0,
+                               cap=1 << 30, coop_error=None, predicted=pred)
+    assert fam == ("chunkpar" if chunkpar_us < exact_us else "exact")
+    assert pred["exact"] == pytest.approx(exact_us, rel=0.05)
+    assert pred["chunkpar"] == pytest.approx(chunkpar_us, rel=0.10)
+
+
 def test_smem_layout_and_config_choice():
     # every program fits the opt-in limit of its target; the suite's bf16 programs keep two CTAs per SM
     for it in (2, 4):
