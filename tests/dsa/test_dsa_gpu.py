@@ -310,6 +310,21 @@ def test_score_bits_independent_of_query_position(H):
     assert same_bits((a[0][1:], a[1][1:]), b)
 
 
+
+@pytest.mark.parametrize("H, D", [(16, 128), (32, 128), (64, 128), (32, 64)])
+def test_score_bits_independent_of_block_size(H, D):
+    """A query scored in a block of one (the product's narrowest wgmma: 32 or 64 pair columns) and in a full
+    block (128 columns) gets the same bits: the instruction's N does not change an element's operations. Every
+    key is in the output (topk = Tkv, not causal), so every score is compared."""
+    cupy = _cp()
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    T, Tkv = sms + 8, 700  # more queries than SMs: a key-split plan keeps full blocks
+    host, dev = make_inputs(90 + H + D, T, Tkv, H=H, D=D)
+    q, k, w = dev
+    full = run_eager(dev, Tkv, causal=False, key_split=10 ** 6)
+    alone = run_eager((q[:8], k, w[:8]), Tkv, causal=False)  # one-query blocks
+    assert same_bits((full[0][:8], full[1][:8]), alone), (H, D)
+
 # ------------------------------------------------------------------------------------------------ adversarial orders
 
 def _ascending_inputs(seed, T, Tkv, H=32, D=128, plateau=False):

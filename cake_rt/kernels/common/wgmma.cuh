@@ -64,6 +64,16 @@ CAKE_DEVICE void wgmma_fence_operands(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// D[64x32] (+)= A[64x16] * B[16x32], bf16 operands from shared memory (K-major), f32 accumulators.
+CAKE_DEVICE void wgmma_m64n32k16_bf16(float d[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
 // D[64x64] (+)= A[64x16] * B[16x64], bf16 operands from shared memory (K-major), f32 accumulators.
 CAKE_DEVICE void wgmma_m64n64k16_bf16(float d[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
     asm volatile(

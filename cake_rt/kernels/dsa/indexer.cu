@@ -96,7 +96,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             const Unit un = load_unit(units, (int)u);
             const int span = un.khi - un.klo;
             const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
-            product_loop(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
+            product_unit(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     } else {

@@ -50,7 +50,6 @@ constexpr int SEL0 = WG ? NT : 0;         // first selection thread
 constexpr int RING = WG ? 4 : 1;          // score tiles between the product and the selection
 constexpr int PAIRS = 128;                // N of the score product: (query, head) columns, zero-padded
 constexpr int HB = H / 8;                 // 8-column accumulator blocks per query
-constexpr int NB = BQ * HB;               // blocks holding real pairs
 constexpr int KS = D / 16;                // k-steps of 16
 constexpr int ROWB = D * 2;               // bytes per bf16 row
 constexpr int CHUNKS = D / 8;             // 16-byte chunks per row

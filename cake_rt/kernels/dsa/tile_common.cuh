@@ -63,18 +63,19 @@ CAKE_DEVICE void load_weights(float (&wq)[BQ][HB][2], const float* w, const Unit
                 wq[qq][j][e] = qq < un.nq ? w[(size_t)(un.q0 + qq) * H + j * 8 + 2 * (lane & 3) + e] : 0.0f;
 }
 
-// score = sum_h w[h] * max(0, dot_h) for key rows `row` (hr = 0) and `row + 8` (hr = 1) of every query.
+// score = sum_h w[h] * max(0, dot_h) for key rows `row` (hr = 0) and `row + 8` (hr = 1) of queries
+// 0 .. NQ - 1 (the block's queries the product's columns hold; the selection reads no other query's scores).
 // acc[4 b + 2 hr + e] is the dot product of key row + 8 hr with pair column 8 b + 2 (lane % 4) + e
 // (block b = qq * HB + j); wt(qq, j) gives the weights of those two heads (e = 0, 1). Fixed order for every
 // (t, j) whatever H-aligned column a query starts at: an fmaf chain over (j, e) ascending from 0, then the
 // xor-1 and xor-2 shuffle adds, so the four lanes of a quad end with identical bits. Lane quad leader
 // writes sc[qq * TILE + row + 8 hr].
-template <int NACC, class Wt>
+template <int NQ = BQ, int NACC, class Wt>
 CAKE_DEVICE void head_sum_store(const float (&acc)[NACC], Wt wt, float* sc, int row) {
-    static_assert(NACC >= NB * 4, "accumulators of every real pair");
+    static_assert(NQ >= 1 && NQ <= BQ && NACC >= NQ * HB * 4, "accumulators of every summed pair");
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int qq = 0; qq < BQ; ++qq) {
+    for (int qq = 0; qq < NQ; ++qq) {
         float2 wv[HB];
 #pragma unroll
         for (int j = 0; j < HB; ++j) wv[j] = wt(qq, j);

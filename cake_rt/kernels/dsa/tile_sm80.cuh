@@ -9,6 +9,7 @@
 
 namespace dsa {
 
+constexpr int NB = BQ * HB;          // 8-column blocks holding real pairs
 constexpr int NBP = (NB + 1) / 2;  // pairs of 8-column blocks (one ldmatrix_x4 of q each)
 
 // q must be staged (load_q, waited) and key tile 0 in flight; wq loaded. gh: the split block's histograms of

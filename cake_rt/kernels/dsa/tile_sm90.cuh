@@ -35,12 +35,15 @@ CAKE_DEVICE void init_slots(uint64_t* empty) {
     if (threadIdx.x < RING) mbarrier_init(empty + threadIdx.x, NT);
 }
 
-// Product side of one unit (threads [0, NT)). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself;
-// ends with every wgmma and copy of the unit complete. g: tiles produced since the launch (both roles
-// count the same tiles).
+// Product side of one unit (threads [0, NT)) with NCOL pair columns (32, 64 or PAIRS; product_unit picks
+// them). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself; ends with every wgmma and copy of the
+// unit complete. g: tiles produced since the launch (both roles count the same tiles).
+template <int NCOL>
 CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, unsigned char* qs, float* sc,
                               float* wsm, const bf16_t* q, const bf16_t* kmat, const float* w, uint64_t* empty,
                               unsigned& g) {
+    static_assert(NCOL == 32 || NCOL == 64 || NCOL == PAIRS, "a wgmma shape the product issues");
+    constexpr int NQ = NCOL / H < BQ ? NCOL / H : BQ;  // queries whose pairs the columns hold
     if (ntiles == 0) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
@@ -64,18 +67,20 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             named_sync(BAR_WG + wgi, WG_THREADS);
         }
         const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
-        float acc[64];
+        float acc[NCOL / 2];
 #pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
         named_sync(BAR_TURN + wgi, NT);  // the other warpgroup has issued its previous tile
-        // S[64 keys x 128 pairs] = K_wg Q^T
+        // S[64 keys x NCOL pairs] = K_wg Q^T (q rows 0 .. NCOL - 1)
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
             const int kb = ks >> 2, koff = (ks & 3) * 32;
             const uint64_t da = wgmma_desc_sw128(tb + kb * TILE * 128 + wgi * 64 * 128 + koff);
             const uint64_t db = wgmma_desc_sw128(qs + kb * QROWS * 128 + koff);
-            wgmma_m64n128k16_bf16(acc, da, db, 1);
+            if constexpr (NCOL == 32) wgmma_m64n32k16_bf16(acc, da, db, 1);
+            else if constexpr (NCOL == 64) wgmma_m64n64k16_bf16(acc, da, db, 1);
+            else wgmma_m64n128k16_bf16(acc, da, db, 1);
         }
         wgmma_commit();
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
@@ -87,11 +92,29 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
         // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
         if (g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
         // score = sum_h w_h relu(S_h)
-        head_sum_store(acc, [&](int qq, int j) { return *reinterpret_cast<const float2*>(wl + qq * H + j * 8); },
+        head_sum_store<NQ>(acc, [&](int qq, int j) { return *reinterpret_cast<const float2*>(wl + qq * H + j * 8); },
                        sc + slot * SCF, erow);
         named_arrive(BAR_FULL + slot, BLOCK);
         ++g;
     }
+}
+
+// The product of a unit with the fewest columns that hold its nq * H pairs: 32, 64 or PAIRS. A split tail's
+// one-query parts (H = 32 or 64: 32 or 64 of 128 columns) then take a quarter or half of the tensor time per
+// tile, which bounds their tile loop. Each element of a score tile is the same k16 steps in the same order
+// whatever N the instruction has, so a score's bits do not depend on the shape (the fingerprints and the
+// GPU tests compare one-query units with full blocks bit for bit).
+CAKE_DEVICE void product_unit(const Unit& un, int ntiles, unsigned char* kt, unsigned char* qs, float* sc,
+                              float* wsm, const bf16_t* q, const bf16_t* kmat, const float* w, uint64_t* empty,
+                              unsigned& g) {
+    const int pairs = un.nq * H;
+    if constexpr (H <= 32) {
+        if (pairs <= 32) return product_loop<32>(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
+    }
+    if constexpr (H <= 64) {
+        if (pairs <= 64) return product_loop<64>(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
+    }
+    product_loop<PAIRS>(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
 }
 
 // Selection side of one unit (threads [NT, 2 NT)): every tile's scores appended in key order (gh: the split
