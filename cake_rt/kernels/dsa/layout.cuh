@@ -48,7 +48,7 @@ constexpr int NT = 256, NWARPS = NT / 32;
 constexpr int BLOCK = WG ? 2 * NT : NT;    // threads per block
 constexpr int SEL0 = WG ? NT : 0;         // first selection thread
 constexpr int RING = WG ? 4 : 1;          // score tiles between the product and the selection
-constexpr int PAIRS = 128;                // N of the score product: (query, head) columns, zero-padded
+constexpr int PAIRS = 128;                // (query, head) columns of a block, zero-padded: the widest product N
 constexpr int HB = H / 8;                 // 8-column accumulator blocks per query
 constexpr int KS = D / 16;                // k-steps of 16
 constexpr int ROWB = D * 2;               // bytes per bf16 row

@@ -1,9 +1,10 @@
 // sm_90a tile loop, warp-specialized: the product warpgroups score key tiles on the tensor cores (wgmma)
 // while the selection warpgroups append the scores in key order and compact the candidate buffers.
 //
-// Score tile = K_tile [TILE x D] * Q_block^T [D x 128]: keys as M (two warpgroups of 64 keys), the
-// block's (query, head) pairs as N = 128 (zero columns past nq * H), K = D in 16-wide steps in order,
-// m64n128k16 for every program, so the float32 operations of a score never depend on H's block layout.
+// Score tile = K_tile [TILE x D] * Q_block^T [D x N]: keys as M (two warpgroups of 64 keys), the unit's
+// (query, head) pairs as N = 32, 64 or 128, the fewest columns that hold its nq * H pairs (zero columns past
+// them), K = D in 16-wide steps in order: m64nNk16, whose every element is the same k16 steps whatever N is,
+// so the float32 operations of a score depend neither on H's block layout nor on the unit's queries.
 //
 // Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (cp.async, double-
 // buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
