@@ -142,6 +142,21 @@ def test_compile_report_compiles_a_new_text_each_time_and_refuses_an_empty_log(m
         cc.compile_report(src, name="k.cu", target="sm_80")
 
 
+def test_cold_compile_seconds_compiles_a_text_no_cache_holds(monkeypatch):
+    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
+    texts = []
+    real = cc._run_nvrtc
+
+    def spy(text, *args, **kwargs):
+        texts.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(cc, "_run_nvrtc", spy)
+    times = [cc.cold_compile_seconds(src, name="k.cu", target="sm_80") for _ in range(2)]
+    assert all(t > 0 for t in times)
+    assert len(texts) == 2 and texts[0] != texts[1] and all(src in t for t in texts)
+
+
 def test_launch_refuses_python_scalars():
     from cake_rt.launch.grid import _dim3, _pack_args
 
