@@ -5,6 +5,7 @@
 #      peers are on PYTHONPATH;
 #   3. every kernel under compute-sanitizer (scripts/sanitize).
 # Usage (repo root): [OUT=dir] bash scripts/device-verify.sh       (carry .peers for the peer comparisons)
+# Leaves $OUT/verify.log (the summary) and $OUT/verify.tgz (every log, the JUnit file).
 set -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONPATH=$here:$here/.peers PYTHONUNBUFFERED=1
@@ -24,3 +25,7 @@ echo "suite rc=$?" >> "$OUT/suite.log"; grep -E "passed|failed|error|FAILED|ERRO
 say "compute-sanitizer"
 OUT=$OUT timeout 300 bash scripts/sanitize all 2>&1 | tee -a "$LOG"
 say "done"
+# The device tool brings back at most 8 files from $OUT: everything in one archive, the summary beside it.
+pack=$(mktemp --suffix .tgz)
+tar czf "$pack" -C "$OUT" --exclude ./verify.log . && mv "$pack" "$OUT/verify.tgz" \
+    && find "$OUT" -type f ! -name verify.tgz ! -name verify.log -delete
