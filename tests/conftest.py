@@ -1,5 +1,9 @@
-"""Shared pytest configuration: tests marked ``gpu`` are skipped, with a reason, when no CUDA GPU is usable."""
+"""Shared pytest configuration: tests marked ``gpu`` are skipped, with a reason, when no CUDA GPU is usable;
+``load_script`` gives a test a file of ``scripts/`` as a module."""
 import functools
+import importlib.machinery
+import importlib.util
+import pathlib
 
 import pytest
 
@@ -36,3 +40,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def load_script():
+    """``load_script(name)``: the file ``scripts/<name>`` (no ``.py`` needed) loaded as a module, ``main`` not run."""
+
+    def load(name: str):
+        path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / name
+        loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), str(path))
+        mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+        loader.exec_module(mod)
+        return mod
+
+    return load

@@ -1,26 +1,12 @@
 """CPU: ``scripts/compile-time`` times each listed program's cold compile and fails past ``--limit``."""
-import importlib.machinery
-import importlib.util
-import pathlib
-
 import pytest
 
 from cake_rt.launch.compile import available_targets
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "compile-time"
-
-
-def _main():
-    loader = importlib.machinery.SourceFileLoader("compile_time_script", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod.main
-
 
 @pytest.mark.skipif("sm_80" not in available_targets(), reason="NVRTC without sm_80")
-def test_compile_time_lists_each_program_and_applies_the_limit(capsys):
-    main = _main()
+def test_compile_time_lists_each_program_and_applies_the_limit(capsys, load_script):
+    main = load_script("compile-time").main
     args = ["sm_80", "--ops", "dsa", "--shapes", "heads=8,head_dim=64"]
     assert main(args + ["--limit", "1000"]) == 0
     out = capsys.readouterr().out

@@ -123,8 +123,9 @@ def test_compile_report_parses_registers_and_spills():
     assert rep["big"]["stack_bytes"] > 0  # a run-time indexed array lives in local memory
 
 
-def test_compile_report_compiles_a_new_text_each_time_and_refuses_an_empty_log(monkeypatch):
-    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
+@pytest.fixture
+def nvrtc_texts(monkeypatch):
+    """Every text NVRTC is given from here on (``_run_nvrtc`` spied on; it still compiles)."""
     texts = []
     real = cc._run_nvrtc
 
@@ -133,27 +134,25 @@ def test_compile_report_compiles_a_new_text_each_time_and_refuses_an_empty_log(m
         return real(text, *args, **kwargs)
 
     monkeypatch.setattr(cc, "_run_nvrtc", spy)
+    return texts
+
+
+def test_compile_report_compiles_a_new_text_each_time_and_refuses_an_empty_log(monkeypatch, nvrtc_texts):
+    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
     reports = [cc.compile_report(src, name="k.cu", target="sm_80") for _ in range(2)]
     assert reports[0] == reports[1] and reports[0]["k"]["registers"] > 0
-    assert len(set(texts[-2:])) == 2  # NVRTC may skip ptxas (and its report) for a text it has compiled
+    assert len(set(nvrtc_texts[-2:])) == 2  # NVRTC may skip ptxas (and its report) for a text it has compiled
 
     monkeypatch.setattr(cc, "_run_nvrtc", lambda *a, **k: (b"", "ptxas info    : Compile time = 1 ms\n"))
     with pytest.raises(cc.CompileError, match="no ptxas report"):
         cc.compile_report(src, name="k.cu", target="sm_80")
 
 
-def test_cold_compile_seconds_compiles_a_text_no_cache_holds(monkeypatch):
+def test_cold_compile_seconds_compiles_a_text_no_cache_holds(nvrtc_texts):
     src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
-    texts = []
-    real = cc._run_nvrtc
-
-    def spy(text, *args, **kwargs):
-        texts.append(text)
-        return real(text, *args, **kwargs)
-
-    monkeypatch.setattr(cc, "_run_nvrtc", spy)
     times = [cc.cold_compile_seconds(src, name="k.cu", target="sm_80") for _ in range(2)]
     assert all(t > 0 for t in times)
+    texts = nvrtc_texts
     assert len(texts) == 2 and texts[0] != texts[1] and all(src in t for t in texts)
 
 

@@ -27,6 +27,7 @@ import re
 import stat
 import tempfile
 import threading
+import time
 import warnings
 
 KERNEL_ROOT = pathlib.Path(__file__).resolve().parent.parent / "kernels"
@@ -397,8 +398,6 @@ def cold_compile_seconds(source: str, *, name: str, target: str, defines=None, o
     program costs on a machine with an empty kernel cache. NVRTC 13 answers a text it has compiled before faster
     (seen on the H200's machine: 0.26 s for an SSD program that takes ~1.2-1.6 s), so a timing of the plain text
     after any earlier compile of it, even in another process, is not a cold compile."""
-    import time
-
     t0 = time.perf_counter()
     _run_nvrtc(fresh_text(_full_text(source, defines)), name, target, options, verbose=False)
     return time.perf_counter() - t0
