@@ -246,15 +246,17 @@ class Guarded:
     ``begin()`` / ``end(handle, capturing)`` bracket a call that uses the object: ``end`` records an event
     on the call's stream (or, under capture, pins the object for the life of the process). ``retire()``
     hands the object to the retirement list: it is freed once every recorded event has completed and no
-    call is between ``begin`` and ``end``.
+    call is between ``begin`` and ``end``; ``retired`` tells a holder outside the cache that evicted it (a
+    memoized problem's plan) to look it up again.
     """
 
-    __slots__ = ("_events", "_inflight", "pinned", "__weakref__")
+    __slots__ = ("_events", "_inflight", "pinned", "retired", "__weakref__")
 
     def __init__(self):
         self._events = {}
         self._inflight = 0
         self.pinned = False
+        self.retired = False
 
     def begin(self) -> None:
         with _life_lock:
@@ -299,6 +301,7 @@ class Guarded:
         return True
 
     def retire(self) -> None:
+        self.retired = True
         if self.pinned:
             return  # a captured graph may still replay with it: kept for the life of the process
         with _life_lock:

@@ -515,18 +515,21 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
             put(0)
         elif type(a) is nd and a._c_contiguous:  # strides follow from the shape (others fail validation)
             d = a.data
-            add(a.shape)
-            add(a.dtype)
-            add(d.device_id)
+            add((a.shape, a.dtype, d.device_id))
             put(d.ptr)
         else:
             return None
-    if not add_host_metadata_key(sig, (seq_idx, cu_seqlens)):
+    if seq_idx is not None or type(cu_seqlens) is not np.ndarray:
+        if not add_host_metadata_key(sig, (seq_idx, cu_seqlens)):
+            return None
+    else:  # the common varlen call: host cu_seqlens alone
+        add(None)
+        add((cu_seqlens.dtype.char, cu_seqlens.shape, cu_seqlens.tobytes()))
+    if type(dt_limit) is not tuple or len(dt_limit) != 2:
         return None
-    if type(dt_limit) is not tuple:
-        return None
-    sig.extend((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, dt_limit, tuple(map(type, dt_limit)),
-                type(final), final, type(varlen), varlen, type(chunks), chunks, state_dtype, family))
+    lo, hi = dt_limit
+    add((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, lo, hi, type(lo), type(hi), type(final), final,
+         type(varlen), varlen, type(chunks), chunks, state_dtype, family))
     return tuple(sig)
 
 
