@@ -689,12 +689,12 @@ def _run(dp: _DevicePlan, args: tuple, tickets, schedule, handle: int) -> None:
     """Launch dsa_scan, the only kernel of a call, on stream ``handle`` with ``_launch_args``' pointers."""
     scan = dp.packed(schedule)
     if tickets is None:
-        scan.run(handle, *args)
+        scan.run(handle, args)
         return
     if tickets.dirty:
         tickets.before_launch(handle)
     try:
-        scan.run(handle, *args)
+        scan.run(handle, args)
     except BaseException:
         tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
         raise

@@ -285,7 +285,8 @@ class _Problem:
     device: int
     table_key: tuple = ()     # (device, table bytes): the device-table cache key (bytes hash once)
     nbytes: tuple = ()        # bytes of each of _ARRAYS (out last), for the per-call overlap check
-    out_shapes: tuple = ()    # (final, varlen, chunk) state shapes, None where not asked for
+    state_alloc: tuple = ()   # (slot, shape) of each state asked for; slot 0 final, 1 varlen, 2 chunk
+    held_table: object = None  # the device table of the last call: used while the cache has not retired it
     scalars: tuple = ()       # the kernel's scalar arguments
     planned: tuple | None = None  # (the switches in force, the plan made under them)
     want_states: bool = False      # any state returned
@@ -471,9 +472,9 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
     p.table_key = (dev, table.tobytes())
     p.nbytes = tuple(0 if a is None else int(a.nbytes) for a in _arrays_of(p))
     shape = (nheads, headdim, dstate)
-    p.out_shapes = tuple((n,) + shape if want else None for n, want in ((p.nfinal, want_final),
-                                                                         (p.nvarlen, want_varlen),
-                                                                         (total_ckpts, want_chunks)))
+    p.state_alloc = tuple((i, (n,) + shape) for i, (n, want) in enumerate(((p.nfinal, want_final),
+                                                                            (p.nvarlen, want_varlen),
+                                                                            (total_ckpts, want_chunks))) if want)
     p.want_states = want_final or want_varlen or want_chunks
     p.scalars = (np.int32(nseg), np.int32(total_chunks), np.int32(nheads), np.int32(ngroups), np.int32(flags),
                  np.float32(lo), np.float32(hi))
@@ -928,31 +929,34 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
     _, pk, coop, o1, o2, o3, o4 = ex
-    table = _tables.get(p.table_key)
-    if table is None:
-        table = _device_table(p, handle, s, capturing)
+    table = p.held_table
+    if table is None or table.retired:
+        table = _tables.get(p.table_key)
+        if table is None:
+            table = _device_table(p, handle, s, capturing)
+        p.held_table = table
     state = stream_state(p.device, handle, capturing, s) if coop else None
     used = (table,) if state is None else (table, state)
     begin_call(used)
     try:
-        states = None
+        states = ()
         if y is None or p.want_states:
             # Allocated from the call's stream's pool (stream-ordered reuse); entering the stream costs 1 us
             # on the H200 host, skipped when it is the current one already (a call with stream=None).
             if _cupy.cuda.get_current_stream().ptr == handle:
-                y, states = _allocate(p, y)
+                y, states, tail = _allocate(p, y)
             else:
                 with s:
-                    y, states = _allocate(p, y)
+                    y, states, tail = _allocate(p, y)
             ptrs[9] = y.data.ptr
-            ptrs += [0 if a is None else a.data.ptr for a in states]
+            ptrs += tail
         else:
             ptrs += (0, 0, 0)
         ptrs.append(table.ptr)
         if handle not in table.ordered:
             table.order_after_upload(handle, capturing)
         if not coop:
-            pk.run(handle, *ptrs)
+            pk.run(handle, ptrs)
         else:
             ws = state.workspaces.get("ssd_chunkpar")
             if ws is None or ws.nbytes < plan.workspace_bytes:
@@ -965,8 +969,9 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
                 words = state_ticket_words(state, handle, p.device, 4, s, capturing)
             if words.dirty:
                 words.before_launch(handle)
+            ptrs += (base, base + o1, base + o2, base + o3, base + o4, words.ptr)
             try:
-                pk.run(handle, *ptrs, base, base + o1, base + o2, base + o3, base + o4, words.ptr)
+                pk.run(handle, ptrs)
             except BaseException:
                 words.mark_dirty()  # the next call re-zeroes the words on its own stream
                 raise
@@ -974,15 +979,21 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
         end_call(used, p.device, handle, capturing)
     if not p.want_states:  # y alone when no state was asked for (whether or not y was allocated here)
         return y
-    return (y, *[a for a in states if a is not None])
+    return (y, *states)
 
 
 def _allocate(p: _Problem, y):
-    """(y, [final, varlen, chunk states or None]) on the current stream; y allocated when None."""
+    """(y, the states asked for (final, varlen, chunk order), the three state pointers (0 for one not asked
+    for)) on the current stream; y allocated when None."""
     empty = _cupy.empty
     if y is None:
         y = empty(p.x.shape, p.x.dtype)
-    return y, [None if shape is None else empty(shape, p.state_dtype) for shape in p.out_shapes]
+    states, tail = [], [0, 0, 0]
+    for i, shape in p.state_alloc:
+        a = empty(shape, p.state_dtype)
+        states.append(a)
+        tail[i] = a.data.ptr
+    return y, states, tail
 
 
 def _executable(p: _Problem, plan: SsdPlan) -> tuple:
