@@ -73,6 +73,22 @@ refused(lambda: ssd_call(out=x), "out: its memory overlaps x")
 base = make(np.empty(L * H * P * 2 + 64, np.uint8))
 mis = base[2:2 + L * H * P * 2].view(BF16).reshape(1, L, H, P)
 refused(lambda: ssd_call(z=mis), "z: the data pointer")
+# The memoized problem holds its device table while the cache keeps it: once evicted (retired) the next call
+# uploads a table of its own and launches with it.
+ssd_call()
+p_s = ssd._problems[ssd._signature((x, dt, A, B, C, None, z, None, None, y), [], 64, None, cu, False, (0.0, float("inf")),
+                                   True, False, False, None, "auto")]
+held = p_s.held_table
+ssd._tables.clear()
+assert held.retired
+launches = []
+from cupy_backends.cuda.api import driver
+driver.launchCooperativeKernel = lambda *a: launches.append(a)
+driver.launchKernel = lambda *a: launches.append(a)
+ssd_call()
+assert p_s.held_table is not held and not p_s.held_table.retired and len(launches) == 1
+pk = p_s.executable[1]
+assert pk._slots[pk.slot_names.index("table")] == p_s.held_table.ptr  # the launch read the new table
 for v in ssd._problems.values():                                   # the memo holds no caller array
     assert not any(type(a).__module__.startswith("cupy") for a in ssd._arrays_of(v)), v
 
@@ -99,6 +115,22 @@ refused(lambda: cake_rt.dsa_indexer_det_topk(qb[8:8 + T * 32 * 128 * 2].view(BF1
         "q: the data pointer")
 for v in dsa._problems.values():
     assert v.q is None and v.k is None and v.w is None
+# The memoized problem holds its device plan: an evicted (retired) plan is planned again, a changed switch
+# (CAKE_RT_DSA_MMA picks the program) gives another plan, and setting it back the first one again.
+import os
+p0 = next(v for v in dsa._problems.values() if v.held is not None)
+dp0 = p0.held[1]
+dsa._plan_cache.clear()
+assert dp0.retired
+dsa_call()
+assert p0.held[1] is not dp0 and not p0.held[1].retired
+dp1 = p0.held[1]
+os.environ["CAKE_RT_DSA_MMA"] = "sync"
+dsa_call()
+assert p0.held[1] is not dp1 and p0.held[0] == (False, False)
+del os.environ["CAKE_RT_DSA_MMA"]
+dsa_call()
+assert p0.held[1] is dp1 and p0.held[0] == (True, False)
 runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc)
 runner(stream=s)
 records.clear(); runner(stream=s); assert len(records) == 1, records
