@@ -582,7 +582,7 @@ class _DevicePlan(UploadedTable):
         # What every call of the plan reads, computed once: the work units, the workspace bytes, the ticket words
         # (by schedule: 0 when a launch needs none), the workspace counts' offset.
         self.nunits, self.need = plan.nunits, plan.workspace_bytes
-        self.words = {sch: plan.ticket_words if _needs_words(plan, sch) else 0 for sch in ("ticket", "static")}
+        self.words = {sch: plan.ticket_words if _needs_words(plan, sch) else 0 for sch in SCHEDULES}
         self.counts_offset = plan.counts_offset
         self._packed = {}
         self.owned = ()  # a runner's ticket words and workspace: freed with the plan
