@@ -234,7 +234,7 @@ class PackedLaunch:
     """
 
     __slots__ = ("kernel", "grid", "block", "shared_mem", "cooperative", "tag", "_fn", "_holders", "_params",
-                 "_addr", "_slots", "_nslots", "_lock", "slot_names", "_head")
+                 "_addr", "_slots", "_nslots", "_lock", "slot_names")
 
     def __init__(self, kernel, grid, block, args, *, shared_mem: int = 0, cooperative: bool = False,
                  tag: str = ""):
@@ -262,34 +262,36 @@ class PackedLaunch:
         self._holders, self._params = holders, params
         self._addr = ctypes.addressof(params)
         self._lock = threading.Lock()
-        # The driver call's leading arguments (function, grid, block, shared memory), packed once: a run adds
-        # the stream and the argument buffer.
-        self._head = (self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem)
 
     def run(self, handle: int, pointers) -> None:
         """Fill every slot (``pointers``: a sequence of one int per slot, in order; 0 is a null pointer) and
         launch."""
+        g, b = self.grid, self.block
         if len(pointers) != self._nslots:
             raise TypeError(f"{self.kernel.name}: expected {self._nslots} pointers ({', '.join(self.slot_names)}), "
                             f"got {len(pointers)}")
         with self._lock:
             self._slots[:self._nslots] = pointers
             if self.cooperative:
-                driver.launchCooperativeKernel(*self._head, handle, self._addr)
+                driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem,
+                                               handle, self._addr)
             else:
-                driver.launchKernel(*self._head, handle, self._addr, 0)
+                driver.launchKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle,
+                                    self._addr, 0)
         if getattr(_local, "stack", None):
-            _record(self.kernel, self.grid, self.block, self.shared_mem, self.cooperative, handle, self.tag)
+            _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
 
     def run_bound(self, handle: int) -> None:
         """Launch on stream ``handle`` a launch packed without slots (its argument buffer never changes, so
         no lock). ``run`` with no pointers would work too; this path exists because the lock and the empty
         fill cost a prepared run ~0.5 us of its ~1.3 us of Python (CPU stand-in, scripts/host_time.py)."""
+        g, b = self.grid, self.block
         if self._nslots:
             raise TypeError(f"{self.kernel.name}: run_bound on a launch with slots ({', '.join(self.slot_names)})")
         if self.cooperative:
-            driver.launchCooperativeKernel(*self._head, handle, self._addr)
+            driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle,
+                                           self._addr)
         else:
-            driver.launchKernel(*self._head, handle, self._addr, 0)
+            driver.launchKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle, self._addr, 0)
         if getattr(_local, "stack", None):
-            _record(self.kernel, self.grid, self.block, self.shared_mem, self.cooperative, handle, self.tag)
+            _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
