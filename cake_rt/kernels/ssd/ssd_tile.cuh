@@ -1062,12 +1062,19 @@ struct MDiag {
     const float* dtv;  // its dt'
     float ct0, ct1;    // cs of the strip rows g and g + 8
     int r0;            // strip row offset (16 w)
-    __device__ __forceinline__ float one(float v, int r, int c) const {
-        const float ct = r < 8 ? ct0 : ct1;
-        return c <= r0 + r ? __fmul_rn(__fmul_rn(v, ex2(__fsub_rn(ct, cs[c]))), dtv[c]) : 0.0f;
+    // Every element is computed and those right of the diagonal are dropped after (their ex2 may be inf: dropped
+    // all the same): without a branch per element, the loads and ex2 chains of a k-tile's elements interleave.
+    __device__ __forceinline__ float masked(float v, float ct, float q, float d, int r, int c) const {
+        const float m = __fmul_rn(__fmul_rn(v, ex2(__fsub_rn(ct, q))), d);
+        return c <= r0 + r ? m : 0.0f;
     }
-    __device__ __forceinline__ uint32_t pair(float v0, float v1, int r, int c) const {
-        return pack2(one(v0, r, c), one(v1, r, c + 1));
+    __device__ __forceinline__ float one(float v, int r, int c) const {
+        return masked(v, r < 8 ? ct0 : ct1, cs[c], dtv[c], r, c);
+    }
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int r, int c) const {  // c even
+        const float ct = r < 8 ? ct0 : ct1;
+        const float2 q = *(const float2*)(cs + c), d = *(const float2*)(dtv + c);
+        return pack2(masked(v0, ct, q.x, d.x, r, c), masked(v1, ct, q.y, d.y, r, c + 1));
     }
 };
 

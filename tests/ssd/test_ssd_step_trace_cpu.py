@@ -1,0 +1,43 @@
+"""CPU: ``scripts/ssd-step-trace`` patches phase 3 of the chunk-parallel kernel by text anchors; the patched sources
+must still find every anchor in today's kernel and compile for sm_90a (no GPU needed)."""
+import pathlib
+import shutil
+
+import pytest
+
+from cake_rt.launch.compile import available_targets, compile_report, load_source
+from cake_rt.ops import ssd
+
+KERNELS = pathlib.Path(ssd.__file__).resolve().parents[1] / "kernels"
+
+
+def test_every_stamp_finds_its_anchor(load_script):
+    trace = load_script("ssd-step-trace")
+    tile = trace.patch_tile((KERNELS / "ssd" / "ssd_tile.cuh").read_text())
+    kernel = trace.patch_kernel((KERNELS / "ssd" / "ssd_combined.cu").read_text())
+    for slot in (trace.M_S, trace.P_PREP, trace.P_S):
+        assert f"ssd_st(tr, {slot});" in tile
+    for slot in (trace.M_T0, trace.M_T1):
+        assert f"ssd_st(tr, {slot});" in kernel
+    for base in (trace.M_RB, trace.P_RB):  # every row-block and step stamp of both roles
+        for k in range(4):
+            assert f"ssd_st(tr, {base} + {20} * i + {k});" in tile
+    assert tile.count("ssd_st(tr, ") >= 3 + 2 * 4 + 4 + 4 * 2  # ... and the producer's per-step copies
+    assert "produce_bx_tr<HB, NBUF, SSD_N>(tr, i, j," in tile and "produce_cbx_tr<HB, NBUF>(tr, i, j," in tile
+    assert "ssd_step_rec(1)" in kernel and "ssd_step_rec(0)" in kernel
+
+
+@pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
+def test_the_patched_kernel_compiles(tmp_path, load_script):
+    trace = load_script("ssd-step-trace")
+    for part in ("ssd", "common"):  # the kernel includes ../common: the same layout under tmp_path
+        shutil.copytree(KERNELS / part, tmp_path / part)
+    for name, fn in (("ssd_tile.cuh", trace.patch_tile), ("ssd_combined.cu", trace.patch_kernel)):
+        (tmp_path / "ssd" / name).write_text(fn((tmp_path / "ssd" / name).read_text()))
+    text = load_source(tmp_path / "ssd" / "ssd_combined.cu")
+    assert "ssd_steps[" in text
+    for staged in (0, 1):  # the staged program's producer copies C B^T blocks through its own traced copy
+        defs = next(d for _, d in ssd.programs("sm_90a")
+                    if d.get("SSD_WG") and d.get("SSD_N") == 128 and d.get("SSD_CB_STAGED") == staged)
+        rep = compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)
+        assert {"ssd_chunkpar", "ssd_exact"} <= set(rep)
