@@ -61,7 +61,9 @@ class LaunchRecord:
 
 
 _local = threading.local()
-_recording = 0  # open record_launches blocks in all threads: a launch reads its thread's stack only when one is
+# Open record_launches blocks in all threads: a launch reads its thread's stack only while one is (a missing
+# attribute of a threading.local costs 0.28 us, a launch's whole Python path is ~1 us).
+_recording = 0
 _recording_lock = threading.Lock()
 
 
@@ -170,6 +172,8 @@ def cooperative_grid_size(kernel, work_items: int, block_threads: int, dyn_smem_
 
 
 def _record(kernel, grid, block, shared_mem, cooperative, sptr, tag):
+    if not _recording:
+        return
     stack = getattr(_local, "stack", None)
     if stack:
         rec = LaunchRecord(kernel.name, grid, block, int(shared_mem), cooperative, sptr, tag, kernel.device)
