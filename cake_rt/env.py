@@ -45,24 +45,23 @@ _data = getattr(_environ, "_data", None)  # the dict os.environ reads and writes
 _encoded: dict = {}
 
 
-def _get(name: str):
-    """``os.environ.get(name)`` without the ``KeyError`` that ``os.environ`` raises and catches for an unset
-    name (0.7 us, paid by every call of an op that reads its switches per call)."""
-    e = os.environ
-    if e is not _environ or _data is None:
-        return e.get(name)
-    k = _encoded.get(name)
-    if k is None:
-        k = _encoded[name] = e.encodekey(name)
-    v = _data.get(k)
-    return None if v is None else e.decodevalue(v)
-
-
 def text(name: str, default: str | None = None) -> str | None:
-    """The raw value of switch ``name`` (blanks stripped), or ``default`` when unset."""
+    """The raw value of switch ``name`` (blanks stripped), or ``default`` when unset.
+
+    Read from the dict ``os.environ`` keeps, without the ``KeyError`` that ``os.environ.get`` raises and catches
+    for an unset name (0.7 us, paid by every call of an op that reads its switches per call)."""
     if name not in SWITCHES:
         _check(name)
-    v = _get(name)
+    e = os.environ
+    if e is not _environ or _data is None:
+        v = e.get(name)
+    else:
+        k = _encoded.get(name)
+        if k is None:
+            k = _encoded[name] = e.encodekey(name)
+        v = _data.get(k)
+        if v is not None:
+            v = e.decodevalue(v)
     return default if v is None else v.strip()
 
 

@@ -327,7 +327,6 @@ def ssd_pieces(fns, s, n=3000):
     key = sig()
     p = m._problems[key]
     ptrs = [0 if a is None else a.data.ptr for a in arrays]
-    plan = m._plan(p, "auto")
     cur = cupy.cuda.get_current_stream()
     shape, nbytes = (1, 8, 64, 64), 8 * 64 * 64 * 4
     mp = cupy.cuda.alloc(nbytes)
@@ -340,7 +339,7 @@ def ssd_pieces(fns, s, n=3000):
         "  resolve(stream)": lambda: streams.resolve(s, 0),
         "  is_capturing": lambda: streams.is_capturing(s.ptr),
         "  _plan": lambda: m._plan(p, "auto"),
-        "  _launch": lambda: m._launch(p, plan, y, list(ptrs), s, s.ptr, False),
+        "  _launch (resolve, _plan, launch)": lambda: m._launch(p, "auto", s, y, list(ptrs)),
         "with stream (not current)": lambda: enter(s),
         "with stream (current)": lambda: enter(cur),
         "cupy.empty 512 KiB": lambda: cupy.empty(shape, np.float32),

@@ -91,6 +91,60 @@ pk = p_s.executable[1]
 assert pk._slots[pk.slot_names.index("table")] == p_s.held_table.ptr  # the launch read the new table
 for v in ssd._problems.values():                                   # the memo holds no caller array
     assert not any(type(a).__module__.startswith("cupy") for a in ssd._arrays_of(v)), v
+# A repeated call is compared with the last signature before any hash: a scalar of another type still fails its
+# check (a value is never compared across types: an array's == is elementwise).
+ssd_call()
+for kw, exc, match in ((dict(return_final_states=1), TypeError, "return_final_states: expected a bool"),
+                       (dict(dt_limit=(0.0, np.array([1.0, 2.0]))), TypeError, "dt_limit: expected a pair")):
+    try:
+        ssd_call(**kw)
+    except exc as e:
+        assert str(e).startswith(match), e
+    else:
+        raise AssertionError(f"not refused: {kw}")
+# A chunk-parallel problem holds its stream's state, workspace and ticket words per stream: another stream gets
+# its own, a released (retired) state or a collected stream's is replaced, a workspace grown by another problem
+# on the stream is taken again; every launch reads the parts of its own stream's state.
+from cake_rt.launch import streams
+from cake_rt.launch.streams import StreamHandle
+def chunkpar_call(stream, xx=x, bb=B, dd=dt, zz=z, yy=y):
+    return cake_rt.ssd_combined(xx, dd, A, bb, bb, 64, z=zz, cu_seqlens=None, out=yy, family="chunkpar",
+                                stream=stream)
+def launched_parts(p):
+    pk = p.executable[1]
+    got = [pk._slots[pk.slot_names.index(n)] for n in ("ws_states", "tickets")]
+    st = streams.stream_states().get(streams.stream_key(0, p.held_stream[0]))
+    assert st is p.held_stream[1] and not st.retired
+    assert got == [st.workspaces["ssd_chunkpar"].data.ptr, st.tickets[4].ptr], (got, st)
+    return st
+chunkpar_call(s)
+p_c = ssd._last_call[1]                                             # the problem of the last call
+st_s = launched_parts(p_c)
+owner2 = bytearray(64)
+s2 = type(s).from_external(StreamHandle(id(owner2)))
+chunkpar_call(s2)
+st_s2 = launched_parts(p_c)
+assert st_s2 is not st_s and p_c.held_stream[0] == s2.ptr
+streams.release_stream(s2)
+assert st_s2.retired
+chunkpar_call(s2)
+assert launched_parts(p_c) is not st_s2                             # a retired state is replaced
+chunkpar_call(s)
+assert launched_parts(p_c) is st_s                                  # back on s: s's own parts
+chunkpar_call(s2)
+streams._dead.append(streams.stream_key(0, s2.ptr))                 # s2's stream object collected (weakref callback)
+st_old = p_c.held_stream[1]
+chunkpar_call(s2)
+assert st_old.retired and launched_parts(p_c) is not st_old
+chunkpar_call(s)
+version = st_s.workspace_version
+L2 = 4 * L                                                          # a larger problem grows s's workspace
+x2 = make(np.empty((1, L2, H, P), BF16)); y2 = make(np.empty((1, L2, H, P), BF16))
+B2 = make(np.empty((1, L2, 1, N), BF16)); dt2 = make(np.empty((1, L2, H), np.float32))
+chunkpar_call(s, x2, B2, dt2, None, y2)
+assert st_s.workspace_version > version
+chunkpar_call(s)
+assert launched_parts(p_c) is st_s                                  # the grown workspace, not the retired one
 
 # ---- DSA
 T, Tkv = 64, 300

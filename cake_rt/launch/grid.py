@@ -61,20 +61,29 @@ class LaunchRecord:
 
 
 _local = threading.local()
+# Open record_launches blocks in all threads: a launch reads its thread's stack only while one is (a missing
+# attribute of a threading.local costs 0.28 us, a launch's whole Python path is ~1 us).
+_recording = 0
+_recording_lock = threading.Lock()
 
 
 @contextlib.contextmanager
 def record_launches():
     """Collect a ``LaunchRecord`` for every launch this thread makes inside the ``with`` block."""
+    global _recording
     stack = getattr(_local, "stack", None)
     if stack is None:
         stack = _local.stack = []
     records: list = []
     stack.append(records)
+    with _recording_lock:
+        _recording += 1
     try:
         yield records
     finally:
         stack.remove(records)
+        with _recording_lock:
+            _recording -= 1
 
 
 def _dim3(v, what):
@@ -163,6 +172,8 @@ def cooperative_grid_size(kernel, work_items: int, block_threads: int, dyn_smem_
 
 
 def _record(kernel, grid, block, shared_mem, cooperative, sptr, tag):
+    if not _recording:
+        return
     stack = getattr(_local, "stack", None)
     if stack:
         rec = LaunchRecord(kernel.name, grid, block, int(shared_mem), cooperative, sptr, tag, kernel.device)
@@ -270,7 +281,9 @@ class PackedLaunch:
         if len(pointers) != self._nslots:
             raise TypeError(f"{self.kernel.name}: expected {self._nslots} pointers ({', '.join(self.slot_names)}), "
                             f"got {len(pointers)}")
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # acquire / release: 0.05 us less than a with statement
+        try:
             self._slots[:self._nslots] = pointers
             if self.cooperative:
                 driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem,
@@ -278,7 +291,9 @@ class PackedLaunch:
             else:
                 driver.launchKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle,
                                     self._addr, 0)
-        if getattr(_local, "stack", None):
+        finally:
+            lock.release()
+        if _recording and getattr(_local, "stack", None):
             _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)
 
     def run_bound(self, handle: int) -> None:
@@ -293,5 +308,5 @@ class PackedLaunch:
                                            self._addr)
         else:
             driver.launchKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle, self._addr, 0)
-        if getattr(_local, "stack", None):
+        if _recording and getattr(_local, "stack", None):
             _record(self.kernel, g, b, self.shared_mem, self.cooperative, handle, self.tag)

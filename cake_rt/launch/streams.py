@@ -334,7 +334,7 @@ def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) 
             for o in objs:
                 o.pin()
         return
-    key = stream_key(device, handle)
+    key = (device, handle, 0) if handle > PER_THREAD else stream_key(device, handle)  # stream_key, inlined
     ev = _call_events.get(key)
     if ev is None:
         key, ev = stream_event(device, handle)
@@ -418,6 +418,14 @@ class GuardedLRU:
                 pass
         return v
 
+    def touch(self, key) -> None:
+        """Make ``key`` the most recently used (``get`` without the value: a holder of the value keeps its place;
+        no-op when it is gone)."""
+        try:
+            self._d.move_to_end(key)
+        except KeyError:
+            pass
+
     def put(self, key, value):
         """Insert ``value`` (or return the value another thread inserted first)."""
         evicted = []
@@ -461,9 +469,12 @@ class Buffer(Guarded):
 # ----------------------------------------------------------------------------------------------------
 
 class StreamState(Guarded):
-    """Library memory private to one stream: ticket words (by size) and grow-only workspaces (by name)."""
+    """Library memory private to one stream: ticket words (by size) and grow-only workspaces (by name).
 
-    __slots__ = ("key", "handle", "tickets", "workspaces", "_old", "watch")
+    ``workspace_version`` counts the workspaces replaced by a growth: a holder of a workspace's pointers (a
+    memoized problem) uses them while the version it took them at is current and the state is not retired."""
+
+    __slots__ = ("key", "handle", "tickets", "workspaces", "workspace_version", "_old", "watch")
 
     def __init__(self, key, handle):
         super().__init__()
@@ -471,6 +482,7 @@ class StreamState(Guarded):
         self.watch = None
         self.tickets = {}
         self.workspaces = {}
+        self.workspace_version = 0
         self._old = []  # grown-out workspaces: retired with their own events
 
     def pin(self) -> None:

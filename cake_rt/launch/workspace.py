@@ -54,6 +54,7 @@ def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stre
             old.end(handle, False)
             old.retire()
     state.workspaces[key] = new
+    state.workspace_version += 1
     return new
 
 

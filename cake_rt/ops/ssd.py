@@ -22,8 +22,10 @@ from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device
                        check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
 from .. import env
 from ..launch.grid import PackedLaunch, Slot, cooperative_capacity
-from ..launch.streams import (CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
+from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
                               is_capturing, stream_state, UploadedTable)
+from ..launch.streams import _dead as _dead_streams
+from ..launch.streams import stream_states
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -31,8 +33,9 @@ from ..launch.workspace import state_workspace
 try:  # bound once: the per-call path must not pay an import statement
     import cupy as _cupy
     from cupy import ndarray as _ndarray
+    from cupy_backends.cuda.api import runtime as _runtime
 except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
-    _cupy = _ndarray = None
+    _cupy = _ndarray = _runtime = None
 
 __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_family", "predict_us", "CostModel",
            "COST_MODELS", "cost_model_for", "cost_model_path", "DEFAULT_WORKSPACE_CAP", "last_plan", "programs"]
@@ -284,13 +287,15 @@ class _Problem:
     want_chunks: bool
     device: int
     table_key: tuple = ()     # (device, table bytes): the device-table cache key (bytes hash once)
-    nbytes: tuple = ()        # bytes of each of _ARRAYS (out last), for the per-call overlap check
+    in_spans: tuple = ()      # (index in _ARRAYS, bytes) of each input with bytes, for the per-call overlap check
+    out_nbytes: int = 0       # bytes of out
     state_alloc: tuple = ()   # (slot, shape) of each state asked for; slot 0 final, 1 varlen, 2 chunk
     held_table: object = None  # the device table of the last call: used while the cache has not retired it
     scalars: tuple = ()       # the kernel's scalar arguments
     planned: tuple | None = None  # (the switches in force, the plan made under them)
     want_states: bool = False      # any state returned
     executable: tuple | None = None  # _executable(self, plan) of the last plan
+    held_stream: tuple | None = None  # _stream_parts of the last chunk-parallel call (the executable's plan)
 
 
 def _as_bool(v, name):
@@ -470,7 +475,9 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
                  nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
     p.table_key = (dev, table.tobytes())
-    p.nbytes = tuple(0 if a is None else int(a.nbytes) for a in _arrays_of(p))
+    nbytes = [0 if a is None else int(a.nbytes) for a in _arrays_of(p)]
+    p.in_spans = tuple((i, n) for i, n in enumerate(nbytes[:9]) if n)
+    p.out_nbytes = nbytes[9]
     shape = (nheads, headdim, dstate)
     p.state_alloc = tuple((i, (n,) + shape) for i, (n, want) in enumerate(((p.nfinal, want_final),
                                                                             (p.nvarlen, want_varlen),
@@ -504,8 +511,8 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
     """Hashable signature of a call whose arrays are all C-contiguous CuPy arrays (or None) and whose metadata
     is host NumPy (or None): shapes, dtypes and devices of the arrays, the metadata's dtype, shape and
     bytes (a host array changed in place gives another signature), the scalars with their types (True and
-    1 differ). None when the call cannot be memoized (foreign arrays, device metadata, unhashable values).
-    Appends the arrays' pointers (0 for None) to ``ptrs``."""
+    1 differ; each type precedes its value). None when the call cannot be memoized (foreign arrays, device
+    metadata, unhashable values). Appends the arrays' pointers (0 for None) to ``ptrs``."""
     nd = _ndarray
     sig = []
     add = sig.append
@@ -529,8 +536,10 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
     if type(dt_limit) is not tuple or len(dt_limit) != 2:
         return None
     lo, hi = dt_limit
-    add((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, lo, hi, type(lo), type(hi), type(final), final,
-         type(varlen), varlen, type(chunks), chunks, state_dtype, family))
+    # Each type before its value: ``ssd_combined`` compares a signature with the last one (==) before hashing it,
+    # and a value of another type (an array, whose == is elementwise) must never reach the comparison of values.
+    add((type(chunk_size), chunk_size, type(dt_softplus), dt_softplus, type(lo), type(hi), lo, hi, type(final), final,
+         type(varlen), varlen, type(chunks), chunks, type(state_dtype), state_dtype, type(family), family))
     return tuple(sig)
 
 
@@ -540,18 +549,17 @@ def _check_memory(p: _Problem, arrays, ptrs: list) -> None:
     bad = 0
     for v in ptrs:
         bad |= v
-    if bad % 16:
+    if bad & 15:
         for name, a in zip(_ARRAYS, arrays):
             if a is not None:
                 check_aligned(a, name)
     o = ptrs[9]
-    if o:  # every array here passed the C-contiguity check: it spans [ptr, ptr + nbytes)
-        nb = p.nbytes
-        oe = o + nb[9]
-        if nb[9]:
-            for i in range(9):
-                if nb[i] and ptrs[i] < oe and o < ptrs[i] + nb[i]:
-                    check_disjoint_spans((("out", (o, oe)),), ((_ARRAYS[i], (ptrs[i], ptrs[i] + nb[i])),))
+    if o and p.out_nbytes:  # every array here passed the C-contiguity check: it spans [ptr, ptr + nbytes)
+        oe = o + p.out_nbytes
+        for i, n in p.in_spans:
+            q = ptrs[i]
+            if q < oe and o < q + n:
+                check_disjoint_spans((("out", (o, oe)),), ((_ARRAYS[i], (q, q + n)),))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -818,6 +826,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
 
 _tables = GuardedLRU(64)
 _tls = threading.local()
+_stream_states = stream_states()
 
 
 def _device_table(c: _Problem, handle: int, stream_obj, capturing: bool) -> UploadedTable:
@@ -889,14 +898,24 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     final_states [batch (1 with cu_seqlens), nheads, headdim, dstate], varlen_states [nseq, ...],
     chunk_states [total complete chunks, ...] (segment-major).
     """
+    global _last_call
     arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, out)
     ptrs = []
     sig = _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
                      return_varlen_states, return_chunk_states, state_dtype, family)
-    try:
-        p = None if sig is None else _problems.get(sig)
-    except TypeError:  # an unhashable scalar argument: validated every call
-        p = sig = None
+    p = None
+    if sig is not None:
+        last = _last_call
+        if last[0] == sig:  # a repeated call (every layer of a model has the same signature): no hash
+            p = last[1]
+        else:
+            try:
+                p = _problems.get(sig)
+            except TypeError:  # an unhashable scalar argument: validated every call
+                sig = None
+            else:
+                if p is not None:
+                    _last_call = (sig, p)
     if p is None:
         _refuse_device_metadata_under_capture(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)))
         if out is not None:
@@ -914,29 +933,48 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
             if len(_problems) >= _MEMO_SIZE:
                 _problems.clear()
             _problems[sig] = p
+            _last_call = (sig, p)
     _check_memory(p, arrays, ptrs)
+    if _runtime.getDevice() == p.device:  # current_device without a context manager when it is current
+        return _launch(p, family, stream, arrays[9], ptrs)
     with current_device(p.device):
-        s, handle = resolve_handle(stream, p.device)
-        capturing = is_capturing(handle)
-        plan = _tls.plan = _plan(p, family)
-        return _launch(p, plan, arrays[9], ptrs, s, handle, capturing)
+        return _launch(p, family, stream, arrays[9], ptrs)
 
 
-def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing: bool):
-    """Allocate the outputs the caller did not give and launch the plan's kernel on stream ``handle``
-    (``ptrs``: the pointers of the call's arrays in ``_ARRAYS`` order). Returns what ``ssd_combined`` returns."""
+_last_call = (None, None)  # (signature, problem) of the last memoized call
+
+
+def _launch(p: _Problem, family: str, stream, y, ptrs: list):
+    """Plan the call, allocate the outputs the caller did not give and launch the plan's kernel on ``stream``
+    (``ptrs``: the pointers of the call's arrays in ``_ARRAYS`` order), with ``p.device`` current. Returns what
+    ``ssd_combined`` returns."""
+    s, handle = resolve_handle(stream, p.device)
+    capturing = is_capturing(handle)
+    plan = _tls.plan = _plan(p, family)
     ex = p.executable
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
-    _, pk, coop, o1, o2, o3, o4 = ex
+        p.held_stream = None
+    pk, coop = ex[1], ex[2]
     table = p.held_table
     if table is None or table.retired:
         table = _tables.get(p.table_key)
         if table is None:
             table = _device_table(p, handle, s, capturing)
         p.held_table = table
-    state = stream_state(p.device, handle, capturing, s) if coop else None
-    used = (table,) if state is None else (table, state)
+    if coop:
+        # The stream's state, workspace and ticket words as the last call on this stream took them, while the
+        # state is neither retired nor grown out of that workspace and no collected stream awaits its state's
+        # release (a new stream may reuse its handle).
+        held = p.held_stream
+        if held is None or held[0] != handle or held[1].retired or held[1].workspace_version != held[2] \
+                or _dead_streams:
+            held = _stream_parts(p, plan, ex, handle, s, capturing)
+        else:
+            _stream_states.touch(held[1].key)  # the state stays as recently used as with a lookup
+        used = (table, held[1])
+    else:
+        used = (table,)
     begin_call(used)
     try:
         states = ()
@@ -958,18 +996,10 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
         if not coop:
             pk.run(handle, ptrs)
         else:
-            ws = state.workspaces.get("ssd_chunkpar")
-            if ws is None or ws.nbytes < plan.workspace_bytes:
-                ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap,
-                                     handle=handle, stream_obj=s, capturing=capturing)
-            base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, o4),
-            # CB blocks [o4, workspace_bytes)
-            words = state.tickets.get(4)
-            if words is None:
-                words = state_ticket_words(state, handle, p.device, 4, s, capturing)
+            words = held[3]
             if words.dirty:
                 words.before_launch(handle)
-            ptrs += (base, base + o1, base + o2, base + o3, base + o4, words.ptr)
+            ptrs += held[4]
             try:
                 pk.run(handle, ptrs)
             except BaseException:
@@ -980,6 +1010,29 @@ def _launch(p: _Problem, plan: SsdPlan, y, ptrs: list, s, handle: int, capturing
     if not p.want_states:  # y alone when no state was asked for (whether or not y was allocated here)
         return y
     return (y, *states)
+
+
+def _stream_parts(p: _Problem, plan: SsdPlan, ex: tuple, handle: int, s, capturing: bool) -> tuple:
+    """(handle, the stream's state, its workspace version, its ticket words, the pointers of the workspace parts
+    and of the words) for a chunk-parallel call of ``plan`` on stream ``handle``: the state made or looked up, its
+    workspace grown to the plan's bytes; held by the problem (not for the per-thread default stream, another
+    stream in every thread)."""
+    state = stream_state(p.device, handle, capturing, s)
+    ws = state.workspaces.get("ssd_chunkpar")
+    if ws is None or ws.nbytes < plan.workspace_bytes:
+        ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, handle=handle,
+                             stream_obj=s, capturing=capturing)
+    words = state.tickets.get(4)
+    if words is None:
+        words = state_ticket_words(state, handle, p.device, 4, s, capturing)
+    _, _, _, o1, o2, o3, o4 = ex
+    base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, o4),
+    # CB blocks [o4, workspace_bytes)
+    held = (handle, state, state.workspace_version, words, (base, base + o1, base + o2, base + o3, base + o4,
+                                                            words.ptr))
+    if handle != PER_THREAD:
+        p.held_stream = held
+    return held
 
 
 def _allocate(p: _Problem, y):
