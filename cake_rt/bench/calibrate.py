@@ -159,8 +159,8 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
             for fam in FAMILIES:
                 try:
                     plans[fam] = op.ssd_plan(*args, **kw, family=fam)
-                    measured[fam] = timer.time(lambda f=fam: op.ssd_combined(*args, **kw, family=f, out=y,
-                                                                             stream=stream))["median"] * 1e3
+                    measured[fam] = timer.time(lambda f=fam, y=y: op.ssd_combined(*args, **kw, family=f, out=y,
+                                                                                  stream=stream))["median"] * 1e3
                 except Exception as exc:  # chunkpar over its workspace cap, or no cooperative launch
                     out(f"{p['name']}: {fam} not runnable ({exc.__class__.__name__}: {exc})")
         stream.synchronize()
