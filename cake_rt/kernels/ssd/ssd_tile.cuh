@@ -1097,13 +1097,15 @@ struct MDiag {
 // sm_90a reads x and z from shared tiles (rows past `valid` are zero-filled) and calls `release()` once the last
 // unit's x and z are in registers, so their slots refill under this arithmetic; sm_80 loads z from global memory
 // and reads x as it goes (its register-held tiles leave no room for 32 more values) and calls it at the end.
-// The D and z flags are template arguments: behind a runtime flag the compiler kept a branch around each pair's
-// gate, and every pair's chain (ex2, rcp, products) ran after the previous one's.
+// sm_90a takes the D and z flags as template arguments: behind a runtime flag the compiler kept a branch around each
+// pair's gate, and every pair's chain (ex2, rcp, products) ran after the previous one's. sm_80 runs one instantiation
+// that reads them at run time (four spill its fp32 programs at 255 registers).
 template <int HB, bool HAS_D, bool HAS_Z, class Release>
 __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
                                                   long long tok_i, int valid_i, int u0, const Release& release) {
     const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
     const int g = lane >> 2, tg = lane & 3;
+    const bool hasD = HAS_D && (SSD_WG || (a.flags & SSD_F_D)), hasZ = HAS_Z && (SSD_WG || (a.flags & SSD_F_Z));
     const bool perP = a.flags & SSD_F_DP;
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
@@ -1115,12 +1117,12 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSme
 #else
         float zv[2][8][2];
 #endif
-        const float dh = (HAS_D && !perP) ? __ldg(a.D + h) : 0.0f;
+        const float dh = (hasD && !perP) ? __ldg(a.D + h) : 0.0f;
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
             const int pc = 8 * t + 2 * tg;
             dv[t][0] = dv[t][1] = dh;
-            if (HAS_D && perP) {
+            if (hasD && perP) {
                 const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
                 dv[t][0] = d2.x; dv[t][1] = d2.y;
             }
@@ -1128,11 +1130,11 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSme
             for (int half = 0; half < 2; ++half) {
                 const int r = m0 + g + 8 * half;
 #if SSD_WG
-                xv[half][t] = HAS_D ? *(const uint32_t*)(Xi + tidx(SSD_LDX, r, pc)) : 0u;
-                zv[half][t] = HAS_Z ? *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc)) : 0u;
+                xv[half][t] = hasD ? *(const uint32_t*)(Xi + tidx(SSD_LDX, r, pc)) : 0u;
+                zv[half][t] = hasZ ? *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc)) : 0u;
 #else
                 zv[half][t][0] = zv[half][t][1] = 0.0f;
-                if (HAS_Z && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
+                if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
                                                   zv[half][t][0], zv[half][t][1]);
 #endif
             }
@@ -1140,46 +1142,55 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSme
 #if SSD_WG
         if (u == HB - 1) release();
 #endif
-        // Both halves' elements are formed before any store (rows past `valid` too, from zero-filled operands, and
-        // not stored), so the chains of all 32 interleave.
-        float o[2][8][2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int r = m0 + g + 8 * half;
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                const int pc = 8 * t + 2 * tg;
-                float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
-                if (HAS_D) {
+        // sm_90a forms both halves' elements before any store (rows past `valid` too, from zero-filled operands, not
+        // stored), so the chains of all 32 interleave; sm_80 (x read as it goes, after the previous stores in the
+        // compiler's view) has no registers for that and stores each half as it forms it.
 #if SSD_WG
-                    const float x0 = lo16(xv[half][t]), x1 = hi16(xv[half][t]);
+        constexpr int HALVES = 2;
 #else
-                    float x0, x1;
-                    ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);  // (registers: the sm_80 tiles hold theirs)
+        constexpr int HALVES = 1;
 #endif
-                    o0 = __fmaf_rn(dv[t][0], x0, o0);
-                    o1 = __fmaf_rn(dv[t][1], x1, o1);
-                }
-                if (HAS_Z) {
+#pragma unroll
+        for (int h0 = 0; h0 < 2; h0 += HALVES) {
+            float o[HALVES][8][2];
+#pragma unroll
+            for (int k = 0; k < HALVES; ++k) {
+                const int half = h0 + k, r = m0 + g + 8 * half;
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    const int pc = 8 * t + 2 * tg;
+                    float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
+                    if (hasD) {
 #if SSD_WG
-                    const float z0 = lo16(zv[half][t]), z1 = hi16(zv[half][t]);
+                        const float x0 = lo16(xv[half][t]), x1 = hi16(xv[half][t]);
 #else
-                    const float z0 = zv[half][t][0], z1 = zv[half][t][1];
+                        float x0, x1;
+                        ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);  // (registers: the sm_80 tiles hold theirs)
 #endif
-                    o0 = __fmul_rn(o0, silu(z0));
-                    o1 = __fmul_rn(o1, silu(z1));
+                        o0 = __fmaf_rn(dv[t][0], x0, o0);
+                        o1 = __fmaf_rn(dv[t][1], x1, o1);
+                    }
+                    if (hasZ) {
+#if SSD_WG
+                        const float z0 = lo16(zv[half][t]), z1 = hi16(zv[half][t]);
+#else
+                        const float z0 = zv[half][t][0], z1 = zv[half][t][1];
+#endif
+                        o0 = __fmul_rn(o0, silu(z0));
+                        o1 = __fmul_rn(o1, silu(z1));
+                    }
+                    o[k][t][0] = o0;
+                    o[k][t][1] = o1;
                 }
-                o[half][t][0] = o0;
-                o[half][t][1] = o1;
             }
-        }
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int r = m0 + g + 8 * half;
-            if (r >= valid_i) continue;
-            const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
+            for (int k = 0; k < HALVES; ++k) {
+                const int r = m0 + g + 8 * (h0 + k);
+                if (r >= valid_i) continue;
+                const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
 #pragma unroll
-            for (int t = 0; t < 8; ++t) st_pair(a.y + row + 8 * t + 2 * tg, o[half][t][0], o[half][t][1]);
+                for (int t = 0; t < 8; ++t) st_pair(a.y + row + 8 * t + 2 * tg, o[k][t][0], o[k][t][1]);
+            }
         }
     }
 #if !SSD_WG
@@ -1190,11 +1201,15 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSme
 template <int HB, class Release>
 __device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
                                              long long tok_i, int valid_i, int u0, const Release& release) {
+#if SSD_WG
     const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z;
     if (hasD && hasZ) ssd_epilogue_rows<HB, true, true>(a, s, y, X, tok_i, valid_i, u0, release);
     else if (hasD) ssd_epilogue_rows<HB, true, false>(a, s, y, X, tok_i, valid_i, u0, release);
     else if (hasZ) ssd_epilogue_rows<HB, false, true>(a, s, y, X, tok_i, valid_i, u0, release);
     else ssd_epilogue_rows<HB, false, false>(a, s, y, X, tok_i, valid_i, u0, release);
+#else
+    ssd_epilogue_rows<HB, true, true>(a, s, y, X, tok_i, valid_i, u0, release);
+#endif
 }
 
 // acc *= 2^R_i: row block i's C S_prev^T scaled by the decay from the chunk start to the row block's start
