@@ -1155,17 +1155,17 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSme
             float o[HALVES][8][2];
 #pragma unroll
             for (int k = 0; k < HALVES; ++k) {
-                const int half = h0 + k, r = m0 + g + 8 * half;
+                const int half = h0 + k;
 #pragma unroll
                 for (int t = 0; t < 8; ++t) {
-                    const int pc = 8 * t + 2 * tg;
                     float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
                     if (hasD) {
 #if SSD_WG
                         const float x0 = lo16(xv[half][t]), x1 = hi16(xv[half][t]);
 #else
                         float x0, x1;
-                        ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);  // (registers: the sm_80 tiles hold theirs)
+                        // (registers: the sm_80 tiles hold theirs)
+                        ld_pair(Xi + tidx(SSD_LDX, m0 + g + 8 * half, 8 * t + 2 * tg), x0, x1);
 #endif
                         o0 = __fmaf_rn(dv[t][0], x0, o0);
                         o1 = __fmaf_rn(dv[t][1], x1, o1);
