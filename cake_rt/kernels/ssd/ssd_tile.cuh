@@ -271,6 +271,14 @@ __device__ __forceinline__ float ex2(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
+// z * sigmoid(z) = z / (1 + 2^(-z log2 e)) as z * rcp(1 + 2^(-z log2 e)): what __fdividef compiles to, one MUFU.RCP
+// and a product, without its range fix-up (divisors below 2^-126 scaled first), which 1 + 2^x (>= 1, or NaN)
+// never takes, so the same value.
+__device__ __forceinline__ float silu(float z) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fadd_rn(1.0f, ex2(__fmul_rn(z, -1.4426950408889634f)))));
+    return __fmul_rn(z, r);
+}
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 #if SSD_T == 0
     return pack_bf16x2(lo, hi);
@@ -1086,14 +1094,19 @@ struct MDiag {
 // (z * sigmoid(z) = z / (1 + 2^(-z log2 e))). X: the block's X_i (unit 0; the units follow). Every operand of a
 // unit is loaded before its first store of y (a store through a generic pointer may alias shared memory or D in
 // the compiler's view, so loads after it are not hoisted above it: one round trip per 8 columns otherwise).
-// sm_90a reads x and z from shared tiles (rows past `valid` are zero-filled); sm_80 loads z from global memory
-// and reads x as it goes (its register-held tiles leave no room for 32 more values).
-template <int HB>
-__device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
-                                             long long tok_i, int valid_i, int u0) {
+// sm_90a reads x and z from shared tiles (rows past `valid` are zero-filled) and calls `release()` once the last
+// unit's x and z are in registers, so their slots refill under this arithmetic; sm_80 loads z from global memory
+// and reads x as it goes (its register-held tiles leave no room for 32 more values) and calls it at the end.
+// sm_90a takes the D and z flags as template arguments: behind a runtime flag the compiler kept a branch around each
+// pair's gate, and every pair's chain (ex2, rcp, products) ran after the previous one's. sm_80 runs one instantiation
+// that reads them at run time (four spill its fp32 programs at 255 registers).
+template <int HB, bool HAS_D, bool HAS_Z, class Release>
+__device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
+                                                  long long tok_i, int valid_i, int u0, const Release& release) {
     const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
     const int g = lane >> 2, tg = lane & 3;
-    const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z, perP = a.flags & SSD_F_DP;
+    const bool hasD = HAS_D && (SSD_WG || (a.flags & SSD_F_D)), hasZ = HAS_Z && (SSD_WG || (a.flags & SSD_F_Z));
+    const bool perP = a.flags & SSD_F_DP;
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
         const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
@@ -1122,42 +1135,81 @@ __device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s,
 #else
                 zv[half][t][0] = zv[half][t][1] = 0.0f;
                 if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
-                                                 zv[half][t][0], zv[half][t][1]);
+                                                  zv[half][t][0], zv[half][t][1]);
 #endif
             }
         }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int r = m0 + g + 8 * half;
-            if (r >= valid_i) continue;
-            const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                const int pc = 8 * t + 2 * tg;
-                float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
-                if (hasD) {
 #if SSD_WG
-                    const float x0 = lo16(xv[half][t]), x1 = hi16(xv[half][t]);
-#else
-                    float x0, x1;
-                    ld_pair(Xi + tidx(SSD_LDX, r, pc), x0, x1);  // (registers: the sm_80 tiles hold theirs)
+        if (u == HB - 1) release();
 #endif
-                    o0 = __fmaf_rn(dv[t][0], x0, o0);
-                    o1 = __fmaf_rn(dv[t][1], x1, o1);
-                }
-                if (hasZ) {
+        // sm_90a forms both halves' elements before any store (rows past `valid` too, from zero-filled operands, not
+        // stored), so the chains of all 32 interleave; sm_80 (x read as it goes, after the previous stores in the
+        // compiler's view) has no registers for that and stores each half as it forms it.
 #if SSD_WG
-                    const float z0 = lo16(zv[half][t]), z1 = hi16(zv[half][t]);
+        constexpr int HALVES = 2;
 #else
-                    const float z0 = zv[half][t][0], z1 = zv[half][t][1];
+        constexpr int HALVES = 1;
 #endif
-                    o0 = __fmul_rn(o0, __fdividef(z0, __fadd_rn(1.0f, ex2(__fmul_rn(z0, -1.4426950408889634f)))));
-                    o1 = __fmul_rn(o1, __fdividef(z1, __fadd_rn(1.0f, ex2(__fmul_rn(z1, -1.4426950408889634f)))));
+#pragma unroll
+        for (int h0 = 0; h0 < 2; h0 += HALVES) {
+            float o[HALVES][8][2];
+#pragma unroll
+            for (int k = 0; k < HALVES; ++k) {
+                const int half = h0 + k;
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
+                    if (hasD) {
+#if SSD_WG
+                        const float x0 = lo16(xv[half][t]), x1 = hi16(xv[half][t]);
+#else
+                        float x0, x1;
+                        // (registers: the sm_80 tiles hold theirs)
+                        ld_pair(Xi + tidx(SSD_LDX, m0 + g + 8 * half, 8 * t + 2 * tg), x0, x1);
+#endif
+                        o0 = __fmaf_rn(dv[t][0], x0, o0);
+                        o1 = __fmaf_rn(dv[t][1], x1, o1);
+                    }
+                    if (hasZ) {
+#if SSD_WG
+                        const float z0 = lo16(zv[half][t]), z1 = hi16(zv[half][t]);
+#else
+                        const float z0 = zv[half][t][0], z1 = zv[half][t][1];
+#endif
+                        o0 = __fmul_rn(o0, silu(z0));
+                        o1 = __fmul_rn(o1, silu(z1));
+                    }
+                    o[k][t][0] = o0;
+                    o[k][t][1] = o1;
                 }
-                st_pair(a.y + row + pc, o0, o1);
+            }
+#pragma unroll
+            for (int k = 0; k < HALVES; ++k) {
+                const int r = m0 + g + 8 * (h0 + k);
+                if (r >= valid_i) continue;
+                const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
+#pragma unroll
+                for (int t = 0; t < 8; ++t) st_pair(a.y + row + 8 * t + 2 * tg, o[k][t][0], o[k][t][1]);
             }
         }
     }
+#if !SSD_WG
+    release();
+#endif
+}
+
+template <int HB, class Release>
+__device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
+                                             long long tok_i, int valid_i, int u0, const Release& release) {
+#if SSD_WG
+    const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z;
+    if (hasD && hasZ) ssd_epilogue_rows<HB, true, true>(a, s, y, X, tok_i, valid_i, u0, release);
+    else if (hasD) ssd_epilogue_rows<HB, true, false>(a, s, y, X, tok_i, valid_i, u0, release);
+    else if (hasZ) ssd_epilogue_rows<HB, false, true>(a, s, y, X, tok_i, valid_i, u0, release);
+    else ssd_epilogue_rows<HB, false, false>(a, s, y, X, tok_i, valid_i, u0, release);
+#else
+    ssd_epilogue_rows<HB, true, true>(a, s, y, X, tok_i, valid_i, u0, release);
+#endif
 }
 
 // acc *= 2^R_i: row block i's C S_prev^T scaled by the decay from the chunk start to the row block's start
@@ -1321,13 +1373,16 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         }
         const bool hasZ = a.flags & SSD_F_Z;
         if (hasZ) use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1));
-        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0);  // X_i: the last step was j == i
-        if (hasZ) {
-            use_end(s, BAR_EMPTY_Z);
-            ++p.z;
-        }
-        use_end(s, BAR_EMPTY_X + buf);
-        ++p.bx;
+        // X_i (the last step was j == i) and z_i are released once the epilogue holds them in registers: the
+        // producer's next z and the next row block's diagonal X then land under the epilogue's arithmetic.
+        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0, [&] {
+            if (hasZ) {
+                use_end(s, BAR_EMPTY_Z);
+                ++p.z;
+            }
+            use_end(s, BAR_EMPTY_X + buf);
+            ++p.bx;
+        });
     }
 }
 #else
@@ -1404,7 +1459,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
             }
         }
-        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0);
+        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0, [] {});
     }
 }
 #endif  // SSD_WG
