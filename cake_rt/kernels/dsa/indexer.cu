@@ -29,11 +29,13 @@ using namespace dsa;
 
 // The selection's end of a unit: the exact top-k of every query (output rows), or for a split unit its parts
 // and, when it is the last part of its block to arrive, the merge (merge.cuh). Selection threads only.
+// rehearsal (a split unit, before its tiles): the merge's steps on keys of its own, writing nothing global.
 CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsigned char* smem, unsigned* arrivals,
-                                  int* flags, int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
+                                  int* flags, int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt,
+                                  bool rehearsal) {
     if (un.slot >= 0)
         finish_split_unit(sel, un, topk, arrivals, flags + 1, out_idx, out_sc, ws_ent, ws_cnt,
-                          reinterpret_cast<uint64_t*>(smem), reinterpret_cast<int*>(smem + Layout::pstart));
+                          reinterpret_cast<uint64_t*>(smem), reinterpret_cast<int*>(smem + Layout::pstart), rehearsal);
     else  // the key tiles are free now
         finish_unit(sel, un, topk, out_idx, out_sc, reinterpret_cast<uint32_t*>(smem + Layout::kt));
 }
@@ -81,6 +83,9 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     sel.chist = reinterpret_cast<uint32_t*>(smem + Layout::chist);
     sel.pscratch = reinterpret_cast<uint64_t*>(smem + Layout::pstart);
     const int tid = threadIdx.x;
+    // The first unit's row is read right after the first ticket: every CTA asks L2 for the line of row blockIdx.x
+    // beside that draw (the rows of the first tickets), so the row's load finds it there.
+    if (tid == 0 && blockIdx.x < (unsigned)nunits) prefetch_unit(units, (int)blockIdx.x);
 
 #if DSA_USE_WGMMA
     // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
@@ -101,17 +106,29 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
         }
     } else {
         setmaxnreg_inc<SELECT_REGS>();
+        // The merge's ranking runs on the last part of a split block to arrive, where no part ran it before (a
+        // part holds fewer than topk keys): fetched from DRAM on the split tails' critical path. So the CTA's first
+        // split unit rehearses the merge while the product stages q and tile 0 (the selection waits for tile 0
+        // then), through the one copy of finish_and_merge the merge runs: its SM's instruction caches and L2 hold it.
+        bool rehearsed = false;
         while (u < (unsigned)nunits) {
             const Unit un = load_unit(units, (int)u);
             const int span = un.khi - un.klo;
             const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
-            if (sel_tid() < BQ) {
-                sel.cnt[sel_tid()] = 0;
-                sel.lo[sel_tid()] = 0ull;
+            const bool rehearsal = !rehearsed && un.slot >= 0;
+            if (!rehearsal) {
+                if (sel_tid() < BQ) {
+                    sel.cnt[sel_tid()] = 0;
+                    sel.lo[sel_tid()] = 0ull;
+                }
+                sel_sync();
+                select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
             }
-            sel_sync();
-            select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
-            finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
+            finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt, rehearsal);
+            if (rehearsal) {  // then the unit itself
+                rehearsed = true;
+                continue;
+            }
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     }
@@ -138,7 +155,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 
         // ---- tile loop (scores + ordered appends)
         tile_loop(sel, un, ntiles, kt, qs, sc, kmat, wq, topk, causal, split_hist(arrivals, un));
-        finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
+        finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt, false);
 
         u = use_ticket ? ticket_draw(ticket, tslot) : u + gridDim.x;
     }

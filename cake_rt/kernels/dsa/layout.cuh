@@ -134,6 +134,11 @@ CAKE_DEVICE Unit load_unit(const int* units, int u) {
     return r;
 }
 
+// Ask L2 for the line holding unit u's row (nothing waits for it).
+CAKE_DEVICE void prefetch_unit(const int* units, int u) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(units + (size_t)u * UNIT_INTS));
+}
+
 // Exclusive end of the keys query t sees (global ids; its first key is ks0).
 CAKE_DEVICE int visible_end(const Unit& u, int t, int causal) {
     if (!causal) return u.ks0 + u.lenk;
