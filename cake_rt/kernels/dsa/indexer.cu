@@ -83,9 +83,10 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     sel.chist = reinterpret_cast<uint32_t*>(smem + Layout::chist);
     sel.pscratch = reinterpret_cast<uint64_t*>(smem + Layout::pstart);
     const int tid = threadIdx.x;
-    // The first unit's row is read right after the first ticket: every CTA asks L2 for the line of row blockIdx.x
-    // beside that draw (the rows of the first tickets), so the row's load finds it there.
-    if (tid == 0 && blockIdx.x < (unsigned)nunits) prefetch_unit(units, (int)blockIdx.x);
+    // The first unit's row is read right after the first ticket: CTA c asks L2 for line c of the unit table beside
+    // that draw (together the rows of the first 2.6 gridDim tickets), so the row's load finds it there. (The last
+    // thread asks: a selection thread on sm_90a; asked by thread 0, a product thread, the H = 48 program spills.)
+    if (tid == BLOCK - 1) prefetch_unit_line(units, nunits, blockIdx.x);
 
 #if DSA_USE_WGMMA
     // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
