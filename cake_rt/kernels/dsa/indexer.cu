@@ -29,13 +29,11 @@ using namespace dsa;
 
 // The selection's end of a unit: the exact top-k of every query (output rows), or for a split unit its parts
 // and, when it is the last part of its block to arrive, the merge (merge.cuh). Selection threads only.
-// rehearsal (a split unit, before its tiles): the merge's steps on keys of its own, writing nothing global.
 CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsigned char* smem, unsigned* arrivals,
-                                  int* flags, int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt,
-                                  bool rehearsal) {
+                                  int* flags, int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt) {
     if (un.slot >= 0)
         finish_split_unit(sel, un, topk, arrivals, flags + 1, out_idx, out_sc, ws_ent, ws_cnt,
-                          reinterpret_cast<uint64_t*>(smem), reinterpret_cast<int*>(smem + Layout::pstart), rehearsal);
+                          reinterpret_cast<uint64_t*>(smem), reinterpret_cast<int*>(smem + Layout::pstart));
     else  // the key tiles are free now
         finish_unit(sel, un, topk, out_idx, out_sc, reinterpret_cast<uint32_t*>(smem + Layout::kt));
 }
@@ -83,10 +81,6 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     sel.chist = reinterpret_cast<uint32_t*>(smem + Layout::chist);
     sel.pscratch = reinterpret_cast<uint64_t*>(smem + Layout::pstart);
     const int tid = threadIdx.x;
-    // The first unit's row is read right after the first ticket: CTA c asks L2 for line c of the unit table beside
-    // that draw (together the rows of the first 2.6 gridDim tickets), so the row's load finds it there. (The last
-    // thread asks: a selection thread on sm_90a; asked by thread 0, a product thread, the H = 48 program spills.)
-    if (tid == BLOCK - 1) prefetch_unit_line(units, nunits, blockIdx.x);
 
 #if DSA_USE_WGMMA
     // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
@@ -107,29 +101,17 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
         }
     } else {
         setmaxnreg_inc<SELECT_REGS>();
-        // The merge's ranking runs on the last part of a split block to arrive, where no part ran it before (a
-        // part holds fewer than topk keys): fetched from DRAM on the split tails' critical path. So the CTA's first
-        // split unit rehearses the merge while the product stages q and tile 0 (the selection waits for tile 0
-        // then), through the one copy of finish_and_merge the merge runs: its SM's instruction caches and L2 hold it.
-        bool rehearsed = false;
         while (u < (unsigned)nunits) {
             const Unit un = load_unit(units, (int)u);
             const int span = un.khi - un.klo;
             const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
-            const bool rehearsal = !rehearsed && un.slot >= 0;
-            if (!rehearsal) {
-                if (sel_tid() < BQ) {
-                    sel.cnt[sel_tid()] = 0;
-                    sel.lo[sel_tid()] = 0ull;
-                }
-                sel_sync();
-                select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
+            if (sel_tid() < BQ) {
+                sel.cnt[sel_tid()] = 0;
+                sel.lo[sel_tid()] = 0ull;
             }
-            finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt, rehearsal);
-            if (rehearsal) {  // then the unit itself
-                rehearsed = true;
-                continue;
-            }
+            sel_sync();
+            select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
+            finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     }
@@ -156,7 +138,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 
         // ---- tile loop (scores + ordered appends)
         tile_loop(sel, un, ntiles, kt, qs, sc, kmat, wq, topk, causal, split_hist(arrivals, un));
-        finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt, false);
+        finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
 
         u = use_ticket ? ticket_draw(ticket, tslot) : u + gridDim.x;
     }

@@ -134,12 +134,6 @@ CAKE_DEVICE Unit load_unit(const int* units, int u) {
     return r;
 }
 
-// Ask L2 for 128-byte line `line` of the unit table, if the table has it (nothing waits for it).
-CAKE_DEVICE void prefetch_unit_line(const int* units, int nunits, unsigned line) {
-    if ((size_t)line * 128 < (size_t)nunits * UNIT_INTS * 4)
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(units) + (size_t)line * 128));
-}
-
 // Exclusive end of the keys query t sees (global ids; its first key is ks0).
 CAKE_DEVICE int visible_end(const Unit& u, int t, int causal) {
     if (!causal) return u.ks0 + u.lenk;

@@ -160,52 +160,38 @@ CAKE_DEVICE int stream_parts(const Sel& s, const Unit& un, int qq, int topk, con
 // floor of the complete histogram: the floor a part saw is never higher) and in the top-k (a floor of 0, bin 0
 // or none, ranks every key). mbuf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints; flag: a
 // shared int.
-// rehearsal (before the unit's tiles; query 0's buffer is empty and the product does not touch it): one query's merge
-// on topk + 1 keys of its own in that buffer, from a histogram of its own, which the ranking separates in one pass;
-// it reads and writes nothing global. The merge's instructions run here once, so the merging CTA finds them cached.
 CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsigned* arrivals, int* flag,
                                    int* out_idx, float* out_sc, uint64_t* ws_ent, int* ws_cnt, uint64_t* mbuf,
-                                   int* pstart, bool rehearsal) {
+                                   int* pstart) {
     uint32_t* gh = split_hist(arrivals, un);
     const int tid = sel_tid();
-    bool merging = rehearsal;
-    const int nq = rehearsal ? 1 : un.nq;
-    if (rehearsal) {
-        // topk keys in bin 1 of the first digit and 2047 of the second, one in bin 0 of the second (the pass from
-        // the second digit finds the k-th key's bin whole and stops); the histogram: topk + 1 keys in bin 1.
-        for (int i = tid; i <= topk; i += NT) s.cand[i] = (1ull << 53) | (i < topk ? (2047ull << 42) | (uint64_t)i : 0ull);
-        for (int i = tid; i < HIST_WORDS; i += NT) s.hist[i] = i == 1 ? (uint32_t)(topk + 1) : 0u;
-        sel_sync();
-    }
+    bool merging = false;
 #pragma unroll 1
     for (int qq = 0;; ++qq) {
-        if (qq == nq) {  // block-uniform
+        if (qq == un.nq) {  // block-uniform
             if (merging || !arrive_last(arrivals, un, flag)) return;
             merging = true;
             qq = 0;
         }
         // The merge reads the first batch's part counts with the histogram (one round trip for both) and
         // zeroes the histogram (every part has added to it).
-        const int c_first = merging && !rehearsal && tid < min(NT, un.nparts)
-                                ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
-        if (!rehearsal) load_split_hist(s, gh, qq, merging);
+        const int c_first =
+            merging && tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
+        load_split_hist(s, gh, qq, merging);
         int n = merging ? copy_parts(s, un, qq, topk, ws_ent, c_first, mbuf, pstart) : s.cnt[qq];
         const SplitFloor bin = hist_floor(s, topk);  // (the merge's copies in flight)
         if (merging) {  // block-uniform
-            if (n >= 0 || rehearsal) {
+            if (n >= 0) {
                 cp_async_wait<0>();
                 sel_sync();  // the keys are in mbuf
             } else {
                 n = stream_parts(s, un, qq, topk, ws_ent, ws_cnt, bin.key, c_first, mbuf, pstart);
             }
         }
-        if (rehearsal) n = topk + 1;
-        uint64_t* buf = merging && !rehearsal ? mbuf : s.cand + qq * CAP;
+        uint64_t* buf = merging ? mbuf : s.cand + qq * CAP;
         const int kept = select_keep(s, buf, n, topk, merging ? bin : SplitFloor{0ull, 0}, bin.key);
-        if (!rehearsal) {
-            if (merging) write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
-            else write_part(buf, kept, un, qq, topk, ws_ent, ws_cnt);
-        }
+        if (merging) write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
+        else write_part(buf, kept, un, qq, topk, ws_ent, ws_cnt);
         sel_sync();  // hist, st, scratch and the buffers are reused by the next query
     }
 }
