@@ -7,8 +7,8 @@ an op finds its program in the cache and compiles nothing.
 
 ``shapes`` narrows the list to what a workload needs: each entry is ``KEY=VALUE,KEY=VALUE`` (all must
 match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
-or these names: SSD ``dtype`` (bfloat16, float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA
-``heads``, ``head_dim``.
+or these names: SSD ``family`` (exact, chunkpar: a program holds one family's kernel), ``dtype`` (bfloat16,
+float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA ``heads``, ``head_dim``.
 """
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ import time
 
 OPS = ("ssd", "dsa")
 ALIASES = {
-    "ssd": {"headdim": "SSD_P", "dstate": "SSD_N", "chunk": "SSD_Q", "dtype": "SSD_T"},
+    "ssd": {"family": "SSD_FAMILY", "headdim": "SSD_P", "dstate": "SSD_N", "chunk": "SSD_Q", "dtype": "SSD_T"},
     "dsa": {"heads": "DSA_H", "head_dim": "DSA_D"},
 }
 _DTYPE_CODES = {"bfloat16": 0, "bf16": 0, "float16": 1, "fp16": 1, "float32": 2, "fp32": 2}
+_FAMILY_CODES = {"exact": 0, "chunkpar": 1}  # SSD_FAMILY (cake_rt.ops.ssd.FAMILIES)
 
 
 def parse_shapes(entries) -> list:
@@ -50,6 +51,11 @@ def _matches(op: str, defines: dict, want: dict) -> bool:
             code = _DTYPE_CODES.get(val.lower())
             if code is None:
                 raise ValueError(f"--shapes: dtype: expected bfloat16, float16 or float32, got {val!r}")
+            val = str(code)
+        if key == "family":
+            code = _FAMILY_CODES.get(val.lower())
+            if code is None:
+                raise ValueError(f"--shapes: family: expected exact or chunkpar, got {val!r}")
             val = str(code)
         if str(defines[name]) != val:
             return False

@@ -17,6 +17,13 @@ def test_shapes_narrow_the_list():
     progs = warmup.programs(("ssd",), "sm_90a", shapes)
     assert progs and all(d["SSD_T"] == 0 and d["SSD_P"] == 64 and d["SSD_N"] == 128 and d["SSD_Q"] == 256
                          for _, _, d in progs)
+    fams = {d["SSD_FAMILY"] for _, _, d in progs}
+    assert fams == {0, 1}  # a program per family
+    for name, code in (("exact", 0), ("chunkpar", 1)):
+        one = warmup.programs(("ssd",), "sm_90a", warmup.parse_shapes([f"family={name},dstate=128"]))
+        assert one and all(d["SSD_FAMILY"] == code and d["SSD_N"] == 128 for _, _, d in one)
+    with pytest.raises(ValueError, match="family"):
+        warmup.programs(("ssd",), "sm_90a", warmup.parse_shapes(["family=both"]))
     both = warmup.programs(("ssd", "dsa"), "sm_90a", warmup.parse_shapes(["heads=64,head_dim=128"]))
     assert both and all(op == "dsa" and d["DSA_H"] == 64 for op, _, d in both)
     with pytest.raises(ValueError, match="--shapes"):
@@ -28,7 +35,7 @@ def test_shapes_narrow_the_list():
 
 def test_warmup_compiles_once_then_finds_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
-    shapes = warmup.parse_shapes(["dtype=float32,SSD_DT=2,SSD_SD=2,headdim=64,dstate=64,chunk=64"])
+    shapes = warmup.parse_shapes(["family=exact,dtype=float32,SSD_DT=2,SSD_SD=2,headdim=64,dstate=64,chunk=64"])
     first = warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)
     assert first["programs"] == 1 and first["compiled"] == 1 and not first["failed"]
     again = warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)

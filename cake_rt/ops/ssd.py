@@ -8,7 +8,8 @@ Two kernel families return the same bits: ``exact`` (one CTA per (segment, block
 chunks in order; a unit is 64 headdim rows of one head) and ``chunkpar`` (one cooperative kernel, per
 workspace slice of units: chunk-local states, a grid barrier, the cross-chunk scan, a grid barrier, the
 outputs). ``family="auto"`` picks one per call (see ``select_family``); ``ssd_plan`` explains the choice.
-``programs(target)`` lists the programs the tests and the bench suite compile.
+A program holds one family's kernel (``program_defines``); ``programs(target)`` lists the programs the tests and
+the bench suite compile.
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ __all__ = ["ssd_combined", "ssd_plan", "SsdPlan", "ssd_flops_bytes", "select_fam
            "COST_MODELS", "cost_model_for", "cost_model_path", "DEFAULT_WORKSPACE_CAP", "last_plan", "programs"]
 
 KERNEL_PATH = "ssd/ssd_combined.cu"
+FAMILIES = ("exact", "chunkpar")  # kernel SSD_FAMILY 0, 1
+KERNELS = ("ssd_exact", "ssd_chunkpar")  # the kernel of a program, by SSD_FAMILY
 THREADS = 128                   # the math warpgroup: 4 warps (kernel: SSD_THREADS)
 WG_THREADS = 256                # sm_90a: the math warpgroup and the producer warpgroup (kernel: SSD_CTA_THREADS)
 PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and the slice epoch (kernel: SSD_NBARS + 1)
@@ -204,7 +207,7 @@ class SsdPlan:
     cooperative_capacity: int | None = None
     grid: int | None = None  # chunk-parallel grid (when chosen)
     slice_units: int = 0     # chunk-parallel: units (head x 64 headdim rows) per workspace slice
-    defines: dict | None = None  # the program's defines (dtypes, shape, units per CTA, buffers)
+    defines: dict | None = None  # the defines of the chosen family's program (dtypes, shape, units per CTA, buffers)
     model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs)
 
     def __str__(self):
@@ -563,7 +566,7 @@ def _check_memory(p: _Problem, arrays, ptrs: list) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Programs: one source, one define set per (dtypes, shape, configuration); both kernels in each.
+# Programs: one source, one define set per (family, dtypes, shape, configuration); one kernel in each.
 OPTIN_SMEM_H200 = 232448        # bytes a block may opt in to on sm_90 (227 KiB); per SM: 233472
 _SMEM = {"sm_80": (166912, 167936), "sm_86": (101376, 102400), "sm_89": (101376, 102400),
          "sm_90a": (232448, 233472), "sm_100a": (232448, 233472)}   # (per block opt-in, per SM) by target
@@ -610,21 +613,25 @@ def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, 
 
 
 def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,
-                    units_per_group: int, target: str = "sm_90a") -> dict:
-    """The defines of the program that serves these dtypes (codes 0 bf16, 1 fp16, 2 fp32) and shape."""
+                    units_per_group: int, target: str = "sm_90a", *, family: str) -> dict:
+    """The defines of the ``family`` program ("exact" or "chunkpar") that serves these dtypes (codes 0 bf16, 1 fp16,
+    2 fp32) and shape: the shared ones and the family kernel's own, none of the other's (programs that differ only in
+    what their kernel does not read would be identical twins in the cache)."""
     itemsize = 4 if x_code == 2 else 2
     optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
     wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
+    shared = {"SSD_FAMILY": FAMILIES.index(family), "SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code,
+              "SSD_P": headdim, "SSD_N": dstate, "SSD_Q": chunk, "SSD_WG": int(wg)}
+    if family == "exact":
+        hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
+        return {**shared, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
-    hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
     # C B^T once per (chunk, group): a 64 x 64 fp32 block fits the B ring's slot from dstate 128 (sm_90a), and it
     # pays when many units share a group (see CB_MIN_UNITS_PER_GROUP). Staged only at headdim 64 and dstate 128,
     # the programs measured to gain: at dstate 256 or headdim 128 its phase-1 loop spills 20-40 bytes a thread
     # (12-16 at headdim 64, dstate 128) and no speed was measured.
     cb = wg and dstate == 128 and headdim == 64 and units_per_group >= CB_MIN_UNITS_PER_GROUP
-    return {"SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code, "SSD_P": headdim, "SSD_N": dstate,
-            "SSD_Q": chunk, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_HBX": hbx, "SSD_NBUFX": nbx, "SSD_WG": int(wg),
-            "SSD_CB_STAGED": int(cb)}
+    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_CB_STAGED": int(cb)}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -647,36 +654,37 @@ _PROGRAM_CASES = sorted(
 
 
 def programs(target: str = "sm_90a") -> list:
-    """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile
-    for ``target`` (to prewarm the kernel cache or sanitize them); each program holds both kernels. A program that
-    stages C B^T comes with its unstaged twin, which a call runs when staging would cost it slice units
-    (``staged_defines``)."""
+    """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile for
+    ``target`` (to prewarm the kernel cache or sanitize them): each case's exact-scan and chunk-parallel programs,
+    once each. A chunk-parallel program that stages C B^T comes with its unstaged twin, which a call runs when
+    staging would cost it slice units (``staged_defines``)."""
     out, seen = [], set()
     for case in _PROGRAM_CASES:
-        d = program_defines(*case, target=target)
-        for v in (d, {**d, "SSD_CB_STAGED": 0}) if cb_staged(d) else (d,):
-            key = tuple(sorted(v.items()))
-            if key not in seen:
-                seen.add(key)
-                out.append((KERNEL_PATH, v))
+        for family in FAMILIES:
+            d = program_defines(*case, target=target, family=family)
+            for v in (d, {**d, "SSD_CB_STAGED": 0}) if family == "chunkpar" and cb_staged(d) else (d,):
+                key = tuple(sorted(v.items()))
+                if key not in seen:
+                    seen.add(key)
+                    out.append((KERNEL_PATH, v))
     return out
 
 
-def _defines(c: _Problem) -> dict:
+def _defines(c: _Problem, family: str) -> dict:
     from ..launch.arch import device_info, target_for_capability
 
     upg = (c.nheads // c.ngroups) * (c.headdim // UNIT_ROWS)
     target = target_for_capability(device_info(c.device).capability)
     return program_defines(_CODES[np.dtype(c.x.dtype)], _CODES[np.dtype(c.dt.dtype)], _CODES[np.dtype(c.state_dtype)],
-                           c.headdim, c.dstate, c.chunk, upg, target)
+                           c.headdim, c.dstate, c.chunk, upg, target, family=family)
 
 
-def _smem(c: _Problem, defs: dict, exact: bool) -> int:
-    it = np.dtype(c.x.dtype).itemsize
+def program_smem(itemsize: int, defs: dict) -> int:
+    """Dynamic shared memory of a program's kernel (``itemsize``: bytes of an x element)."""
     wg = bool(defs["SSD_WG"])
-    if exact:
-        return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg)
-    return smem_bytes(it, c.dstate, c.chunk, defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
+    if defs["SSD_FAMILY"] == 0:
+        return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg)
+    return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
 def cb_staged(defs: dict) -> bool:
@@ -743,11 +751,11 @@ def _env_mode() -> str:
     return env.choice(ENV_MODE, ("auto", "always", "never"), "auto")
 
 
-def _kernel(c: _Problem, name: str, defs: dict):
-    """The loaded program (``get_kernel`` memoizes it per device, source, kernel and defines)."""
+def _kernel(c: _Problem, defs: dict):
+    """The kernel of the loaded program (``get_kernel`` memoizes it per device, source, kernel and defines)."""
     from ..launch.compile import get_kernel
 
-    return get_kernel(KERNEL_PATH, name, defines=defs, device=c.device)
+    return get_kernel(KERNEL_PATH, KERNELS[defs["SSD_FAMILY"]], defines=defs, device=c.device)
 
 
 def cta_threads(defs: dict) -> int:
@@ -784,8 +792,9 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     info = device_info(c.device)
     mode = _env_mode()
     cap = _workspace_cap()
-    defs = staged_defines(c, _defines(c), cap)
-    hb, hbx = defs["SSD_HB"], defs["SSD_HBX"]
+    defs_x = _defines(c, "exact")
+    defs = staged_defines(c, _defines(c, "chunkpar"), cap)
+    hb, hbx = defs["SSD_HB"], defs_x["SSD_HBX"]
     units = c.nheads * (c.headdim // UNIT_ROWS)
     cb = cb_staged(defs)
     su = slice_units(c, hb, cap, cb)
@@ -796,8 +805,8 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and su)
     if need_coop:
         try:
-            k = _kernel(c, "ssd_chunkpar", defs)
-            capacity = cooperative_capacity(k, cta_threads(defs), _smem(c, defs, False))
+            k = _kernel(c, defs)
+            capacity = cooperative_capacity(k, cta_threads(defs), program_smem(np.dtype(c.x.dtype).itemsize, defs))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
@@ -813,7 +822,8 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
                    predicted_us=pred, mode=mode, segments=c.nseg, nheads=c.nheads, work_items=items,
                    total_chunks=c.total_chunks, max_chunks=c.max_chunks, sm_count=info.sm_count,
                    cooperative_capacity=capacity)
-    plan.defines, plan.slice_units, plan.model_inputs = defs, su, inputs
+    plan.defines = defs if fam == "chunkpar" else defs_x
+    plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
         tiles = c.total_chunks * su // hb  # phase 1's items: the tiles and the CB blocks of the groups a slice starts
         if cb:
@@ -1055,11 +1065,10 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     workspace offsets of round_T(S_prev), the decays, the saved prep and the CB blocks (0 for the exact scan; o1 is
     0 for an empty problem too, so it never tells the families apart)."""
     defs = plan.defines
+    smem = program_smem(np.dtype(p.x.dtype).itemsize, defs)
     if plan.family == "exact":
-        return (plan, _packed(p, _kernel(p, "ssd_exact", defs), plan.work_items, _smem(p, defs, True), cta_threads(defs),
-                              False), False, 0, 0, 0, 0)
-    k = _kernel(p, "ssd_chunkpar", defs)
-    smem = _smem(p, defs, False)
+        return (plan, _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False), False, 0, 0, 0, 0)
+    k = _kernel(p, defs)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)

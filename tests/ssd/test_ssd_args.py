@@ -208,21 +208,21 @@ def test_workspace_slices_of_suite_rows():
     su = ops.slice_units(nem, 2, cap, cb=True)
     assert 0 < su < 128 and ops.workspace_bytes(nem, su, cb=True) <= cap < ops.workspace_bytes(nem, su + 2, cb=True)
     # staged by the programs of many units a group at headdim 64 and dstate 128 on sm_90a (16-bit inputs) only
-    assert ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a"))
-    assert ops.cb_staged(ops.program_defines(1, 2, 2, 64, 128, 64, 32, "sm_90a"))
-    assert not ops.cb_staged(ops.program_defines(1, 2, 2, 128, 128, 128, 32, "sm_90a"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 256, 256, 80, "sm_90a"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 64, 256, 80, "sm_90a"))
-    assert not ops.cb_staged(ops.program_defines(2, 2, 2, 64, 128, 256, 80, "sm_90a"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_80"))
+    assert ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a", family="chunkpar"))
+    assert ops.cb_staged(ops.program_defines(1, 2, 2, 64, 128, 64, 32, "sm_90a", family="chunkpar"))
+    assert not ops.cb_staged(ops.program_defines(1, 2, 2, 128, 128, 128, 32, "sm_90a", family="chunkpar"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 256, 256, 80, "sm_90a", family="chunkpar"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a", family="chunkpar"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 64, 256, 80, "sm_90a", family="chunkpar"))
+    assert not ops.cb_staged(ops.program_defines(2, 2, 2, 64, 128, 256, 80, "sm_90a", family="chunkpar"))
+    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_80", family="chunkpar"))
 
 
 def test_cb_staging_never_costs_slice_units():
     """The C B^T part does not shrink with slicing: a problem whose slices it would shrink runs the unstaged program
     (same bits), so long sequences keep their slices (and the chunk-parallel family)."""
     cap = ops.DEFAULT_WORKSPACE_CAP
-    defs = ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a")
+    defs = ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a", family="chunkpar")
     assert ops.cb_staged(defs)
     row = _with_table(_validate(b=1, L=8192, H=80, G=1, N=128), 8192, 256)  # the m2-2.7b row: one slice either way
     assert ops.slice_units(row, 1, cap, True) == ops.slice_units(row, 1, cap, False) == 80
@@ -234,7 +234,7 @@ def test_cb_staging_never_costs_slice_units():
         got = ops.staged_defines(long, defs, cap)
         assert not ops.cb_staged(got) and {k: v for k, v in got.items() if k != "SSD_CB_STAGED"} == {
             k: v for k, v in defs.items() if k != "SSD_CB_STAGED"}
-    unstaged = ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a")
+    unstaged = ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a", family="chunkpar")
     assert ops.staged_defines(long, unstaged, cap) is unstaged
 
 
@@ -300,23 +300,30 @@ def test_smem_layout_and_config_choice():
                     assert (hb, nb) == (1, 2), (N, Q, exact, hb, nb)
     assert ops.choose_config(2, 128, 256, 8, True, wg=True) == (1, 1)
     assert ops.choose_config(2, 64, 256, 8, True, wg=True) == (1, 2)
-    assert ops.cta_threads(ops.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_90a")) == 256
-    assert ops.cta_threads(ops.program_defines(2, 2, 2, 64, 128, 256, 8, "sm_90a")) == 128  # fp32: no wgmma
-    assert ops.cta_threads(ops.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_80")) == 128
+    for fam in ops.FAMILIES:
+        assert ops.cta_threads(ops.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_90a", family=fam)) == 256
+        assert ops.cta_threads(ops.program_defines(2, 2, 2, 64, 128, 256, 8, "sm_90a", family=fam)) == 128  # no wgmma
+        assert ops.cta_threads(ops.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_80", family=fam)) == 128
 
 
 def test_programs_list():
     progs = ops.programs("sm_90a")
     assert len(progs) == len({tuple(sorted(d.items())) for _, d in progs})
     assert all(path == ops.KERNEL_PATH for path, _ in progs)
-    keys = {"SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_HB", "SSD_NBUF", "SSD_HBX", "SSD_NBUFX", "SSD_WG",
-            "SSD_CB_STAGED"}
-    assert all(set(d) == keys for _, d in progs)
-    # the bench suite's programs are in the list
+    # a program holds one family's kernel and carries only the defines that kernel reads (no identical twins)
+    shared = {"SSD_FAMILY", "SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_WG"}
+    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF", "SSD_CB_STAGED"}}
+    assert all(set(d) == keys[d["SSD_FAMILY"]] for _, d in progs)
+    # the bench suite's programs of both families are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):
-        assert ("ssd/ssd_combined.cu", ops.program_defines(0, 2, 2, 64, 128, q, upg)) in progs
+        for fam in ops.FAMILIES:
+            assert ("ssd/ssd_combined.cu", ops.program_defines(0, 2, 2, 64, 128, q, upg, family=fam)) in progs
+    # every case's two programs: as many exact programs as distinct exact configurations
+    exact = [d for _, d in progs if d["SSD_FAMILY"] == 0]
+    assert len(exact) == len({tuple(sorted(ops.program_defines(*c, target="sm_90a", family="exact").items()))
+                              for c in ops._PROGRAM_CASES})
     # a staging program's unstaged twin (staged_defines) too
-    staged = [d for _, d in progs if ops.cb_staged(d)]
+    staged = [d for _, d in progs if d["SSD_FAMILY"] == 1 and ops.cb_staged(d)]
     assert staged and all((ops.KERNEL_PATH, {**d, "SSD_CB_STAGED": 0}) in progs for d in staged)
 
 

@@ -1,31 +1,21 @@
-// Mamba2 SSD combined prefill: the exact-scan and chunk-parallel programs (see ssd_tile.cuh for the
-// shared chunk arithmetic that makes them bitwise equal).
+// Mamba2 SSD combined prefill: the exact-scan and chunk-parallel kernels (see ssd_tile.cuh for the shared chunk
+// arithmetic that makes them bitwise equal).
 //
-// Per-kernel defines (the host picks them from the shared-memory budget, ops/ssd.py `_config`):
-//   SSD_HBX, SSD_NBUFX   exact scan: units per CTA, B/X buffers (1 or 2)
-//   SSD_HB, SSD_NBUF     chunk-parallel: the same
+// A program holds one kernel, picked by SSD_FAMILY (0: ssd_exact, 1: ssd_chunkpar): a call runs one family, and
+// NVRTC compiles only the kernel it runs. Per-family defines (the host picks them from the shared-memory budget,
+// ops/ssd.py `program_defines`):
+//   SSD_HBX, SSD_NBUFX                 exact scan: units per CTA, B/X buffers (1 or 2)
+//   SSD_HB, SSD_NBUF, SSD_CB_STAGED    chunk-parallel: the same, and C B^T staged through a workspace
 #include "ssd_tile.cuh"
 #include "../common/grid_barrier.cuh"
 
-#ifndef SSD_HB
-#define SSD_HB 1
+#if !defined(SSD_FAMILY) || (SSD_FAMILY != 0 && SSD_FAMILY != 1)
+#error "SSD_FAMILY: 0 (exact scan) or 1 (chunk-parallel)"
 #endif
-#ifndef SSD_NBUF
-#define SSD_NBUF 2
-#endif
-#ifndef SSD_HBX
-#define SSD_HBX 1
-#endif
-#ifndef SSD_NBUFX
-#define SSD_NBUFX 2
-#endif
-// State columns per pass: HB units x NB columns of fp32 accumulators stay at 64 registers per thread.
 #ifndef SSD_MINB
 #define SSD_MINB 2
 #endif
-#ifndef SSD_SCAN_BATCH
-#define SSD_SCAN_BATCH (SSD_N > 128 ? 2 : 8)
-#endif
+// State columns per pass: HB units x NB columns of fp32 accumulators stay at 64 registers per thread.
 #ifndef SSD_NBMAX
 #define SSD_NBMAX 128
 #endif
@@ -33,6 +23,14 @@
 
 __device__ __forceinline__ float sd_to_float(SDT v) { return ESD::to_float(v); }
 __device__ __forceinline__ SDT sd_from_float(float v) { return ESD::from_float(v); }
+
+#if SSD_FAMILY == 0
+#ifndef SSD_HBX
+#define SSD_HBX 1
+#endif
+#ifndef SSD_NBUFX
+#define SSD_NBUFX 2
+#endif
 
 // ===================================================================================================
 // Exact scan: one CTA per (segment, block of HB units); chunks in order, fp32 states in shared memory.
@@ -162,6 +160,19 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     if (fi >= 0 && a.final_out) store_states<HB>(a, Sf, a.final_out, fi, u0);
     if (vi >= 0 && a.varlen_out) store_states<HB>(a, Sf, a.varlen_out, vi, u0);
 }
+
+#endif  // SSD_FAMILY == 0
+
+#if SSD_FAMILY == 1
+#ifndef SSD_HB
+#define SSD_HB 1
+#endif
+#ifndef SSD_NBUF
+#define SSD_NBUF 2
+#endif
+#ifndef SSD_SCAN_BATCH
+#define SSD_SCAN_BATCH (SSD_N > 128 ? 2 : 8)
+#endif
 
 // ===================================================================================================
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
@@ -544,3 +555,4 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         }
     }
 }
+#endif  // SSD_FAMILY == 1

@@ -24,8 +24,8 @@
 //
 // Compile-time parameters (defines): SSD_T (0 bf16, 1 fp16, 2 fp32: x, B, C, z, y), SSD_DT (dt dtype,
 // same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size),
-// SSD_WG (1: the sm_90a warpgroup path, 16-bit inputs only); per kernel (ssd_combined.cu): units per CTA and
-// B/X buffers.
+// SSD_WG (1: the sm_90a warpgroup path, 16-bit inputs only); in ssd_combined.cu: the kernel of the program
+// (SSD_FAMILY) and its units per CTA and B/X buffers.
 //
 // Two tensor-core paths, one per architecture, the same arithmetic around them:
 //   sm_80..sm_89 (SSD_WG 0): mma.sync m16n8k16 per warp, operands by ldmatrix from padded rows;
@@ -36,7 +36,7 @@
 //     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (cp.async) and
 //     stages dt, one buffer ahead, behind full / empty mbarriers ("The load pipeline"); setmaxnreg gives the
 //     math warpgroup 216 registers and the producer 40. The math warpgroup synchronizes on named barrier 1 only.
-// Both families of one program use the same path, so their bits still agree.
+// The two families' programs of one shape and target use the same path, so their bits still agree.
 #pragma once
 #include "../common/types.cuh"
 #include "../common/mma.cuh"
