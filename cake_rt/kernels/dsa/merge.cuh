@@ -2,8 +2,7 @@
 //
 // A block whose keys are cut into `nparts` units writes one part per unit (its <= topk best candidates per
 // query, ascending id) to the workspace, then counts itself on the block's arrival word. Every key a part
-// appends is also counted in the block's per-query histogram of top-11-bit digits (global integer atomics, a tile's
-// counts at a time from shared memory where the unit has room, else one a key: tile_sm90.cuh select_loop;
+// appends is also counted in the block's per-query histogram of top-11-bit digits (global integer atomics;
 // layout.cuh SPLIT_WORDS). A part writes only its keys from the floor that the histogram gives when it
 // finishes (the other parts are still adding to it: any subset of real candidates gives a valid floor), and
 // the unit that arrives last (all other parts are complete and visible) reads the complete histogram for

@@ -246,11 +246,10 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
 }
 
 // Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
-// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT (split units): one integer atomic per
-// appended key into h[qq][top 11 key bits]: the block's histograms of appended keys (merge.cuh, global), or the
-// tile's shared-memory histograms that flush_split_hist adds to them (split_hist_shared).
+// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT (split units): one global atomic per
+// appended key into gh, the block's histograms of appended keys (merge.cuh).
 template <bool COUNT>
-CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* h) {
+CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
     const int lane = sel_tid() & 31, warp = sel_tid() >> 5;
 #pragma unroll 1
     for (int qq = warp; qq < un.nq; qq += NWARPS) {
@@ -268,7 +267,7 @@ CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, 
             const unsigned b = __ballot_sync(0xffffffffu, take);
             if (take) {
                 s.cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
-                if constexpr (COUNT) atomicAdd(h + qq * HIST_WORDS + (unsigned)(x >> 53), 1u);
+                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x >> 53), 1u);
             }
             c0 += __popc(b);
         }

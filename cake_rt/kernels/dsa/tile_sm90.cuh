@@ -118,55 +118,10 @@ CAKE_DEVICE void product_unit(const Unit& un, int ntiles, unsigned char* kt, uns
     product_loop<PAIRS>(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
 }
 
-// A split unit whose queries leave other queries' candidate buffers free (a one-query part of a split tail) counts
-// each tile's keys in shared memory there, two tiles' histograms [2][nq][HIST_WORDS] in turn, and idle warps add
-// them to the block's record once per nonzero bin (flush_split_hist): a global atomic per key on the appending warp
-// made the selection of such a part slower than its product (docs/dsa.md, round 12). nullptr: no room (the
-// histograms would need the buffers of the unit's own queries, or no warp would be idle); the unit counts each key
-// in the record itself.
-CAKE_DEVICE uint32_t* split_hist_shared(const Sel& s, const Unit& un) {
-    if constexpr (BQ >= 2) {
-        if (un.nq < NWARPS && 2 * un.nq * HIST_WORDS <= (BQ - un.nq) * CAP * 2)
-            return reinterpret_cast<uint32_t*>(s.cand + un.nq * CAP);
-    }
-    (void)s;
-    (void)un;
-    return nullptr;
-}
-
-// Adds the nonzero words of the shared histograms h[0 .. words) to the block's record gh (the same [nq][HIST_WORDS]
-// layout: one RED per nonzero bin) and zeroes them; thread t of nthr. Integer adds: the record's totals do not
-// depend on when or in which order the bins arrive.
-CAKE_DEVICE void flush_split_hist(uint32_t* h, uint32_t* gh, int words, int t, int nthr) {
-#pragma unroll 1
-    for (int i = 4 * t; i < words; i += 4 * nthr) {
-        const uint4 v = *reinterpret_cast<const uint4*>(h + i);
-        if (v.x | v.y | v.z | v.w) {
-            if (v.x) atomicAdd(gh + i, v.x);
-            if (v.y) atomicAdd(gh + i + 1, v.y);
-            if (v.z) atomicAdd(gh + i + 2, v.z);
-            if (v.w) atomicAdd(gh + i + 3, v.w);
-            *reinterpret_cast<uint4*>(h + i) = make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
-}
-
 // Selection side of one unit (threads [NT, 2 NT)): every tile's scores appended in key order (gh: the split
-// block's histograms of appended keys, else nullptr). A split unit with room counts each tile in shared memory
-// (split_hist_shared): while warp qq < nq appends tile it into one of the two tile histograms, the other warps add
-// tile it - 1's to gh and zero them; the FULL barrier of tile it + 1 (every selection thread takes it) orders that
-// flush before the appends reuse those histograms. The last tile's counts are added by every warp after the loop, so
-// the record counts every key of the part before its finish counts it as arrived (merge.cuh). Ends with a
-// selection barrier (the last append is done).
+// block's histograms of appended keys, else nullptr). Ends with a selection barrier (the last append is done).
 CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const float* sc, int topk, int causal,
                              uint32_t* gh, uint64_t* empty, unsigned& g) {
-    uint32_t* sh = gh ? split_hist_shared(s, un) : nullptr;
-    const int words = un.nq * HIST_WORDS;  // one tile's shared histograms
-    const int warp = sel_tid() >> 5;
-    if (sh) {  // block-uniform; tile 0's FULL barrier orders the zeros before the first count
-        for (int i = 4 * sel_tid(); i < 2 * words; i += 4 * NT)
-            *reinterpret_cast<uint4*>(sh + i) = make_uint4(0u, 0u, 0u, 0u);
-    }
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it, ++g) {
         const unsigned slot = g % RING;
@@ -174,22 +129,10 @@ CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const flo
         // append's counts are visible).
         named_sync(BAR_FULL + slot, BLOCK);
         compact_full(s, topk);
-        const float* scores = sc + slot * SCF;
-        const int j0 = un.klo + it * TILE;
-        if (!sh) {
-            append_tile(s, un, scores, j0, causal, gh);
-            mbarrier_arrive(empty + slot);  // this thread is done reading the slot
-        } else if (warp < un.nq) {
-            append_rows<true>(s, un, scores, j0, causal, sh + (it & 1) * words);
-            mbarrier_arrive(empty + slot);
-        } else {
-            mbarrier_arrive(empty + slot);  // the flush reads no scores
-            if (it > 0)
-                flush_split_hist(sh + ((it - 1) & 1) * words, gh, words, sel_tid() - un.nq * 32, NT - un.nq * 32);
-        }
+        append_tile(s, un, sc + slot * SCF, un.klo + it * TILE, causal, gh);
+        mbarrier_arrive(empty + slot);  // this thread is done reading the slot
     }
     sel_sync();
-    if (sh && ntiles > 0) flush_split_hist(sh + ((ntiles - 1) & 1) * words, gh, words, sel_tid(), NT);
 }
 
 }  // namespace dsa
