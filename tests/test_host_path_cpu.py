@@ -285,3 +285,23 @@ def test_held_stream_parts_keep_nothing_alive_and_match_the_plan():
                        capture_output=True, text=True, timeout=300,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+def test_metadata_keys_tell_byte_orders_apart():
+    """Host metadata of another byte order with the same bytes (and dtype char) holds other values: it must not
+    find the problem validated for the first (a memo hit would run the first call's segments)."""
+    import math
+
+    import numpy as np
+
+    from cake_rt.interop import add_host_metadata_key
+    from cake_rt.ops import ssd
+
+    a, b = np.array([0, 256, 65792], "<i4"), np.array([0, 65536, 65792], ">i4")
+    assert a.tobytes() == b.tobytes() and a.dtype.char == b.dtype.char and a.tolist() != b.tolist()
+    ka, kb = [], []
+    assert add_host_metadata_key(ka, (None, a)) and add_host_metadata_key(kb, (None, b))
+    assert ka != kb
+    sig = [ssd._signature((None,) * 10, [], 64, None, cu, False, (0.0, math.inf), False, False, False, None, "auto")
+           for cu in (a, b)]
+    assert sig[0] is not None and sig[0] != sig[1]

@@ -536,7 +536,7 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
             return None
     else:  # the common varlen call: host cu_seqlens alone
         add(None)
-        add((cu_seqlens.dtype.char, cu_seqlens.shape, cu_seqlens.tobytes()))
+        add((cu_seqlens.dtype, cu_seqlens.shape, cu_seqlens.tobytes()))  # as add_host_metadata_key's
     if type(dt_limit) is not tuple or len(dt_limit) != 2:
         return None
     lo, hi = dt_limit
