@@ -264,6 +264,19 @@ assert ref() is None, gc.get_referrers(ref())
 call(s2)                                   # a later call on the handle gets a new state
 assert launched(p)[0] == streams.stream_states().get(streams.stream_key(0, s2.ptr)).workspaces["ssd_chunkpar"].data.ptr
 
+# A held table stays as recently used as with a lookup: a problem called on every step keeps its table while other
+# layouts (more than the cache holds) come and go, and a graph captured later finds it.
+cu = np.array([0, 100, L], np.int32)
+def varlen(c):
+    return cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=c, out=y, stream=s)
+varlen(cu)
+p_v = ssd._last_call[1]
+t0 = p_v.held_table
+for i in range(ssd._tables.size + 8):
+    varlen(np.array([0, 101 + i, L], np.int32))
+    varlen(cu)
+assert p_v.held_table is t0 and not t0.retired
+
 # The held parts belong to the executable they were made for: parts a racing call made for the previous plan (a
 # switch changed in between) are not launched with the new plan's kernel and offsets.
 call(s)

@@ -972,6 +972,8 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         if table is None:
             table = _device_table(p, handle, s, capturing)
         p.held_table = table
+    else:
+        _tables.touch(p.table_key)  # as recently used as with a lookup (the key's bytes keep their hash)
     if coop:
         # The stream's state and the pointers of its workspace and ticket words as the last call of this executable
         # on this stream took them, while the state lives, is not retired nor grown out of that workspace, and no
