@@ -185,6 +185,13 @@ assert p0.held[1] is not dp1 and p0.held[0] == (False, False)
 del os.environ["CAKE_RT_DSA_MMA"]
 dsa_call()
 assert p0.held[1] is dp1 and p0.held[0] == (True, False)
+# A held plan stays as recently used as with a lookup: called on every step, it outlives other layouts' plans.
+dsa_call()
+dp1 = p0.held[1]
+for i in range(dsa._PLAN_CACHE_SIZE + 8):
+    dsa_call(cu_seqlens_q=np.array([0, 21 + i % 40, T], np.int32), cu_seqlens_k=np.array([0, 100 + i, Tkv], np.int32))
+    dsa_call()
+assert p0.held[1] is dp1 and not dp1.retired
 runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc)
 runner(stream=s)
 records.clear(); runner(stream=s); assert len(records) == 1, records
