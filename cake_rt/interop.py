@@ -270,13 +270,14 @@ def resolve_stream(stream, device=None):
 
 def add_host_metadata_key(sig: list, values) -> bool:
     """Append to a call signature the key of each host metadata array in ``values`` (None, or a NumPy
-    array: its dtype, shape and bytes, so an array changed in place gives another key). False when one is
-    not a host NumPy array (device metadata: the call cannot be memoized on its signature)."""
+    array: its dtype, shape and bytes, so an array changed in place gives another key; the dtype itself, not its
+    char, which one byte order shares with the other). False when one is not a host NumPy array (device
+    metadata: the call cannot be memoized on its signature)."""
     for v in values:
         if v is None:
             sig.append(None)
         elif type(v) is np.ndarray:
-            sig.extend((v.dtype.char, v.shape, v.tobytes()))
+            sig.extend((v.dtype, v.shape, v.tobytes()))
         else:
             return False
     return True

@@ -114,7 +114,7 @@ def launched_parts(p):
     pk = p.executable[1]
     got = [pk._slots[pk.slot_names.index(n)] for n in ("ws_states", "tickets")]
     st = streams.stream_states().get(streams.stream_key(0, p.held_stream[0]))
-    assert st is p.held_stream[1] and not st.retired
+    assert st is p.held_stream[1]() and not st.retired
     assert got == [st.workspaces["ssd_chunkpar"].data.ptr, st.tickets[4].ptr], (got, st)
     return st
 chunkpar_call(s)
@@ -133,7 +133,7 @@ chunkpar_call(s)
 assert launched_parts(p_c) is st_s                                  # back on s: s's own parts
 chunkpar_call(s2)
 streams._dead.append(streams.stream_key(0, s2.ptr))                 # s2's stream object collected (weakref callback)
-st_old = p_c.held_stream[1]
+st_old = p_c.held_stream[1]()
 chunkpar_call(s2)
 assert st_old.retired and launched_parts(p_c) is not st_old
 chunkpar_call(s)
@@ -185,6 +185,13 @@ assert p0.held[1] is not dp1 and p0.held[0] == (False, False)
 del os.environ["CAKE_RT_DSA_MMA"]
 dsa_call()
 assert p0.held[1] is dp1 and p0.held[0] == (True, False)
+# A held plan stays as recently used as with a lookup: called on every step, it outlives other layouts' plans.
+dsa_call()
+dp1 = p0.held[1]
+for i in range(dsa._PLAN_CACHE_SIZE + 8):
+    dsa_call(cu_seqlens_q=np.array([0, 21 + i % 40, T], np.int32), cu_seqlens_k=np.array([0, 100 + i, Tkv], np.int32))
+    dsa_call()
+assert p0.held[1] is dp1 and not dp1.retired
 runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc)
 runner(stream=s)
 records.clear(); runner(stream=s); assert len(records) == 1, records
@@ -227,3 +234,94 @@ def test_memoized_calls_keep_every_check():
                        capture_output=True, text=True, timeout=300,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+HELD_SCRIPT = r'''
+import importlib.util, sys, gc, os, weakref
+import numpy as np
+spec = importlib.util.spec_from_file_location("host_time", sys.argv[1])
+ht = importlib.util.module_from_spec(spec); spec.loader.exec_module(ht)
+make, s = ht.install_cpu_stubs()
+import cake_rt
+from cake_rt.interop import BF16
+import cake_rt.ops.ssd as ssd
+from cake_rt.launch import streams
+from cake_rt.launch.streams import StreamHandle
+
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+def call(stream):
+    return cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=stream)
+def launched(p):
+    pk = p.executable[1]
+    return [pk._slots[pk.slot_names.index(n)] for n in pk.slot_names[-6:]]
+
+# A released stream's state (its workspace: up to the cap) is freed once its work has run, whether or not a
+# memoized problem ran on that stream last: the problem does not keep it alive.
+owner = bytearray(64)
+s2 = type(s).from_external(StreamHandle(id(owner)))
+call(s2)
+p = ssd._last_call[1]
+ref = weakref.ref(streams.stream_states().get(streams.stream_key(0, s2.ptr)))
+streams.release_stream(s2)
+streams.collect()
+gc.collect()
+assert ref() is None, gc.get_referrers(ref())
+call(s2)                                   # a later call on the handle gets a new state
+assert launched(p)[0] == streams.stream_states().get(streams.stream_key(0, s2.ptr)).workspaces["ssd_chunkpar"].data.ptr
+
+# A held table stays as recently used as with a lookup: a problem called on every step keeps its table while other
+# layouts (more than the cache holds) come and go, and a graph captured later finds it.
+cu = np.array([0, 100, L], np.int32)
+def varlen(c):
+    return cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=c, out=y, stream=s)
+varlen(cu)
+p_v = ssd._last_call[1]
+t0 = p_v.held_table
+for i in range(ssd._tables.size + 8):
+    varlen(np.array([0, 101 + i, L], np.int32))
+    varlen(cu)
+assert p_v.held_table is t0 and not t0.retired
+
+# The held parts belong to the executable they were made for: parts a racing call made for the previous plan (a
+# switch changed in between) are not launched with the new plan's kernel and offsets.
+call(s)
+stale = p.held_stream
+os.environ["CAKE_RT_SSD_WORKSPACE_CAP"] = str(ssd.workspace_bytes(p, 2))   # fewer units a slice: smaller offsets
+call(s)
+assert 0 < p.executable[0].slice_units < H, p.executable[0]
+p.held_stream = stale                      # written by a call of the previous plan that finished last
+call(s)
+ws = streams.stream_states().get(streams.stream_key(0, s.ptr)).workspaces["ssd_chunkpar"].data.ptr
+_, _, _, o1, o2, o3, o4 = p.executable
+assert launched(p)[:5] == [ws, ws + o1, ws + o2, ws + o3, ws + o4], (launched(p), ws, p.executable[3:])
+print("ok")
+'''
+
+
+def test_held_stream_parts_keep_nothing_alive_and_match_the_plan():
+    r = subprocess.run([sys.executable, "-c", HELD_SCRIPT, str(ROOT / "scripts" / "host_time.py")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+def test_metadata_keys_tell_byte_orders_apart():
+    """Host metadata of another byte order with the same bytes (and dtype char) holds other values: it must not
+    find the problem validated for the first (a memo hit would run the first call's segments)."""
+    import math
+
+    import numpy as np
+
+    from cake_rt.interop import add_host_metadata_key
+    from cake_rt.ops import ssd
+
+    a, b = np.array([0, 256, 65792], "<i4"), np.array([0, 65536, 65792], ">i4")
+    assert a.tobytes() == b.tobytes() and a.dtype.char == b.dtype.char and a.tolist() != b.tolist()
+    ka, kb = [], []
+    assert add_host_metadata_key(ka, (None, a)) and add_host_metadata_key(kb, (None, b))
+    assert ka != kb
+    sig = [ssd._signature((None,) * 10, [], 64, None, cu, False, (0.0, math.inf), False, False, False, None, "auto")
+           for cu in (a, b)]
+    assert sig[0] is not None and sig[0] != sig[1]

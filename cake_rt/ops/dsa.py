@@ -410,7 +410,7 @@ class _Problem:
     device: int
     nbytes: tuple = ()        # bytes of q, k, weights, indices, scores (0 for a missing output)
     plan_key: tuple | None = None
-    held: tuple | None = None  # (switches, _DevicePlan) of the last call: used while cached, not retired
+    held: tuple | None = None  # (switches, _DevicePlan, cache key) of the last call: used while cached, not retired
     target: str | None = None
     schedule: str | None = None
     key_split: int | None = None
@@ -647,9 +647,11 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
                         target=None) -> _DevicePlan:
     """The device plan of a validated call. A memoized problem holds the plan of its last call and uses it
     while the switches are the same and the cache has not evicted it (``retired``), without building and
-    hashing the cache key (the metadata's bytes)."""
+    hashing the cache key (the metadata's bytes); the plan is touched in the cache's LRU as a lookup would, so a
+    plan used on every step is not evicted before cold ones."""
     held = p.held
     if held is not None and not held[1].retired and held[0] == _switches(p):
+        _plan_cache.touch(held[2])
         return held[1]
     key = _plan_key(p, key_split, target)
     hit = _plan_cache.get(key)
@@ -663,7 +665,7 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
         cfg = _config_for(p)
         dp = _DevicePlan(_plan(p, cfg, key_split), cfg, p.device, handle, stream_obj)
         hit = _plan_cache.put(key, dp)
-    p.held = (key[-1], hit)
+    p.held = (key[-1], hit, key)
     return hit
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -298,7 +299,7 @@ class _Problem:
     planned: tuple | None = None  # (the switches in force, the plan made under them)
     want_states: bool = False      # any state returned
     executable: tuple | None = None  # _executable(self, plan) of the last plan
-    held_stream: tuple | None = None  # _stream_parts of the last chunk-parallel call (the executable's plan)
+    held_stream: tuple | None = None  # _stream_parts' held part of the last chunk-parallel call
 
 
 def _as_bool(v, name):
@@ -535,7 +536,7 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
             return None
     else:  # the common varlen call: host cu_seqlens alone
         add(None)
-        add((cu_seqlens.dtype.char, cu_seqlens.shape, cu_seqlens.tobytes()))
+        add((cu_seqlens.dtype, cu_seqlens.shape, cu_seqlens.tobytes()))  # as add_host_metadata_key's
     if type(dt_limit) is not tuple or len(dt_limit) != 2:
         return None
     lo, hi = dt_limit
@@ -964,7 +965,6 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
     ex = p.executable
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
-        p.held_stream = None
     pk, coop = ex[1], ex[2]
     table = p.held_table
     if table is None or table.retired:
@@ -972,17 +972,19 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         if table is None:
             table = _device_table(p, handle, s, capturing)
         p.held_table = table
+    else:
+        _tables.touch(p.table_key)  # as recently used as with a lookup (the key's bytes keep their hash)
     if coop:
-        # The stream's state, workspace and ticket words as the last call on this stream took them, while the
-        # state is neither retired nor grown out of that workspace and no collected stream awaits its state's
-        # release (a new stream may reuse its handle).
+        # The stream's state and the pointers of its workspace and ticket words as the last call of this executable
+        # on this stream took them, while the state lives, is not retired nor grown out of that workspace, and no
+        # collected stream awaits its state's release (a new stream may reuse its handle).
         held = p.held_stream
-        if held is None or held[0] != handle or held[1].retired or held[1].workspace_version != held[2] \
-                or _dead_streams:
-            held = _stream_parts(p, plan, ex, handle, s, capturing)
+        state = held[1]() if held is not None and held[0] == handle and held[4] is ex and not _dead_streams else None
+        if state is None or state.retired or state.workspace_version != held[2]:
+            state, held = _stream_parts(p, ex, handle, s, capturing)
         else:
-            _stream_states.touch(held[1].key)  # the state stays as recently used as with a lookup
-        used = (table, held[1])
+            _stream_states.touch(state.key)  # the state stays as recently used as with a lookup
+        used = (table, state)
     else:
         used = (table,)
     begin_call(used)
@@ -1006,10 +1008,10 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         if not coop:
             pk.run(handle, ptrs)
         else:
-            words = held[3]
+            words = state.tickets[4]
             if words.dirty:
                 words.before_launch(handle)
-            ptrs += held[4]
+            ptrs += held[3]
             try:
                 pk.run(handle, ptrs)
             except BaseException:
@@ -1022,11 +1024,13 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
     return (y, *states)
 
 
-def _stream_parts(p: _Problem, plan: SsdPlan, ex: tuple, handle: int, s, capturing: bool) -> tuple:
-    """(handle, the stream's state, its workspace version, its ticket words, the pointers of the workspace parts
-    and of the words) for a chunk-parallel call of ``plan`` on stream ``handle``: the state made or looked up, its
-    workspace grown to the plan's bytes; held by the problem (not for the per-thread default stream, another
-    stream in every thread)."""
+def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tuple:
+    """(the stream's state, (handle, a weak reference to the state, its workspace version, the pointers of the
+    workspace parts and of the ticket words, ``ex``)) for a chunk-parallel call of executable ``ex`` on stream
+    ``handle``: the state made or looked up, its workspace grown to the plan's bytes, its ticket words made. The
+    second part is held by the problem (not for the per-thread default stream, another stream in every thread); the
+    reference is weak so that a released state's memory is freed after its work, as without the problem."""
+    plan = ex[0]
     state = stream_state(p.device, handle, capturing, s)
     ws = state.workspaces.get("ssd_chunkpar")
     if ws is None or ws.nbytes < plan.workspace_bytes:
@@ -1038,11 +1042,11 @@ def _stream_parts(p: _Problem, plan: SsdPlan, ex: tuple, handle: int, s, capturi
     _, _, _, o1, o2, o3, o4 = ex
     base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, o4),
     # CB blocks [o4, workspace_bytes)
-    held = (handle, state, state.workspace_version, words, (base, base + o1, base + o2, base + o3, base + o4,
-                                                            words.ptr))
+    held = (handle, weakref.ref(state), state.workspace_version,
+            (base, base + o1, base + o2, base + o3, base + o4, words.ptr), ex)
     if handle != PER_THREAD:
         p.held_stream = held
-    return held
+    return state, held
 
 
 def _allocate(p: _Problem, y):
