@@ -229,11 +229,17 @@ print("ok")
 '''
 
 
-def test_memoized_calls_keep_every_check():
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "scripts" / "host_time.py")], cwd=ROOT,
+def run_with_cpu_stubs(script: str) -> None:
+    """Run ``script`` in a fresh interpreter (its argv[1]: scripts/host_time.py, whose CPU stand-ins it installs);
+    it must print "ok" last."""
+    r = subprocess.run([sys.executable, "-c", script, str(ROOT / "scripts" / "host_time.py")], cwd=ROOT,
                        capture_output=True, text=True, timeout=300,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+def test_memoized_calls_keep_every_check():
+    run_with_cpu_stubs(SCRIPT)
 
 
 HELD_SCRIPT = r'''
@@ -301,10 +307,7 @@ print("ok")
 
 
 def test_held_stream_parts_keep_nothing_alive_and_match_the_plan():
-    r = subprocess.run([sys.executable, "-c", HELD_SCRIPT, str(ROOT / "scripts" / "host_time.py")], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300,
-                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+    run_with_cpu_stubs(HELD_SCRIPT)
 
 
 def test_metadata_keys_tell_byte_orders_apart():
