@@ -1,17 +1,37 @@
 #!/usr/bin/env bash
-# The recorded benchmark run on a GPU machine: `cake-rt bench all` with the peers (.peers/ beside the tree,
-# see bench/peers/README.md), JSON + both PNGs + Markdown under $OUT.
-#   CAKE_RT_GIT_HASH=<hash> bash scripts/device-bench.sh [limit_s]
+# The recorded benchmark run on a GPU machine, in three commands of `cake-rt bench`:
+#   1. the DSA suite, prepared and eager, with the side-stream table (1 SM held), no peers;
+#   2. the SSD suite's rows with both peers (mamba_ssm and vLLM's Triton SSD, .peers/ beside the tree, see
+#      bench/peers/README.md) in the same process, after mamba_ssm's accuracy test on the same inputs (which also warms
+#      Triton's cache);
+#   3. the SSD varlen row without the peers (theirs take minutes there).
+# Each writes NAME.json, NAME.md and NAME.log (NAME: dsa, ssd, ssd_varlen), compared with a recorded run when RECORD
+# names one (RECORD=bench/results/h200_2026-12-01c: its _dsa.json, _ssd.json and _ssd_varlen.json).
+# Usage (repo root): CAKE_RT_GIT_HASH=<hash> [OUT=dir] [RECORD=bench/results/PREFIX] bash scripts/device-bench.sh
+# Leaves $OUT/bench.log (the summary) and $OUT/bench.tgz (every file). Plots: `cake-rt bench --from-json NAME.json
+# --plot ... --speedup-plot ...` anywhere.
 set -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONPATH=$here:$here/.peers PYTHONUNBUFFERED=1
+export PYTHONPATH=$here:$here/.peers PYTHONUNBUFFERED=1 CAKE_RT_QUIET=${CAKE_RT_QUIET:-1}
 OUT=${OUT:-$here/device-out}; mkdir -p "$OUT"
-limit=${1:-480}
+DIR=$(mktemp -d)
+LOG=$OUT/bench.log
+say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
+compare() { [ -n "${RECORD:-}" ] && [ -f "${RECORD}_$1.json" ] && echo "--compare ${RECORD}_$1.json"; }
+run() {  # run NAME TIMEOUT ARGS...: one bench command, its files under $DIR
+    local name=$1 limit=$2; shift 2
+    timeout "$limit" python3 -m cake_rt bench "$@" --json "$DIR/$name.json" --markdown "$DIR/$name.md" $(compare "$name") \
+        > "$DIR/$name.log" 2>&1
+    echo "bench $name rc=$?" | tee -a "$LOG"
+    grep "^| " "$DIR/$name.md" 2>/dev/null | cut -c1-160 | head -80 >> "$LOG"
+}
 cd "$here"
-# mamba_ssm's accuracy on the same inputs as ours (also warms Triton's cache)
-timeout 120 python3 -m pytest -q -ra -p no:cacheprovider tests/ssd/test_ssd_gpu.py -k mamba > "$OUT/mamba_accuracy.log" 2>&1
-tail -3 "$OUT/mamba_accuracy.log"
-python3 -m cake_rt bench all --json "$OUT/h200.json" --plot "$OUT/h200.png" --speedup-plot "$OUT/h200_speedup.png" \
-    --markdown "$OUT/h200.md" --time-limit "$limit" ${BENCH_ARGS:-} > "$OUT/h200.log" 2>&1
-echo "bench rc=$?" >> "$OUT/h200.log"
-tail -60 "$OUT/h200.log"
+say "mamba_ssm accuracy"
+timeout 120 python3 -m pytest -q -ra -p no:cacheprovider tests/ssd/test_ssd_gpu.py -k mamba > "$DIR/mamba_accuracy.log" 2>&1
+tail -1 "$DIR/mamba_accuracy.log" | tee -a "$LOG"
+say "dsa"; run dsa 150 dsa --no-peers --repeats 10 --warmup 2 --budget-s 0.5 --side-stream 1 --time-limit 120
+say "ssd with peers"; run ssd 200 ssd --repeats 10 --warmup 2 --budget-s 0.6 --rows seed,m2-2.7b,m2-2.7b-b8,nemotron-h,short
+say "ssd varlen"; run ssd_varlen 60 ssd --no-peers --repeats 10 --warmup 2 --budget-s 0.6 --rows varlen
+say "done"
+# The device tool brings back at most 8 files from $OUT: everything in one archive, the summary beside it.
+tar czf "$OUT/bench.tgz" -C "$DIR" . && rm -rf "$DIR"

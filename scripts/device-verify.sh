@@ -1,31 +1,60 @@
 #!/usr/bin/env bash
 # One call on a GPU machine that verifies everything (the recorded benchmark is scripts/device-bench.sh):
-#   1. the programs compiled ahead into the cache (scripts/prewarm; skipped ones compile on first use);
-#   2. the whole test suite but the compile tests, GPU tests included (JUnit + log), the compat tests against mamba_ssm when the
-#      peers are on PYTHONPATH;
-#   3. every kernel under compute-sanitizer (scripts/sanitize).
-# Usage (repo root): [OUT=dir] bash scripts/device-verify.sh       (carry .peers for the peer comparisons)
-# Leaves $OUT/verify.log (the summary) and $OUT/verify.tgz (every log, the JUnit file).
+#   1. the self-test and the programs compiled ahead into the cache (scripts/prewarm; a warm $CAKE_RT_CACHE_DIR
+#      makes this a lookup);
+#   2. the output fingerprints (scripts/dsa-fingerprint, scripts/ssd-fingerprint), compared with a recorded file
+#      when FINGERPRINTS names one;
+#   3. the whole test suite but the CPU-only compile and trace-patch tests, GPU tests included (JUnit + log), the
+#      compat tests against mamba_ssm when the peers are on PYTHONPATH;
+#   4. every kernel under compute-sanitizer (scripts/sanitize);
+#   5. host time per call (scripts/host_time.py, real launches) and the cold compile time of the bench shapes'
+#      programs (scripts/compile-time).
+# Usage (repo root): [OUT=dir] [FINGERPRINTS=bench/results/NAME_fingerprints.txt] bash scripts/device-verify.sh
+# (carry .peers for the peer comparisons). Leaves $OUT/verify.log (the summary) and $OUT/verify.tgz (every log, the
+# fingerprints, the JUnit file).
 set -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONPATH=$here:$here/.peers PYTHONUNBUFFERED=1
+export PYTHONPATH=$here:$here/.peers PYTHONUNBUFFERED=1 CAKE_RT_QUIET=${CAKE_RT_QUIET:-1}
 OUT=${OUT:-$here/device-out}; mkdir -p "$OUT"
 LOG=$OUT/verify.log
 say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
 cd "$here"
 say "info"; python3 -m cake_rt info >> "$LOG" 2>&1
+say "self-test"; timeout 60 python3 -m cake_rt > "$OUT/selftest.log" 2>&1; echo "self-test rc=$?" | tee -a "$LOG"
 say "prewarm"; timeout 180 python3 scripts/prewarm "$(python3 -c 'from cake_rt.launch.arch import device_info; print(device_info().target)')" > "$OUT/prewarm.log" 2>&1; tail -1 "$OUT/prewarm.log" | tee -a "$LOG"
+say "fingerprints"
+timeout 90 python3 scripts/dsa-fingerprint > "$OUT/fp_dsa.txt" 2>&1; echo "dsa fingerprints rc=$? lines=$(wc -l < "$OUT/fp_dsa.txt")" | tee -a "$LOG"
+timeout 120 python3 scripts/ssd-fingerprint > "$OUT/fp_ssd.txt" 2>&1; echo "ssd fingerprints rc=$? lines=$(wc -l < "$OUT/fp_ssd.txt")" | tee -a "$LOG"
+cat "$OUT/fp_dsa.txt" "$OUT/fp_ssd.txt" > "$OUT/fingerprints.txt"
+if [ -n "${FINGERPRINTS:-}" ]; then
+    if diff <(grep -v "^#" "$FINGERPRINTS" | sort) <(grep -v "^#" "$OUT/fingerprints.txt" | sort) > "$OUT/fingerprints_diff.txt"; then
+        echo "fingerprints EQUAL to $FINGERPRINTS" | tee -a "$LOG"
+    else
+        echo "fingerprints DIFFER from $FINGERPRINTS ($(wc -l < "$OUT/fingerprints_diff.txt") diff lines)" | tee -a "$LOG"
+        head -20 "$OUT/fingerprints_diff.txt" | tee -a "$LOG"
+    fi
+fi
 say "test suite"
-# Four workers, one test file per worker (side-stream tests keep their file's order). The compile tests are CPU
-# work (NVRTC's ptxas report of every program for two targets) and run in CI; here they would only spend device
-# time.
-timeout 400 python3 -m pytest -q -ra -p no:cacheprovider -n 4 --dist loadfile --junitxml="$OUT/junit.xml" \
-    --ignore=tests/ssd/test_ssd_compile.py --ignore=tests/dsa/test_dsa_compile.py tests > "$OUT/suite.log" 2>&1
+# Five workers, one test file per worker (side-stream tests keep their file's order). The compile tests and the
+# trace scripts' tests are CPU work (NVRTC reports and patched programs) and run in CI; here they would only spend
+# device time.
+timeout 400 python3 -m pytest -q -ra -p no:cacheprovider -n 5 --dist loadfile --junitxml="$OUT/junit.xml" \
+    --ignore=tests/ssd/test_ssd_compile.py --ignore=tests/dsa/test_dsa_compile.py \
+    --ignore=tests/ssd/test_ssd_phase_trace_cpu.py --ignore=tests/ssd/test_ssd_step_trace_cpu.py tests > "$OUT/suite.log" 2>&1
 echo "suite rc=$?" >> "$OUT/suite.log"; grep -E "passed|failed|error|FAILED|ERROR|rc=" "$OUT/suite.log" | tail -25 | tee -a "$LOG"
 say "compute-sanitizer"
-OUT=$OUT timeout 300 bash scripts/sanitize all 2>&1 | tee -a "$LOG"
+OUT=$OUT timeout 300 bash scripts/sanitize all > "$OUT/sanitize.log" 2>&1; echo "sanitize rc=$?" >> "$OUT/sanitize.log"
+grep -E "rc=|SUMMARY|equal" "$OUT/sanitize.log" | tee -a "$LOG"
+say "host time"
+timeout 60 python3 scripts/host_time.py --calls 500 --entry-costs > "$OUT/host_time.log" 2>&1; echo "host time rc=$?" | tee -a "$LOG"
+grep -E "real launch" "$OUT/host_time.log" | tee -a "$LOG"
+say "cold compile time (fresh texts)"
+timeout 90 python3 scripts/compile-time --shapes dstate=128,chunk=256,headdim=64,dtype=bfloat16 \
+    --shapes dtype=float32,headdim=128,dstate=128,chunk=256 --shapes heads=64,head_dim=128 \
+    --shapes heads=32,head_dim=128 "$(python3 -c 'from cake_rt.launch.arch import device_info; print(device_info().target)')" \
+    > "$OUT/compile_time.log" 2>&1; echo "compile-time rc=$?" >> "$OUT/compile_time.log"; tee -a "$LOG" < "$OUT/compile_time.log"
 say "done"
 # The device tool brings back at most 8 files from $OUT: everything in one archive, the summary beside it.
 pack=$(mktemp --suffix .tgz)
-tar czf "$pack" -C "$OUT" --exclude ./verify.log . && mv "$pack" "$OUT/verify.tgz" \
-    && find "$OUT" -type f ! -name verify.tgz ! -name verify.log -delete
+tar czf "$pack" -C "$OUT" --exclude ./verify.log --exclude ./bench.log --exclude ./bench.tgz . && mv "$pack" "$OUT/verify.tgz" \
+    && find "$OUT" -type f ! -name verify.tgz ! -name verify.log ! -name bench.tgz ! -name bench.log -delete
