@@ -21,7 +21,8 @@ say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
 cd "$here"
 say "info"; python3 -m cake_rt info >> "$LOG" 2>&1
 say "self-test"; timeout 60 python3 -m cake_rt > "$OUT/selftest.log" 2>&1; echo "self-test rc=$?" | tee -a "$LOG"
-say "prewarm"; timeout 180 python3 scripts/prewarm "$(python3 -c 'from cake_rt.launch.arch import device_info; print(device_info().target)')" > "$OUT/prewarm.log" 2>&1; tail -1 "$OUT/prewarm.log" | tee -a "$LOG"
+target=$(python3 -c 'from cake_rt.launch.arch import device_info; print(device_info().target)')
+say "prewarm"; timeout 180 python3 scripts/prewarm "$target" > "$OUT/prewarm.log" 2>&1; tail -1 "$OUT/prewarm.log" | tee -a "$LOG"
 say "fingerprints"
 timeout 90 python3 scripts/dsa-fingerprint > "$OUT/fp_dsa.txt" 2>&1; echo "dsa fingerprints rc=$? lines=$(wc -l < "$OUT/fp_dsa.txt")" | tee -a "$LOG"
 timeout 120 python3 scripts/ssd-fingerprint > "$OUT/fp_ssd.txt" 2>&1; echo "ssd fingerprints rc=$? lines=$(wc -l < "$OUT/fp_ssd.txt")" | tee -a "$LOG"
@@ -51,7 +52,7 @@ grep -E "real launch" "$OUT/host_time.log" | tee -a "$LOG"
 say "cold compile time (fresh texts)"
 timeout 90 python3 scripts/compile-time --shapes dstate=128,chunk=256,headdim=64,dtype=bfloat16 \
     --shapes dtype=float32,headdim=128,dstate=128,chunk=256 --shapes heads=64,head_dim=128 \
-    --shapes heads=32,head_dim=128 "$(python3 -c 'from cake_rt.launch.arch import device_info; print(device_info().target)')" \
+    --shapes heads=32,head_dim=128 "$target" \
     > "$OUT/compile_time.log" 2>&1; echo "compile-time rc=$?" >> "$OUT/compile_time.log"; tee -a "$LOG" < "$OUT/compile_time.log"
 say "done"
 # The device tool brings back at most 8 files from $OUT: everything in one archive, the summary beside it.

@@ -1,0 +1,92 @@
+"""What the SSD trace scripts (`ssd-phase-trace`, `ssd-step-trace`) share: text patches by unique anchors, a copy of
+this tree's cake_rt with patched kernel files that the script re-runs itself in, and a bench suite row's call with the
+traced kernel's debug buffers as device arrays."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def replace_once(text: str, old: str, new: str, tool: str, where: str) -> str:
+    """``text`` with its one occurrence of ``old`` replaced (an AssertionError names an anchor the source lost)."""
+    assert text.count(old) == 1, f"{tool}: anchor not found once in {where}: {old[:70]!r}"
+    return text.replace(old, new)
+
+
+def run_patched(tool: str, patches: dict, run_rows, default_runs: int) -> None:
+    """The scripts' main: ``[ROW ...] [--runs N]``. Outside the copy: copy cake_rt to a temporary directory, rewrite
+    each file of ``patches`` (a path under cake_rt/kernels -> a function of its text) and run the calling script again
+    there; inside it: ``run_rows(rows, runs)``."""
+    args = sys.argv[1:]
+    runs = default_runs
+    if "--runs" in args:
+        i = args.index("--runs")
+        runs = int(args[i + 1])
+        del args[i:i + 2]
+    rows = args or ["short"]
+    inner = f"_{tool.upper().replace('-', '_')}_INNER"
+    if os.environ.get(inner):
+        run_rows(rows, runs)
+        return
+    here = pathlib.Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix=f"{tool}-") as tmp:
+        shutil.copytree(here / "cake_rt", pathlib.Path(tmp) / "cake_rt", ignore=shutil.ignore_patterns("__pycache__"))
+        for rel, patch in patches.items():
+            f = pathlib.Path(tmp) / "cake_rt" / "kernels" / rel
+            f.write_text(patch(f.read_text()))
+        env = dict(os.environ, PYTHONPATH=tmp, **{inner: "1"})
+        sys.exit(subprocess.call([sys.executable, sys.argv[0], *rows, "--runs", str(runs)], env=env))
+
+
+def traced_rows(rows):
+    """For each bench suite row that runs the chunk-parallel family: ``(row, params, call, plan, kernel, stream,
+    flush)``; ``call()`` runs the row's call (the suite's inputs, family auto) on ``stream``, ``flush(stream)`` empties
+    L2, ``kernel`` is the traced ``ssd_chunkpar`` of the plan's program. Rows of the exact family are named and
+    skipped."""
+    import json
+
+    import cupy
+
+    import cake_rt
+    from cake_rt.bench import cases
+    from cake_rt.bench.timing import L2Flusher
+    from cake_rt.launch.arch import device_info
+    from cake_rt.launch.compile import get_kernel
+    from cake_rt.ops import ssd as ops
+
+    suite = json.loads((pathlib.Path(cases.__file__).parent / "suites" / "ssd.json").read_text())
+    stream = cupy.cuda.Stream(non_blocking=True)
+    flush = L2Flusher(device_info(0).l2_bytes)
+    for row in rows:
+        p = dict(suite["defaults"])
+        p.update(next(r for r in suite["rows"] if r["name"] == row))
+        inp = cases.ssd_inputs(p, 1234)
+        cu = None if inp["cu_seqlens"] is None else cupy.asnumpy(inp["cu_seqlens"])
+        kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=cu, dt_softplus=True,
+                  return_final_states=True, return_varlen_states=bool(p.get("return_varlen_states")))
+        y = cupy.empty_like(inp["x"])
+
+        def call(inp=inp, kw=kw, y=y, chunk=int(p["chunk"])):
+            return cake_rt.ssd_combined(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], chunk, **kw, out=y,
+                                        stream=stream)
+
+        call()
+        stream.synchronize()
+        plan = ops.last_plan()
+        if plan.family != "chunkpar":
+            print(f"{row}: the {plan.family} family ({plan.reason}); nothing to trace")
+            continue
+        yield row, p, call, plan, get_kernel(ops.KERNEL_PATH, "ssd_chunkpar", defines=plan.defines, device=0), \
+            stream, flush
+
+
+def global_array(kernel, name: str, n: int, dtype):
+    """The traced module's ``__device__`` array ``name`` (``n`` elements of ``dtype``) as a CuPy array."""
+    import cupy
+    import numpy as np
+
+    ptr = kernel.module.get_global_var(name)
+    return cupy.ndarray((n,), dtype, memptr=cupy.cuda.MemoryPointer(
+        cupy.cuda.UnownedMemory(ptr, n * np.dtype(dtype).itemsize, kernel.module), 0))
