@@ -531,12 +531,8 @@ def _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_li
             put(d.ptr)
         else:
             return None
-    if seq_idx is not None or type(cu_seqlens) is not np.ndarray:
-        if not add_host_metadata_key(sig, (seq_idx, cu_seqlens)):
-            return None
-    else:  # the common varlen call: host cu_seqlens alone
-        add(None)
-        add((cu_seqlens.dtype, cu_seqlens.shape, cu_seqlens.tobytes()))  # as add_host_metadata_key's
+    if not add_host_metadata_key(sig, (seq_idx, cu_seqlens)):
+        return None
     if type(dt_limit) is not tuple or len(dt_limit) != 2:
         return None
     lo, hi = dt_limit
