@@ -35,14 +35,13 @@ CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsi
         finish_split_unit(sel, un, topk, arrivals, flags + 1, out_idx, out_sc, ws_ent, ws_cnt,
                           reinterpret_cast<uint64_t*>(smem), reinterpret_cast<int*>(smem + Layout::pstart));
     else  // the key tiles are free now
-        finish_unit<NT>(sel, un, topk, out_idx, out_sc, reinterpret_cast<uint32_t*>(smem + Layout::kt));
+        finish_unit(sel, un, topk, out_idx, out_sc, reinterpret_cast<uint32_t*>(smem + Layout::kt));
 }
 
 #if DSA_USE_WGMMA
 // Register split of the warp-specialized block (64K registers / 512 threads on entry): the product keeps
-// its accumulators (64) and addresses, the selection its register-resident buffers; the product's share of the
-// block's final selection (BLOCK_FINISH) needs 112 (spills at 104).
-constexpr int PRODUCT_REGS = BLOCK_FINISH ? 112 : 104, SELECT_REGS = BLOCK_FINISH ? 144 : 152;
+// its accumulators (64) and addresses, the selection its register-resident buffers.
+constexpr int PRODUCT_REGS = 104, SELECT_REGS = 152;
 static_assert(PRODUCT_REGS + SELECT_REGS == 2 * (65536 / BLOCK), "the register file, split");
 
 // Next unit: every thread of the block meets at BAR_UNIT (the previous unit is done with every buffer). The
@@ -86,7 +85,6 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 #if DSA_USE_WGMMA
     // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
     uint64_t* empty = reinterpret_cast<uint64_t*>(smem + Layout::empty);
-    uint32_t* khist = reinterpret_cast<uint32_t*>(kt);  // the block's final selection's histograms (BLOCK_FINISH)
     init_slots(empty);
     __syncthreads();  // the mbarriers are initialised
     unsigned g = 0u;  // score tiles since the launch (each role counts them)
@@ -99,7 +97,6 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             const int span = un.khi - un.klo;
             const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
             product_unit(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
-            if (BLOCK_FINISH && un.slot < 0) finish_unit<FINISH_TEAM>(sel, un, topk, out_idx, out_sc, khist);
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     } else {
@@ -114,10 +111,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             }
             sel_sync();
             select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
-            if (BLOCK_FINISH && un.slot < 0)
-                finish_unit<FINISH_TEAM>(sel, un, topk, out_idx, out_sc, khist);
-            else
-                finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
+            finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     }

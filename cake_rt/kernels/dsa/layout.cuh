@@ -124,27 +124,6 @@ CAKE_DEVICE void sel_sync() {
     if constexpr (WG) named_sync(BAR_SEL, NT);
     else __syncthreads();
 }
-// The team of a select.cuh routine, from its thread count T: the selection threads (T = NT) or, on the wgmma
-// loop, the whole block (T = BLOCK: an unsplit unit's final selection, when the product has no tile to score).
-// The block team meets at BAR_UNIT, unaligned: the two roles reach it from their own copies of the routine.
-template <int T>
-CAKE_DEVICE int team_tid() {
-    static_assert(T == NT || T == BLOCK, "a team: the selection threads or the block");
-    if constexpr (T == NT) {
-        return sel_tid();
-    } else {
-        // Read where it is used: hoisted above the roles' split, the index and its addresses stay live (spilled)
-        // through the product's tile loop.
-        unsigned t;
-        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-        return (int)t;
-    }
-}
-template <int T>
-CAKE_DEVICE void team_sync() {
-    if constexpr (T == NT) sel_sync();
-    else named_sync_unaligned(BAR_UNIT, BLOCK);
-}
 
 CAKE_DEVICE Unit load_unit(const int* units, int u) {
     const int* p = units + (size_t)u * UNIT_INTS;

@@ -1,7 +1,7 @@
 // Block-wide exact selection on 64-bit candidate keys (score_id_key: score first, larger id first).
 //
-// Every routine here is called by all NT threads of its team (layout.cuh team_tid / team_sync: the selection
-// threads, or on the wgmma loop the whole block) with uniform arguments. Candidate
+// Every routine here is called by all NT threads of the selection (layout.cuh: the block, or its selection
+// warpgroups; local index dsa::sel_tid(), barrier dsa::sel_sync()) with uniform arguments. Candidate
 // buffers are kept in ascending key-id order (appends are ordered, compaction is stable), so the final
 // output needs no sort: selecting "key >= K" in buffer order yields ascending ids.
 #pragma once
@@ -28,7 +28,7 @@ CAKE_DEVICE unsigned dsa_lanemask_lt() {
 // per = 4, 8); lane l walks its range rotated by l * per / 32 words, which spreads each step's 32 reads
 // over 32 distinct banks. Integer adds: the sum does not depend on the order.
 CAKE_DEVICE int owned_bins_sum(const uint32_t* hist, int top, int per) {
-    const int rot = ((int)(dsa::sel_tid() & 31) * per) >> 5;  // the lane: the same in either team
+    const int rot = ((int)(dsa::sel_tid() & 31) * per) >> 5;
     int s = 0;
     for (int k = 0; k < per; ++k) s += (int)hist[top - 1 - ((k + rot) & (per - 1))];
     return s;
@@ -46,16 +46,16 @@ CAKE_DEVICE void hist_count(uint32_t* hist, bool in, unsigned bin) {
 template <int NT>
 CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
     constexpr int NW = NT / 32;
-    const int lane = dsa::team_tid<NT>() & 31, warp = dsa::team_tid<NT>() >> 5;
+    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
     int x = v;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
         const int y = __shfl_up_sync(0xffffffffu, x, o);
         if (lane >= o) x += y;
     }
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     if (lane == 31) scratch[warp] = x;
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     if (warp == 0) {
         int s = lane < NW ? scratch[lane] : 0;
 #pragma unroll
@@ -65,7 +65,7 @@ CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
         }
         if (lane < NW) scratch[lane] = s;
     }
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     total = scratch[NW - 1];
     return (warp ? scratch[warp - 1] : 0) + x - v;
 }
@@ -74,12 +74,12 @@ CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
 template <int NT>
 CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
     constexpr int NW = NT / 32;
-    const int lane = dsa::team_tid<NT>() & 31, warp = dsa::team_tid<NT>() >> 5;
+    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
     const unsigned b = __ballot_sync(0xffffffffu, f);
     const int before_in_warp = __popc(b & dsa_lanemask_lt());
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     if (lane == 0) scratch[warp] = __popc(b);
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     if (warp == 0) {
         int s = lane < NW ? scratch[lane] : 0;
 #pragma unroll
@@ -89,7 +89,7 @@ CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
         }
         if (lane < NW) scratch[lane] = s;
     }
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     total = scratch[NW - 1];
     return (warp ? scratch[warp - 1] : 0) + before_in_warp;
 }
@@ -102,16 +102,16 @@ CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
 template <int NT>
 CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32_t* hist, DsaSelState* st,
                                        int* scratch) {
-    const int tid = dsa::team_tid<NT>();
+    const int tid = dsa::sel_tid();
     if (tid == 0) {
         st->prefix = 0ull;
         st->mask = 0ull;
         st->need = k;
         st->done = (k >= n) ? 1 : 0;
     }
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     if (st->done) {  // everything is kept
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         return 0ull;
     }
 #pragma unroll 1
@@ -122,7 +122,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         for (int i = tid; i < nb; i += NT) hist[i] = 0u;
         const uint64_t prefix = st->prefix, mask = st->mask;
         const int need = st->need;
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         constexpr int E = 4;  // loads in flight per thread
         for (int base = 0; base < n; base += NT * E) {
             uint64_t xs[E];
@@ -138,7 +138,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
                 hist_count(hist, in, (unsigned)(xs[e] >> shift) & (unsigned)(nb - 1));
             }
         }
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         // Thread t owns the t-th chunk of bins counted from the top digit down.
         const int per = nb >= NT ? nb / NT : 1;
         const int owners = nb / per;
@@ -162,11 +162,11 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
                 cum += c;
             }
         }
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         if (st->done) break;
     }
     const uint64_t K = st->prefix;
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     return K;
 }
 
@@ -184,16 +184,16 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
 template <int NT>
 CAKE_DEVICE uint64_t block_excl_scan_u64(uint64_t v, uint64_t* scratch64, uint64_t& total) {
     constexpr int NW = NT / 32;
-    const int lane = dsa::team_tid<NT>() & 31, warp = dsa::team_tid<NT>() >> 5;
+    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
     uint64_t x = v;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
         const uint64_t y = __shfl_up_sync(0xffffffffu, x, o);
         if (lane >= o) x += y;
     }
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     if (lane == 31) scratch64[warp] = x;
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     uint64_t before = 0ull, all = 0ull;
 #pragma unroll
     for (int w = 0; w < NW; ++w) {
@@ -214,9 +214,9 @@ CAKE_DEVICE uint64_t block_excl_scan_u64(uint64_t v, uint64_t* scratch64, uint64
 // i0 + 4 <= n every x[e] is a key of the round, when not x[e] = buf[i0 + e] as in the ordered case).
 template <int NT, bool ORDERED = true>
 CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const uint64_t* buf, int n, int r) {
-    const int i0 = (r * NT + dsa::team_tid<NT>()) * 4;
+    const int i0 = (r * NT + dsa::sel_tid()) * 4;
     if (i0 + 4 <= n) {
-        const int h = (dsa::team_tid<NT>() >> 2) & 1;
+        const int h = (dsa::sel_tid() >> 2) & 1;
         const ulonglong2 a = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2 * h);
         const ulonglong2 b = *reinterpret_cast<const ulonglong2*>(buf + i0 + 2 - 2 * h);
         if (ORDERED) {
@@ -250,7 +250,7 @@ CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
 template <int NT, int R>
 CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, uint32_t* hist, DsaSelState* st,
                                      int* scratch, int slack = 0, uint64_t top = 0ull) {
-    const int tid = dsa::team_tid<NT>();
+    const int tid = dsa::sel_tid();
     if (k >= n) return 0ull;  // block-uniform: everything is kept
     if (tid == 0) {
         st->prefix = top;
@@ -264,7 +264,7 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
         for (int i = tid; i < nb; i += NT) hist[i] = 0u;
-        dsa::team_sync<NT>();  // hist zeroed; st of the previous pass (or the init) visible
+        dsa::sel_sync();  // hist zeroed; st of the previous pass (or the init) visible
         const uint64_t prefix = st->prefix, mask = st->mask;
         const int need = st->need;
 #pragma unroll
@@ -276,7 +276,7 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
                 hist_count(hist, in, (unsigned)(x[r][e] >> shift) & (unsigned)(nb - 1));
             }
         }
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         const int per = nb >= NT ? nb / NT : 1;
         const int owners = nb / per;
         int s = 0;
@@ -299,11 +299,11 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
                 cum += c;
             }
         }
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         if (st->done) break;
     }
     const uint64_t K = st->prefix;
-    dsa::team_sync<NT>();  // everyone has read st before a later call rewrites it
+    dsa::sel_sync();  // everyone has read st before a later call rewrites it
     return K;
 }
 
@@ -318,7 +318,7 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const int i = (r * NT + dsa::team_tid<NT>()) * 4 + e;
+            const int i = (r * NT + dsa::sel_tid()) * 4 + e;
             if (i < n && x[r][e] >= K) keep |= 1u << (4 * r + e);
         }
     uint64_t v = 0ull;
@@ -350,7 +350,7 @@ template <int NT, int NQ>
 CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, uint64_t (&ex)[NQ],
                                 uint64_t (&tot)[NQ]) {
     constexpr int NW = NT / 32;
-    const int lane = dsa::team_tid<NT>() & 31, warp = dsa::team_tid<NT>() >> 5;
+    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
     uint64_t x[NQ];
 #pragma unroll
     for (int q = 0; q < NQ; ++q) {
@@ -361,12 +361,12 @@ CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, ui
             if (lane >= o) x[q] += y;
         }
     }
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
     if (lane == 31) {
 #pragma unroll
         for (int q = 0; q < NQ; ++q) scratch64[q * NW + warp] = x[q];
     }
-    dsa::team_sync<NT>();
+    dsa::sel_sync();
 #pragma unroll
     for (int q = 0; q < NQ; ++q) {
         uint64_t before = 0ull, all = 0ull;
@@ -391,7 +391,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
                                    uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ],
                                    int slack = 0) {
     static_assert(NQ >= 1 && NQ <= 4, "four 16-bit bin sums per uint64");
-    const int tid = dsa::team_tid<NT>();
+    const int tid = dsa::sel_tid();
     if (tid < NQ) {
         ms[tid].prefix = 0ull;
         ms[tid].mask = 0ull;
@@ -408,7 +408,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         for (int q = 0; q < NQ; ++q)
             if ((todo >> q) & 1u)
                 for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
-        dsa::team_sync<NT>();  // hists zeroed; the states of the previous pass (or the init) visible
+        dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
         uint64_t prefix[NQ], mask[NQ];
         int need[NQ];
 #pragma unroll
@@ -433,7 +433,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
                 }
             }
         }
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         const int per = nb >= NT ? nb / NT : 1;
         const int owners = nb / per;
         const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
@@ -467,7 +467,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
                 }
             }
         }
-        dsa::team_sync<NT>();
+        dsa::sel_sync();
         todo = 0u;
 #pragma unroll
         for (int q = 0; q < NQ; ++q)
@@ -475,7 +475,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
     }
 #pragma unroll
     for (int q = 0; q < NQ; ++q) K[q] = ((active >> q) & 1u) ? ms[q].prefix : 0ull;
-    dsa::team_sync<NT>();  // every thread has read the states before a later call rewrites them
+    dsa::sel_sync();  // every thread has read the states before a later call rewrites them
 }
 
 // Stable in-order keep of the keys >= K[q] of the buffers with bit q of `todo` (block-uniform), one scan for
@@ -497,7 +497,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
             dsa_load4<NT, false>(x, buf, n[q], r);  // a count: the keys' order is free
             int c = 0;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::team_tid<NT>()) * 4 + e < n[q] && x[e] >= K[q]) ? 1 : 0;
+            for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < n[q] && x[e] >= K[q]) ? 1 : 0;
             v[q] |= (uint64_t)c << (16 * r);
         }
     }
@@ -511,14 +511,14 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
         uint64_t x[R][4];
 #pragma unroll
         for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n[q], r);
-        if (IN_PLACE) dsa::team_sync<NT>();
+        if (IN_PLACE) dsa::sel_sync();
         int base = 0;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             int pos = base + (int)((ex[q] >> (16 * r)) & 0xffffull);
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                if ((r * NT + dsa::team_tid<NT>()) * 4 + e < n[q] && x[r][e] >= K[q]) sink(q, pos++, x[r][e]);
+                if ((r * NT + dsa::sel_tid()) * 4 + e < n[q] && x[r][e] >= K[q]) sink(q, pos++, x[r][e]);
             base += (int)((tot[q] >> (16 * r)) & 0xffffull);
         }
         kept[q] = base;

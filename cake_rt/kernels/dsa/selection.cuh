@@ -35,11 +35,6 @@ constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
-// An unsplit unit's final selection by the whole block (wgmma, blocks of 4 queries: H = 32). There the selection
-// is the bound and the product, with no tile to score until the next unit, would wait for it at the unit's end;
-// twice the threads take the passes and the keep. Split units keep the selection's finish and merge.
-constexpr bool BLOCK_FINISH = WG && MULTI && BQ == 4;
-constexpr int FINISH_TEAM = BLOCK_FINISH ? BLOCK : NT;
 
 // Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
 // aligned). Sink(pos, x) receives each kept key with its output position. Safe in place: every round reads
@@ -128,11 +123,10 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
 // -1 / -inf. Consecutive lanes take consecutive entries, so every store of a warp is coalesced. (Writing
 // straight from an ordered keep is not: a thread's kept keys are consecutive but neighbouring lanes' start
 // about 4 * topk / n entries apart, ~4x the ideal global sectors.)
-template <int T = NT>
 CAKE_DEVICE void write_out_row(const uint64_t* cb, int kept, int row, int topk, int* out_idx, float* out_sc) {
     int* oi = out_idx + (size_t)row * topk;
     float* os = out_sc + (size_t)row * topk;
-    for (int i = team_tid<T>(); i < topk; i += T) {
+    for (int i = sel_tid(); i < topk; i += NT) {
         if (i < kept) {
             const uint64_t x = cb[i];
             oi[i] = (int)(uint32_t)x;
@@ -288,17 +282,10 @@ CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, 
     else append_rows<false>(s, un, scores, j0, causal, nullptr);
 }
 
-// Final selection of all queries of an unsplit unit by team T (the selection threads, or the block: BLOCK_FINISH):
-// its output rows. hists: MULTI_HIST_BYTES of free shared memory (the key tiles: nothing is in flight after the
-// loop). (A split unit's end: merge.cuh.)
-template <int T>
+// Final selection of all queries of an unsplit unit: its output rows. hists: MULTI_HIST_BYTES of free shared
+// memory (the key tiles: nothing is in flight after the loop). (A split unit's end: merge.cuh.)
 CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_idx, float* out_sc, uint32_t* hists) {
-    static_assert(T == NT || MULTI, "the block's final selection: the multi-query routines");
     if constexpr (MULTI) {
-        constexpr int R = (CAP + T * 4 - 1) / (T * 4);  // register rounds of the team
-        // The block meets first: the selection's last compaction and appends (hist, the buffers) and the
-        // product's last wgmma (the key tiles) are done.
-        if constexpr (T != NT) team_sync<T>();
         DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
         uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
         int n[BQ];
@@ -310,16 +297,16 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             if (q < un.nq && n[q] > topk) active |= 1u << q;
         }
         uint64_t K[BQ];
-        multi_kth_largest<T, R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
+        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
         int kept[BQ];
         // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
-        multi_ordered_keep<T, R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
-                                           [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
-        team_sync<T>();  // the kept keys of every query are in place
+        multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
+                                                [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
+        sel_sync();  // the kept keys of every query are in place
 #pragma unroll
         for (int q = 0; q < BQ; ++q)
-            if (q < un.nq) write_out_row<T>(s.cand + q * CAP, kept[q], un.q0 + q, topk, out_idx, out_sc);
-        team_sync<T>();
+            if (q < un.nq) write_out_row(s.cand + q * CAP, kept[q], un.q0 + q, topk, out_idx, out_sc);
+        sel_sync();
     } else {
         (void)hists;
 #pragma unroll 1
