@@ -8,6 +8,7 @@ so the same script measures an older tree.
     python3 scripts/host_time.py [--calls N]              # on a GPU: arrays, streams, events are real
     python3 scripts/host_time.py --entry-costs --pieces   # + each CUDA entry point, launch API and SSD step alone
     python3 scripts/host_time.py --cpu [--calls N] [--profile NAME]
+    python3 scripts/host_time.py [--cpu] --bench-rows     # the eager call of every bench suite row, its arguments
 
 ``--cpu`` runs on a machine without a GPU: every CUDA entry point the library calls (runtime, driver,
 allocation, events, kernel loading) is replaced by a Python no-op and the arrays are CuPy headers over
@@ -111,6 +112,20 @@ def install_cpu_stubs():
     return (lambda host: fake(host.shape, host.dtype)), stream
 
 
+class _Shape:  # what the CPU stand-ins' array factory reads of a host array
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+
+
+def _gpu_zeros(shape, dtype):
+    import cupy
+
+    dtype = np.dtype(dtype)
+    bf16 = dtype.itemsize == 2 and (dtype.kind == "V" or str(dtype) == "bfloat16")
+    a = cupy.zeros(shape, np.uint16 if bf16 else dtype)
+    return a.view(dtype) if bf16 else a
+
+
 def _gpu_setup():
     import cupy
 
@@ -170,13 +185,54 @@ def calls(make, s):
     return {"ssd eager": ssd, "dsa eager": dsa_eager, "dsa prepared": dsa_prepared}
 
 
+def bench_row_calls(make_empty, s):
+    """The eager call of every row of the bench's SSD and DSA suites, with the bench's arguments (shapes, host metadata,
+    caller outputs and workspace; values are zeros): the code path each row of the bench's host column times.
+    ``make_empty(shape, dtype)`` makes a device array."""
+    import json
+    import os
+
+    import cake_rt
+    from cake_rt.bench.layouts import dsa_layout, ssd_segments
+    from cake_rt.interop import BF16
+
+    here = os.path.join(os.path.dirname(cake_rt.__file__), "bench", "suites")
+    out = {}
+    for r in json.load(open(os.path.join(here, "ssd.json")))["rows"]:
+        b, L, H, P, N, G, Q = (r[k] for k in ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk"))
+        x, z, y = (make_empty((b, L, H, P), BF16) for _ in range(3))
+        B, C = make_empty((b, L, G, N), BF16), make_empty((b, L, G, N), BF16)
+        dt = make_empty((b, L, H), np.float32)
+        A, D, bias = (make_empty((H,), np.float32) for _ in range(3))
+        cu = np.concatenate([[0], np.cumsum(ssd_segments(r))]).astype(np.int32) if r.get("cu_seqlens_lengths") else None
+        kw = dict(D=D, z=z, dt_bias=bias, cu_seqlens=cu, dt_softplus=True, return_final_states=True,
+                  return_varlen_states=bool(r.get("return_varlen_states")), out=y, stream=s)
+        out[f"ssd {r['name']}"] = functools.partial(cake_rt.ssd_combined, x, dt, A, B, C, Q, **kw)
+    suite = json.load(open(os.path.join(here, "dsa.json")))
+    for H in suite["defaults"]["heads"]:
+        for r in suite["rows"]:
+            lay = dsa_layout(r)
+            q, k = make_empty((lay.T, H, 128), BF16), make_empty((lay.Tkv, 128), BF16)
+            w = make_empty((lay.T, H), np.float32)
+            meta = {} if r["layout"] == "tail" else dict(
+                cu_seqlens_q=lay.cu_seqlens_q, cu_seqlens_k=lay.cu_seqlens_k, q_causal_offsets=lay.q_causal_offsets)
+            topk = suite["defaults"]["topk"]
+            need = int(cake_rt.dsa_indexer_workspace_bytes(q, k, w, topk, **meta))
+            kw = dict(meta, indices=make_empty((lay.T, topk), np.int32), scores=make_empty((lay.T, topk), np.float32),
+                      workspace=make_empty((max(need, 1),), np.uint8), stream=s)
+            out[f"dsa {r['name']} H{H}"] = functools.partial(cake_rt.dsa_indexer_det_topk, q, k, w, topk, **kw)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--cpu", action="store_true", help="no GPU: every CUDA entry point is a Python no-op")
-    ap.add_argument("--profile", choices=("ssd eager", "dsa eager", "dsa prepared"),
-                    help="print a cProfile of this call kind (steady state) instead of the table")
+    ap.add_argument("--profile", help="print a cProfile of this call (steady state) instead of the table: ssd eager, "
+                                      "dsa eager, dsa prepared, or with --bench-rows a row's name (ssd seed, dsa Z2cp H64)")
     ap.add_argument("--pieces", action="store_true", help="(GPU) also time each step of the SSD eager call alone")
+    ap.add_argument("--bench-rows", action="store_true",
+                    help="time the eager call of every bench suite row (the bench's arguments) instead of the three")
     ap.add_argument("--entry-costs", action="store_true",
                     help="(GPU) also time each CUDA entry point a steady call makes, alone, and the real launches")
     args = ap.parse_args()
@@ -184,7 +240,10 @@ def main():
         make, s = install_cpu_stubs()
     else:
         make, s = _gpu_setup()
-    fns = calls(make, s)
+    if args.bench_rows:
+        fns = bench_row_calls((lambda shape, dtype: make(_Shape(shape, dtype))) if args.cpu else _gpu_zeros, s)
+    else:
+        fns = calls(make, s)
     for fn in fns.values():  # warm: compile, plan, caches (real launches on a GPU)
         fn()
     s.synchronize()
@@ -222,12 +281,19 @@ def main():
         driver.launchKernel, driver.launchCooperativeKernel = real
     s.synchronize()
     mode = "CPU stand-ins for CUDA" if args.cpu else "launch stubbed"
-    print(f"{'call':<14} {'median us':>10} {'p90 us':>8}   ({mode}, {args.calls} calls)")
+    print(f"{'call':<16} {'median us':>10} {'p90 us':>8}   ({mode}, {args.calls} calls)")
     for name, med, p90 in rows:
-        print(f"{name:<14} {med:>10.1f} {p90:>8.1f}")
+        print(f"{name:<16} {med:>10.1f} {p90:>8.1f}")
+    try:  # the bench records the same probe beside each row's host time (a tree before it has none)
+        from cake_rt.bench.timing import host_probe_us
+    except ImportError:
+        pass
+    else:
+        print(f"{'python probe':<16} {host_probe_us(256):>10.1f}   (cake_rt.bench.timing.host_probe_us: this host's "
+              f"Python speed; the bench prints it beside each row's host time)")
     if args.entry_costs and not args.cpu:
         entry_costs(fns, s)
-    if args.pieces and not args.cpu:
+    if args.pieces and not args.cpu and not args.bench_rows:
         ssd_pieces(fns, s)
 
 

@@ -328,3 +328,19 @@ def test_metadata_keys_tell_byte_orders_apart():
     sig = [ssd._signature((None,) * 10, [], 64, None, cu, False, (0.0, math.inf), False, False, False, None, "auto")
            for cu in (a, b)]
     assert sig[0] is not None and sig[0] != sig[1]
+
+
+def test_host_time_bench_rows_cpu():
+    """``scripts/host_time.py --cpu --bench-rows`` builds every bench suite row's eager call with the bench's arguments
+    (host metadata, caller outputs, workspace) and times each one."""
+    import json
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "host_time.py"), "--cpu", "--bench-rows", "--calls", "20"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    names = [f"ssd {row['name']}" for row in json.loads((ROOT / "cake_rt/bench/suites/ssd.json").read_text())["rows"]]
+    dsa = json.loads((ROOT / "cake_rt/bench/suites/dsa.json").read_text())
+    names += [f"dsa {row['name']} H{h}" for h in dsa["defaults"]["heads"] for row in dsa["rows"]]
+    for name in names + ["python probe"]:
+        assert any(line.startswith(name + " ") for line in r.stdout.splitlines()), (name, r.stdout)

@@ -110,8 +110,13 @@ def _ms(r):
 
 
 def _host(r):
+    """The steady-state host ms, and the host's Python speed measured right after it (``timing.host_probe_us``), which
+    the raw figure carries: rows whose host path is the same code differ by the machine's speed between them."""
     h = (r.get("ms") or {}).get("host")
-    return f"{h['median']:.4f}" if isinstance(h, dict) else "-"
+    if not isinstance(h, dict):
+        return "-"
+    probe = h.get("probe_us")
+    return f"{h['median']:.4f}" + (f" (probe {probe:.1f} us)" if probe else "")
 
 
 def _wall(ms):
@@ -203,7 +208,7 @@ def _sections(doc: dict) -> list:
             heads += [f"{n} ms", f"{n} wall", "speedup"]
         sec.append(("SSD combined (bf16 x/B/C/z, fp32 dt, D, dt_bias, softplus, final states fp32; "
                     "ms: GPU time, median (p20-p80); wall ms: eager wall time from an idle stream, host work "
-                    "included; host ms: host time per call, steady state (calls back to back); speedup: peer GPU time / ours)",
+                    "included; host ms: host time per call, steady state (calls back to back), with the host's Python speed measured right after (probe); speedup: peer GPU time / ours)",
                     heads + ["H200 target"], rows))
     dsa = [r for r in recs if r["table"] == "dsa"]
     if dsa:
@@ -214,7 +219,7 @@ def _sections(doc: dict) -> list:
             rows.append([r["row"], d["H"], r["arm"], d["T"], d["Tkv"], d["segments"], _ms(r), _host(r),
                          _f(r.get("tflops"), "{:.1f}"), _f(r.get("tbps"), "{:.2f}"), _f(r.get("floor_ms"), "{:.4f}"),
                          _f(r.get("floor_fraction"), "{:.0%}"), pm, sp, _target_cell(r)])
-        sec.append(("DSA indexer top-k (D 128, topk 2048; ms: GPU time, median (p20-p80); host ms: host time per call, steady state (calls back to back))",
+        sec.append(("DSA indexer top-k (D 128, topk 2048; ms: GPU time, median (p20-p80); host ms: host time per call, steady state (calls back to back), with the host's Python speed measured right after (probe))",
                     ["row", "H", "entry", "T", "Tkv", "seg", "ms", "host ms", "TFLOP/s", "TB/s", "floor ms", "of floor",
                      "torch ms", "speedup", "H200 target"], rows))
     side = [r for r in recs if r["table"] == "side_stream"]

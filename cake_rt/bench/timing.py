@@ -9,7 +9,10 @@ time spent before its first launch. The host time of a call (Python, validation,
 separately, in steady state: ``host`` in every figure summarizes the host clock around each of k calls
 issued back to back (behind a delay kernel that covers them, so the host never waits for the GPU), four
 batches (32-64 calls, so a burst of the host machine's own noise cannot move the median); the median is one
-call's own host work.
+call's own host work. Beside it the figure records the interpreter's garbage collections during the batches
+and ``probe_us``, a fixed pure-Python workload timed right after them (``host_probe_us``): the host machine's
+Python speed at that moment, which the raw figure carries (the H200's host changes speed by 1.5x and more between
+rows of one run; the same code path reads 18.8 and 28.1 us there).
 
 A second view, **eager wall time** (``wall``): the stream is idle (synchronized) when the start event is
 recorded, so the span holds the host work of the call as well (validation, planning, launches): what an
@@ -82,6 +85,43 @@ class L2Flusher:
 HOST_BATCH = 16  # calls per steady-state host-time batch (at most)
 HOST_BATCH_MIN = 8  # and at least: the steady state is the calls after the first one of a batch
 HOST_BATCHES = 4  # batches per figure: 32-64 calls, so a burst of the host machine's own noise cannot move the median
+
+
+def host_probe_us(n: int = 64) -> float:
+    """Median microseconds of a fixed pure-Python workload (a call signature of ten arrays' shapes, dtypes and
+    devices, three small metadata arrays' keys, built, hashed and looked up in a dict: the kind of work an eager
+    call's host path does). The host machine's Python speed at this moment, in this process: a row's host time
+    divided by it is comparable between rows, processes and machines where the raw figure carries their speed."""
+    import time
+
+    arrays = [np.empty((4, 8 + i), np.float32) for i in range(10)]
+    meta = [np.arange(17, dtype=np.int32) for _ in range(3)]
+    memo = {}
+
+    def work():
+        sig = []
+        for a in arrays:
+            sig.append((a.shape, a.dtype, a.ndim))
+        for v in meta:
+            sig.extend((v.dtype, v.shape, v.tobytes()))
+        key = tuple(sig)
+        if memo.get(key) is None:
+            memo[key] = len(memo)
+
+    clock = time.perf_counter
+    ts = []
+    for _ in range(n):
+        t0 = clock()
+        for _ in range(4):
+            work()
+        ts.append(clock() - t0)
+    return float(np.median(ts)) * 1e6
+
+
+def _gc_collections() -> list:
+    import gc
+
+    return [g["collections"] for g in gc.get_stats()]
 
 
 def delay_ms_for(host_ms: float) -> float:
@@ -159,6 +199,7 @@ class Timer:
         k = max(HOST_BATCH_MIN, min(HOST_BATCH, int(0.15 * self.budget_s * 1e3 / max(gpu_ms, 1e-3) / batches)))
         per_call = []
         clock = self._clock
+        gc0 = _gc_collections()
         for _ in range(batches):
             self.gpu.delay(self.stream, delay_ms_for(k * host_ms))
             for _ in range(k):
@@ -167,8 +208,11 @@ class Timer:
                 per_call.append((clock() - t0) * 1e3)
             self._end.record(self.stream)
             self._end.synchronize()
+        gc1 = _gc_collections()
         out = summarize(per_call)
         out["calls_per_batch"] = k
+        out["gc_collections"] = [b - a for a, b in zip(gc0, gc1)]  # by generation, during the batches
+        out["probe_us"] = host_probe_us()  # the host's Python speed right after the batches (host_probe_us)
         return out
 
     def time(self, fn, *, repeats: int | None = None, wall: bool = True) -> dict:

@@ -388,6 +388,9 @@ def test_timer_order_delay_and_host_time():
     assert out["host"]["median"] == pytest.approx(1.5) and out["host"]["n"] == HOST_BATCHES * HOST_BATCH
     assert out["host"]["min"] == pytest.approx(1.0) and out["host"]["max"] == pytest.approx(2.0)
     assert out["host"]["calls_per_batch"] == HOST_BATCH
+    # Beside it: the collections the interpreter made during the batches (by generation) and the host's Python speed.
+    assert len(out["host"]["gc_collections"]) == 3 and all(n >= 0 for n in out["host"]["gc_collections"])
+    assert out["host"]["probe_us"] > 0
     # Warm-ups: flush, start, call, end, sync (no delay); timed calls: flush, delay, start, call, end, sync.
     kinds = [e[0] for e in log]
     assert kinds[:5] == ["flush", "record", "call", "record", "sync"] and "delay" not in kinds[:15]
@@ -475,3 +478,11 @@ def test_vllm_chunk_metadata_restarts_chunks_at_every_sequence():
     assert all(a.dtype == np.int32 for a in (cu, cu_chunks, last, seq_idx))
     cu, cu_chunks, last, seq_idx = vllm_chunk_metadata([2048] * 8, 256)  # the b8 row as 8 sequences
     assert cu_chunks.tolist() == list(range(0, 8 * 2048 + 1, 256)) and last.tolist() == [8 * i + 7 for i in range(8)]
+
+
+def test_host_cell_shows_the_probe_where_recorded():
+    from cake_rt.bench.report import _host
+
+    assert _host({"ms": {"host": {"median": 0.0247}}}) == "0.0247"  # a record from before the probe
+    assert _host({"ms": {"host": {"median": 0.0247, "probe_us": 7.81}}}) == "0.0247 (probe 7.8 us)"
+    assert _host({"ms": {}}) == "-"

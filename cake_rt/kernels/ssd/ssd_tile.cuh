@@ -1020,23 +1020,31 @@ template <class F>
 __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f) {
     const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
 #if SSD_IS_F32
+    // One k-tile per iteration, not unrolled (a fully unrolled body was 2048 FMAs per call site and set the fp32
+    // programs' compile time); its two n-tiles of cb are selected into registers first, so every register index
+    // stays static. The products and their order per element are those of the unrolled loop.
+    const int nkk = nk < 4 ? nk : 4;
+#pragma unroll 1
+    for (int kk = 0; kk < nkk; ++kk) {
+        float c[2][4];
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-        if (kk < nk) {
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int kq = 0; kq < 16; ++kq) {
-                const int k = 16 * kk + kq;
-                const int src = (lane & ~3) | ((k >> 1) & 3);
-                const float a0 = f.one(__shfl_sync(0xffffffffu, cb[k >> 3][k & 1], src), g, k);
-                const float a1 = f.one(__shfl_sync(0xffffffffu, cb[k >> 3][2 + (k & 1)], src), g + 8, k);
+            for (int q = 0; q < 4; ++q)
+                c[h][q] = kk == 0 ? cb[h][q] : kk == 1 ? cb[2 + h][q] : kk == 2 ? cb[4 + h][q] : cb[6 + h][q];
 #pragma unroll
-                for (int t = 0; t < 8; ++t) {
-                    const float2 b = *(const float2*)(Xs + k * SSD_LDX + 8 * t + 2 * tg);
-                    y[t][0] = __fmaf_rn(a0, b.x, y[t][0]);
-                    y[t][1] = __fmaf_rn(a0, b.y, y[t][1]);
-                    y[t][2] = __fmaf_rn(a1, b.x, y[t][2]);
-                    y[t][3] = __fmaf_rn(a1, b.y, y[t][3]);
-                }
+        for (int kq = 0; kq < 16; ++kq) {
+            const int k = 16 * kk + kq;
+            const int src = (lane & ~3) | ((kq >> 1) & 3);
+            const float a0 = f.one(__shfl_sync(0xffffffffu, c[kq >> 3][kq & 1], src), g, k);
+            const float a1 = f.one(__shfl_sync(0xffffffffu, c[kq >> 3][2 + (kq & 1)], src), g + 8, k);
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                const float2 b = *(const float2*)(Xs + k * SSD_LDX + 8 * t + 2 * tg);
+                y[t][0] = __fmaf_rn(a0, b.x, y[t][0]);
+                y[t][1] = __fmaf_rn(a0, b.y, y[t][1]);
+                y[t][2] = __fmaf_rn(a1, b.x, y[t][2]);
+                y[t][3] = __fmaf_rn(a1, b.y, y[t][3]);
             }
         }
     }
