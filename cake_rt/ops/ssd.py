@@ -691,6 +691,12 @@ def cb_staged(defs: dict) -> bool:
     return bool(defs["SSD_CB_STAGED"])
 
 
+def tensor_maps(defs: dict) -> bool:
+    """Whether a program's producer copies whole sub-blocks of x, B, C, z by tensor map, the maps passed as its
+    kernel's last parameters (kernel: SSD_TMA): the sm_90a programs that do not stage C B^T (``cb_staged``)."""
+    return bool(defs["SSD_WG"]) and not defs.get("SSD_CB_STAGED", 0)
+
+
 def cb_blocks(chunk: int) -> int:
     """C B^T blocks (i, j <= i) of one chunk (kernel: SSD_CB_BLOCKS)."""
     nsub = chunk // SUB
@@ -1065,11 +1071,11 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     """(plan, PackedLaunch, cooperative, o1, o2, o3, o4, maps) of the plan's program for this problem. cooperative:
     the chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o4: its
     workspace offsets of round_T(S_prev), the decays, the saved prep and the CB blocks (0 for the exact scan; o1 is
-    0 for an empty problem too, so it never tells the families apart); maps: the ``TileMaps`` of x, B, C, z (sm_90a
-    programs, whose producer copies whole sub-blocks by TMA) or None."""
+    0 for an empty problem too, so it never tells the families apart); maps: the ``TileMaps`` of x, B, C, z
+    (``tensor_maps`` programs) or None."""
     defs = plan.defines
     smem = program_smem(np.dtype(p.x.dtype).itemsize, defs)
-    maps = _tile_maps(p) if defs["SSD_WG"] else None
+    maps = _tile_maps(p) if tensor_maps(defs) else None
     if plan.family == "exact":
         pk = _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False, maps)
         return (plan, pk, False, 0, 0, 0, 0, maps)
@@ -1099,7 +1105,7 @@ def _tile_maps(p: _Problem) -> TileMaps:
 def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, maps, *extra) -> PackedLaunch:
     """The ``PackedLaunch`` of a program for this problem: slots for the 10 arrays, the 3 returned states,
     the segment table (and, chunk-parallel: 5 workspace parts and the ticket words); scalars packed once; the tensor
-    maps of x, B, C, z last (``maps``: sm_90a programs)."""
+    maps of x, B, C, z last (``maps``: ``tensor_maps`` programs)."""
     ptr_slots = tuple(Slot(n) for n in _ARRAYS + ("final", "varlen", "chunk", "table"))
     args = ptr_slots + p.scalars
     if cooperative:

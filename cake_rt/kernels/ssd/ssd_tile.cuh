@@ -44,6 +44,14 @@
 #ifndef SSD_WG
 #define SSD_WG 0
 #endif
+#ifndef SSD_CB_STAGED
+#define SSD_CB_STAGED 0
+#endif
+// SSD_TMA: the producer copies whole 64-token sub-blocks of x, B, C, z by tensor map (sm_90a). Not in the programs
+// that stage C B^T: their producer (the staged blocks' copies beside the tensor-map path and the partial sub-blocks'
+// out-of-line copy) ran out of its 40 registers, 61 local stores and 113 loads where main's cp.async had 4 and 8,
+// and their row measured 8% slower than with cp.async alone (docs/ssd.md, ssd19).
+#define SSD_TMA (SSD_WG && !SSD_CB_STAGED)
 #if SSD_WG
 #include "../common/wgmma.cuh"
 #include "../common/mbarrier.cuh"
@@ -247,13 +255,13 @@ struct SsdArgs {
     const long long* table;   // segments [nseg][8], then order [nseg], then chunk -> segment [total_chunks]
     int nseg, total_chunks, nheads, ngroups, flags;
     float lo, hi;
-#if SSD_WG
+#if SSD_TMA
     // Tensor maps of x, B, C, z (the kernels' __grid_constant__ parameters, SSD_TMAP_PARAMS): 2-D [tokens][columns]
     // views (x, z: nheads * headdim columns; B, C: ngroups * dstate), 64 x 64 boxes in the 128-byte swizzle.
     const CakeTensorMap *tm_x, *tm_B, *tm_C, *tm_z;
 #endif
 };
-#if SSD_WG
+#if SSD_TMA
 #define SSD_TMAP_PARAMS , const __grid_constant__ CakeTensorMap tm_x, const __grid_constant__ CakeTensorMap tm_B, \
     const __grid_constant__ CakeTensorMap tm_C, const __grid_constant__ CakeTensorMap tm_z
 #define SSD_TMAP_ARGS , &tm_x, &tm_B, &tm_C, &tm_z
@@ -411,7 +419,7 @@ __device__ __forceinline__ uint64_t desc_mn(const T* tile, int k0, int n0) {
 
 // 64 rows x ROW_ELEMS elements global -> shared (cp.async, zero-fill rows >= valid).
 // Columns c0.. of the tile (c0 % 64 == 0 with SSD_WG).
-#if SSD_WG
+#if SSD_TMA
 #define SSD_TILE_COPY_INLINE __noinline__  // the producer: the partial sub-blocks' path, out of its loop's registers
 #else
 #define SSD_TILE_COPY_INLINE __forceinline__
@@ -456,6 +464,7 @@ __device__ SSD_TILE_COPY_INLINE void load_tile_async(T* dst, int ld_dst, const T
 }
 
 #if SSD_WG
+#if SSD_TMA
 // Producer: a tile of 64 token rows and NP * 64 columns whose rows are all inside the segment (valid == 64): NP boxes
 // of `map` (rows tok.., columns col.., col + 64, ...) into consecutive 8 KiB panels at dst, by one elected thread,
 // completing a phase of `full` (the others arrive on it). TMA's 128-byte swizzle of a 64-column box (128-byte rows,
@@ -472,36 +481,43 @@ __device__ __forceinline__ void tma_tile(const CakeTensorMap* map, T* dst, int c
         mbarrier_arrive(full);
     }
 }
+#endif
 // Copy B columns n0..n0+NCOLS, the X rows of every unit of the block, C or z of the 64-token sub-block starting at
 // token `tok` into their buffers, completing a phase of `full`.
 template <int NCOLS>
 __device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
                                        int n0, uint64_t* full) {
+#if SSD_TMA
     if (valid == SSD_SUB) {
         tma_tile<NCOLS / 64>(a.tm_B, sB(s, buf) + tidx(SSD_LDN, 0, n0), grp * SSD_N + n0, tok, full);
         return;
     }
+#endif
     load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
                            (long long)a.ngroups * SSD_N, valid, n0);
     mbarrier_arrive_cp_async(full);
 }
 __device__ __forceinline__ void load_c(const SsdArgs& a, T* dst, long long tok, int valid, int grp, uint64_t* full) {
+#if SSD_TMA
     if (valid == SSD_SUB) {
         tma_tile<SSD_N / 64>(a.tm_C, dst, grp * SSD_N, tok, full);
         return;
     }
+#endif
     load_tile_async<SSD_N>(dst, SSD_LDN, a.Cm + (tok * a.ngroups + grp) * SSD_N, (long long)a.ngroups * SSD_N, valid);
     mbarrier_arrive_cp_async(full);
 }
-// x or z (`map`, `src`): the units of a block are adjacent 64-column spans (unit u: columns 64 u..) and their tiles
+// x (Z false) or z: the units of a block are adjacent 64-column spans (unit u: columns 64 u..) and their tiles
 // adjacent panels.
-template <int HB>
-__device__ __forceinline__ void load_units(const CakeTensorMap* map, const T* src, const SsdArgs& a, T* dst,
-                                           long long tok, int valid, int u0, uint64_t* full) {
+template <int HB, bool Z>
+__device__ __forceinline__ void load_units(const SsdArgs& a, T* dst, long long tok, int valid, int u0, uint64_t* full) {
+#if SSD_TMA
     if (valid == SSD_SUB) {
-        tma_tile<HB>(map, dst, u0 * SSD_PB, tok, full);
+        tma_tile<HB>(Z ? a.tm_z : a.tm_x, dst, u0 * SSD_PB, tok, full);
         return;
     }
+#endif
+    const T* src = Z ? a.z : a.x;
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
         const int uu = u0 + u;
@@ -514,7 +530,7 @@ __device__ __forceinline__ void load_units(const CakeTensorMap* map, const T* sr
 template <int HB>
 __device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int u0,
                                        uint64_t* full) {
-    load_units<HB>(a.tm_x, a.x, a, sX(s, buf, 0), tok, valid, u0, full);
+    load_units<HB, false>(a, sX(s, buf, 0), tok, valid, u0, full);
 }
 #else
 // Copy B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token sub-block starting at
@@ -605,9 +621,6 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 // CB_MIN_UNITS_PER_GROUP); otherwise phase 3 computes C B^T as the exact scan does.
 // A block is stored in fragment order: thread r's accumulators cb[t][0..3] at floats 4 (128 t + r), so both the
 // global stores and the shared loads of a warp are 512 contiguous bytes.
-#ifndef SSD_CB_STAGED
-#define SSD_CB_STAGED 0
-#endif
 #if SSD_CB_STAGED && !(SSD_WG && SSD_N >= 128)
 #error "SSD_CB_STAGED needs the sm_90a path and dstate >= 128 (a CB block fills a B slot)"
 #endif
@@ -1380,7 +1393,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
             }
             if (j == 0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
                 fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
-                load_units<HB>(a.tm_z, a.z, a, s.Zs, tok_i, valid_i, u0, s.bar + BAR_FULL_Z);
+                load_units<HB, true>(a, s.Zs, tok_i, valid_i, u0, s.bar + BAR_FULL_Z);
                 ++p.z;
             }
         }
