@@ -33,9 +33,10 @@
 //     swizzled rows (the layout wgmma descriptors read); C B^T and C S_prev^T from shared memory (both
 //     K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled in them)
 //     and B read transposed (MN-major) from the same tiles. The CTA is two warpgroups: the math warpgroup
-//     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (cp.async) and
-//     stages dt, one buffer ahead, behind full / empty mbarriers ("The load pipeline"); setmaxnreg gives the
-//     math warpgroup 216 registers and the producer 40. The math warpgroup synchronizes on named barrier 1 only.
+//     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (tensor-map
+//     boxes, SSD_TMA, or cp.async) and stages dt, one buffer ahead, behind full / empty mbarriers ("The load
+//     pipeline"); setmaxnreg gives the math warpgroup 216 registers and the producer 40. The math warpgroup
+//     synchronizes on named barrier 1 only.
 // The two families' programs of one shape and target use the same path, so their bits still agree.
 #pragma once
 #include "../common/types.cuh"
@@ -49,8 +50,8 @@
 #endif
 // SSD_TMA: the producer copies whole 64-token sub-blocks of x, B, C, z by tensor map (sm_90a). Not in the programs
 // that stage C B^T: their producer (the staged blocks' copies beside the tensor-map path and the partial sub-blocks'
-// out-of-line copy) ran out of its 40 registers, 61 local stores and 113 loads where main's cp.async had 4 and 8,
-// and their row measured 8% slower than with cp.async alone (docs/ssd.md, ssd19).
+// out-of-line copy) ran out of its 40 registers, 61 local stores and 113 loads where cp.async alone has 4 and 5, and
+// their row measured 8% slower; on cp.async it runs at main's time (docs/ssd.md, ssd19 and ssd19b).
 #define SSD_TMA (SSD_WG && !SSD_CB_STAGED)
 #if SSD_WG
 #include "../common/wgmma.cuh"
