@@ -69,16 +69,33 @@ def gpu_problem():
     return None if n > 0 else "no CUDA GPU found (the driver sees no device)"
 
 
-def _driver_loadable() -> bool:
-    import ctypes
+_libcuda = None
 
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            ctypes.CDLL(name)
-            return True
-        except OSError:
-            continue
-    return False
+
+def libcuda():
+    """The NVIDIA driver library through ctypes (loaded once; the driver entry points CuPy does not wrap, e.g.
+    ``cuTensorMapEncodeTiled``). Raises ``OSError`` when there is no driver."""
+    global _libcuda
+    if _libcuda is None:
+        import ctypes
+
+        for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+            try:
+                _libcuda = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        else:
+            raise OSError("the NVIDIA driver library (libcuda) could not be loaded")
+    return _libcuda
+
+
+def _driver_loadable() -> bool:
+    try:
+        libcuda()
+        return True
+    except OSError:
+        return False
 
 
 def has_gpu() -> bool:

@@ -234,18 +234,34 @@ class Slot:
         return f"Slot({self.name!r})"
 
 
+class Blob:
+    """A placeholder in a ``PackedLaunch`` argument list: a parameter passed by value from host memory whose address is
+    given per call (``run``'s ``blobs``), e.g. a ``__grid_constant__`` tensor map (``tensormap.TileMaps``). The blobs
+    of a launch are its last parameters."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"Blob({self.name!r})"
+
+
 class PackedLaunch:
     """One kernel launch with its grid, block, shared memory and argument buffer packed once.
 
-    ``args`` as for ``launch``, where a ``Slot`` marks a pointer that changes per call; ``run(handle,
-    pointers)`` fills the slots (in order) and launches on stream ``handle`` with no other host work. A
+    ``args`` as for ``launch``, where a ``Slot`` marks a pointer that changes per call and a ``Blob`` (the last
+    arguments) a by-value parameter whose host address changes per call; ``run(handle, pointers, blobs)`` fills the
+    slots and points the blobs' parameters at ``blobs`` (in order) and launches on stream ``handle`` with no other
+    host work. A
     cooperative launch is checked against the co-resident capacity once, here. The caller makes the
     kernel's device current. Thread-safe: the fill and the launch happen under one lock (the driver copies
     the arguments at launch).
     """
 
     __slots__ = ("kernel", "grid", "block", "shared_mem", "cooperative", "tag", "_fn", "_holders", "_params",
-                 "_addr", "_slots", "_nslots", "_lock", "slot_names")
+                 "_addr", "_slots", "_nslots", "_lock", "slot_names", "_blob0", "_nblobs")
 
     def __init__(self, kernel, grid, block, args, *, shared_mem: int = 0, cooperative: bool = False,
                  tag: str = ""):
@@ -258,9 +274,14 @@ class PackedLaunch:
                 raise CooperativeLaunchError(
                     f"cooperative grid of {g[0] * g[1] * g[2]} CTAs for {kernel.name} exceeds the co-resident "
                     f"capacity {capacity} (occupancy x SMs); refusing rather than shrinking it")
+        blobs = [i for i, a in enumerate(args) if isinstance(a, Blob)]
+        if blobs and blobs != list(range(len(args) - len(blobs), len(args))):
+            raise TypeError(f"{kernel.name}: the Blob arguments must be the last ones")
+        self._blob0, self._nblobs = len(args) - len(blobs), len(blobs)  # the first blob's parameter, the count
+        args = args[:self._blob0]
         slots = [i for i, a in enumerate(args) if isinstance(a, Slot)]
         self.slot_names = tuple(args[i].name for i in slots)
-        params, holders = _pack_args([None if isinstance(a, Slot) else a for a in args])
+        params, holders = _pack_args([None if isinstance(a, Slot) else a for a in args] + [None] * len(blobs))
         # The slots' values live in one array (filled by one slice assignment per call); the parameter
         # pointers of the slot arguments point into it.
         self._slots = (ctypes.c_uint64 * max(1, len(slots)))()
@@ -274,17 +295,20 @@ class PackedLaunch:
         self._addr = ctypes.addressof(params)
         self._lock = threading.Lock()
 
-    def run(self, handle: int, pointers) -> None:
-        """Fill every slot (``pointers``: a sequence of one int per slot, in order; 0 is a null pointer) and
-        launch."""
+    def run(self, handle: int, pointers, blobs=()) -> None:
+        """Fill every slot (``pointers``: a sequence of one int per slot, in order; 0 is a null pointer), point the
+        blob parameters at ``blobs`` (host addresses, one per blob, in order; the memory stays valid until this
+        returns) and launch."""
         g, b = self.grid, self.block
-        if len(pointers) != self._nslots:
-            raise TypeError(f"{self.kernel.name}: expected {self._nslots} pointers ({', '.join(self.slot_names)}), "
-                            f"got {len(pointers)}")
+        if len(pointers) != self._nslots or len(blobs) != self._nblobs:
+            raise TypeError(f"{self.kernel.name}: expected {self._nslots} pointers ({', '.join(self.slot_names)}) "
+                            f"and {self._nblobs} blobs, got {len(pointers)} and {len(blobs)}")
         lock = self._lock
         lock.acquire()  # acquire / release: 0.05 us less than a with statement
         try:
             self._slots[:self._nslots] = pointers
+            if blobs:
+                self._params[self._blob0:self._blob0 + self._nblobs] = blobs
             if self.cooperative:
                 driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem,
                                                handle, self._addr)
@@ -301,8 +325,8 @@ class PackedLaunch:
         no lock). ``run`` with no pointers would work too; this path exists because the lock and the empty
         fill cost a prepared run ~0.5 us of its ~1.3 us of Python (CPU stand-in, scripts/host_time.py)."""
         g, b = self.grid, self.block
-        if self._nslots:
-            raise TypeError(f"{self.kernel.name}: run_bound on a launch with slots ({', '.join(self.slot_names)})")
+        if self._nslots or self._nblobs:
+            raise TypeError(f"{self.kernel.name}: run_bound on a launch with slots or blobs")
         if self.cooperative:
             driver.launchCooperativeKernel(self._fn, g[0], g[1], g[2], b[0], b[1], b[2], self.shared_mem, handle,
                                            self._addr)

@@ -23,7 +23,8 @@ import numpy as np
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
                        check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
 from .. import env
-from ..launch.grid import PackedLaunch, Slot, cooperative_capacity
+from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
+from ..launch.tensormap import Tile2D, TileMaps
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
                               is_capturing, stream_state, UploadedTable)
 from ..launch.streams import _dead as _dead_streams
@@ -690,6 +691,12 @@ def cb_staged(defs: dict) -> bool:
     return bool(defs["SSD_CB_STAGED"])
 
 
+def tensor_maps(defs: dict) -> bool:
+    """Whether a program's producer copies whole sub-blocks of x, B, C, z by tensor map, the maps passed as its
+    kernel's last parameters (kernel: SSD_TMA): the sm_90a programs that do not stage C B^T (``cb_staged``)."""
+    return bool(defs["SSD_WG"]) and not defs.get("SSD_CB_STAGED", 0)
+
+
 def cb_blocks(chunk: int) -> int:
     """C B^T blocks (i, j <= i) of one chunk (kernel: SSD_CB_BLOCKS)."""
     nsub = chunk // SUB
@@ -961,7 +968,7 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
     ex = p.executable
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
-    pk, coop = ex[1], ex[2]
+    pk, coop, maps = ex[1], ex[2], ex[7]
     table = p.held_table
     if table is None or table.retired:
         table = _tables.get(p.table_key)
@@ -1001,15 +1008,16 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         ptrs.append(table.ptr)
         if handle not in table.ordered:
             table.order_after_upload(handle, capturing)
+        blobs = () if maps is None else maps.get((ptrs[0], ptrs[3], ptrs[4], ptrs[6]))  # held through the launch
         if not coop:
-            pk.run(handle, ptrs)
+            pk.run(handle, ptrs, blobs and blobs[1])
         else:
             words = state.tickets[4]
             if words.dirty:
                 words.before_launch(handle)
             ptrs += held[3]
             try:
-                pk.run(handle, ptrs)
+                pk.run(handle, ptrs, blobs and blobs[1])
             except BaseException:
                 words.mark_dirty()  # the next call re-zeroes the words on its own stream
                 raise
@@ -1035,7 +1043,7 @@ def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tu
     words = state.tickets.get(4)
     if words is None:
         words = state_ticket_words(state, handle, p.device, 4, s, capturing)
-    _, _, _, o1, o2, o3, o4 = ex
+    o1, o2, o3, o4 = ex[3:7]
     base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, o4),
     # CB blocks [o4, workspace_bytes)
     held = (handle, weakref.ref(state), state.workspace_version,
@@ -1060,14 +1068,17 @@ def _allocate(p: _Problem, y):
 
 
 def _executable(p: _Problem, plan: SsdPlan) -> tuple:
-    """(plan, PackedLaunch, cooperative, o1, o2, o3, o4) of the plan's program for this problem. cooperative: the
-    chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o4: its
+    """(plan, PackedLaunch, cooperative, o1, o2, o3, o4, maps) of the plan's program for this problem. cooperative:
+    the chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o4: its
     workspace offsets of round_T(S_prev), the decays, the saved prep and the CB blocks (0 for the exact scan; o1 is
-    0 for an empty problem too, so it never tells the families apart)."""
+    0 for an empty problem too, so it never tells the families apart); maps: the ``TileMaps`` of x, B, C, z
+    (``tensor_maps`` programs) or None."""
     defs = plan.defines
     smem = program_smem(np.dtype(p.x.dtype).itemsize, defs)
+    maps = _tile_maps(p) if tensor_maps(defs) else None
     if plan.family == "exact":
-        return (plan, _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False), False, 0, 0, 0, 0)
+        pk = _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False, maps)
+        return (plan, pk, False, 0, 0, 0, 0, maps)
     k = _kernel(p, defs)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
@@ -1075,17 +1086,32 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     o3 = o2 + _align(p.total_chunks * p.nheads * 4)
     o4 = o3 + _align(p.total_chunks * plan.slice_units * 2 * p.chunk * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
-    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, np.int32(plan.slice_units))
-    return plan, pk, True, o1, o2, o3, o4
+    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(plan.slice_units))
+    return plan, pk, True, o1, o2, o3, o4, maps
 
 
-def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, *extra) -> PackedLaunch:
+def _tile_maps(p: _Problem) -> TileMaps:
+    """The tensor maps of x, B, C, z for the sm_90a producer: [tokens][columns] views of each (every batch row's
+    tokens in a row, as the kernels index them), 64 x 64 boxes. Memoized per pointer tuple, so the maps of a problem
+    called with the same arrays are encoded once."""
+    batch, seqlen, nheads, headdim = p.x.shape
+    ngroups, dstate = p.B.shape[2], p.B.shape[3]
+    it = np.dtype(p.x.dtype).itemsize
+    xz = Tile2D(nheads * headdim, batch * seqlen, nheads * headdim * it)
+    bc = Tile2D(ngroups * dstate, batch * seqlen, ngroups * dstate * it)
+    return TileMaps((xz, bc, bc, xz))
+
+
+def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, maps, *extra) -> PackedLaunch:
     """The ``PackedLaunch`` of a program for this problem: slots for the 10 arrays, the 3 returned states,
-    the segment table (and, chunk-parallel: 5 workspace parts and the ticket words); scalars packed once."""
+    the segment table (and, chunk-parallel: 5 workspace parts and the ticket words); scalars packed once; the tensor
+    maps of x, B, C, z last (``maps``: ``tensor_maps`` programs)."""
     ptr_slots = tuple(Slot(n) for n in _ARRAYS + ("final", "varlen", "chunk", "table"))
     args = ptr_slots + p.scalars
     if cooperative:
         args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("ws_prep"), Slot("ws_cb"), Slot("tickets")) + extra
+    if maps is not None:
+        args += (Blob("tm_x"), Blob("tm_B"), Blob("tm_C"), Blob("tm_z"))
     return PackedLaunch(kernel, grid, threads, args, shared_mem=smem, cooperative=cooperative,
                         tag="ssd_chunkpar" if cooperative else "ssd_exact")
 

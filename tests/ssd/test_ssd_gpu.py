@@ -98,6 +98,36 @@ def test_staged_cb_varlen_with_empty_and_short_sequences(xd, chunk):
         assert cake_rt.ops.ssd.last_plan().defines["SSD_CB_STAGED"]
 
 
+@pytest.mark.parametrize("family", ["exact", "chunkpar"])
+def test_neighbour_sequences_of_inf_and_nan_never_enter(family):
+    """Packed sequences whose lengths end inside a 64-token sub-block, the 2nd and 4th holding inf and NaN in x, B, C
+    and z: the rows and returned states of the 1st and 3rd are bitwise those of a call whose 2nd and 4th hold finite
+    values (a partial sub-block's rows past its sequence's end read as zeros, never as the next sequence's rows)."""
+    lens = [100, 60, 130, 70]
+    cu = np.concatenate([[0], np.cumsum(lens)])
+    case = make_case(47, 1, sum(lens), 8, 64, 128, 1, BF16, cu_lens=lens)
+    clean = call(case, 64, family, final=True, varlen=True, chunks=True)
+    for name in ("x", "B", "C"):
+        h = case["host"][name].astype(np.float32)
+        h[:, cu[1]:cu[2]] = np.inf
+        h[:, cu[3]:cu[4]] = np.nan
+        case["dev"][name] = to_dev(h.astype(BF16))
+    zh = case["host_kw"]["z"].astype(np.float32)
+    zh[:, cu[1]:cu[2]] = np.nan
+    zh[:, cu[3]:cu[4]] = -np.inf
+    case["dev_kw"]["z"] = to_dev(zh.astype(BF16))
+    dirty = call(case, 64, family, final=True, varlen=True, chunks=True)
+    yc, yd = to_host64(clean[0]), to_host64(dirty[0])
+    for k in (0, 2):
+        rows = slice(cu[k], cu[k + 1])
+        assert to_bytes(clean[0][:, rows]) == to_bytes(dirty[0][:, rows]), f"sequence {k}: y moved"
+        assert np.all(np.isfinite(yc[:, rows])) and np.all(np.isfinite(yd[:, rows]))
+        assert to_bytes(clean[2][k]) == to_bytes(dirty[2][k]), f"sequence {k}: its state moved"
+    ck = np.concatenate([[0], np.cumsum([n // 64 for n in lens])])
+    for k in (0, 2):
+        assert to_bytes(clean[3][ck[k]:ck[k + 1]]) == to_bytes(dirty[3][ck[k]:ck[k + 1]]), f"sequence {k}: checkpoints"
+
+
 def test_varlen_without_seq_idx_and_empty_last_sequence():
     lens = [70, 0, 33, 0]
     case = make_case(42, 1, sum(lens), 4, 64, 64, 1, BF16, cu_lens=lens)

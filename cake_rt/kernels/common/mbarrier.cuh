@@ -39,4 +39,12 @@ CAKE_DEVICE void mbarrier_arrive_cp_async(uint64_t* bar) {
                  : "memory");
 }
 
+// Arrive on `bar` and add `bytes` to the transfer count its current phase waits for (the bulk copies that name
+// `bar` complete that many bytes: the phase completes once every arrival is made and every byte has landed).
+CAKE_DEVICE void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(bytes)
+                 : "memory");
+}
+
 #endif

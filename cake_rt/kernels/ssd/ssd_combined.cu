@@ -87,10 +87,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
-    const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi) {
+    const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi
+    SSD_TMAP_PARAMS) {
     constexpr int HB = SSD_HBX, NBUF = SSD_NBUFX, NB = SSD_NB_OF(SSD_HBX);
     const SsdArgs a{x, dt, A, Bm, Cm, D, z, dt_bias, init, y, final_out, varlen_out, chunk_out, table,
-                    nseg, total_chunks, nheads, ngroups, flags, lo, hi};
+                    nseg, total_chunks, nheads, ngroups, flags, lo, hi SSD_TMAP_ARGS};
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, true>(smem_raw);
     float* Sf = s.Sf;
@@ -322,25 +323,22 @@ __device__ __forceinline__ CbItem cb_item(const SsdArgs& a, int k, const SliceGr
 // while the math warpgroup computes item n. `odd`: the parity of the CTA's item count in this slice.
 __device__ __forceinline__ void produce_cb_item(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, const CbItem& b,
                                                 bool odd) {
-    const long long gstride = (long long)a.ngroups * SSD_N;
-    const T* Ci = a.Cm + ((b.ctok + b.i * SSD_SUB) * a.ngroups + b.grp) * SSD_N;
+    const long long tok_i = b.ctok + b.i * SSD_SUB;
     const int valid_i = min(SSD_SUB, b.l - b.i * SSD_SUB);
     if (odd) {
         fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
-        load_tile_async<SSD_N>((T*)s.S, SSD_LDN, Ci, gstride, valid_i);
-        fill_end(s, BAR_FULL_S);
+        load_c(a, (T*)s.S, tok_i, valid_i, b.grp, s.bar + BAR_FULL_S);
         ++p.s;
     } else {
         fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
-        load_tile_async<SSD_N>(s.Cs, SSD_LDN, Ci, gstride, valid_i);
-        fill_end(s, BAR_FULL_C);
+        load_c(a, s.Cs, tok_i, valid_i, b.grp, s.bar + BAR_FULL_C);
         ++p.c;
     }
     const int slot = ring_slot<SSD_NBUF>(p.bx);
     const uint32_t ph = ring_phase<SSD_NBUF>(p.bx);
     fill_begin(s, BAR_EMPTY_B + slot, ph);
-    load_b<SSD_N>(a, s, slot, b.ctok + b.j * SSD_SUB, min(SSD_SUB, b.l - b.j * SSD_SUB), b.grp, 0);
-    fill_end(s, BAR_FULL_B + slot);
+    load_b<SSD_N>(a, s, slot, b.ctok + b.j * SSD_SUB, min(SSD_SUB, b.l - b.j * SSD_SUB), b.grp, 0,
+                  s.bar + BAR_FULL_B + slot);
     fill_begin(s, BAR_EMPTY_X + slot, ph);
     mbarrier_arrive(s.bar + BAR_FULL_X + slot);
     ++p.bx;
@@ -389,13 +387,14 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
-    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, float* ws_cb, unsigned* barrier, int slice_units) {
+    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, float* ws_cb, unsigned* barrier, int slice_units
+    SSD_TMAP_PARAMS) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
     constexpr int NEB = SSD_UE / SSD_SCAN_BLK;              // phase-2 items per unit
     const SsdArgs a{x, dt, A, Bm, Cm, D, z, dt_bias, init, y, final_out, varlen_out, chunk_out, table,
-                    nseg, total_chunks, nheads, ngroups, flags, lo, hi};
+                    nseg, total_chunks, nheads, ngroups, flags, lo, hi SSD_TMAP_ARGS};
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;

@@ -33,9 +33,10 @@
 //     swizzled rows (the layout wgmma descriptors read); C B^T and C S_prev^T from shared memory (both
 //     K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled in them)
 //     and B read transposed (MN-major) from the same tiles. The CTA is two warpgroups: the math warpgroup
-//     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (cp.async) and
-//     stages dt, one buffer ahead, behind full / empty mbarriers ("The load pipeline"); setmaxnreg gives the
-//     math warpgroup 216 registers and the producer 40. The math warpgroup synchronizes on named barrier 1 only.
+//     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (tensor-map
+//     boxes, SSD_TMA, or cp.async) and stages dt, one buffer ahead, behind full / empty mbarriers ("The load
+//     pipeline"); setmaxnreg gives the math warpgroup 216 registers and the producer 40. The math warpgroup
+//     synchronizes on named barrier 1 only.
 // The two families' programs of one shape and target use the same path, so their bits still agree.
 #pragma once
 #include "../common/types.cuh"
@@ -44,9 +45,18 @@
 #ifndef SSD_WG
 #define SSD_WG 0
 #endif
+#ifndef SSD_CB_STAGED
+#define SSD_CB_STAGED 0
+#endif
+// SSD_TMA: the producer copies whole 64-token sub-blocks of x, B, C, z by tensor map (sm_90a). Not in the programs
+// that stage C B^T: their producer (the staged blocks' copies beside the tensor-map path and the partial sub-blocks'
+// out-of-line copy) ran out of its 40 registers, 61 local stores and 113 loads where cp.async alone has 4 and 5, and
+// their row measured 8% slower; on cp.async it runs at main's time (docs/ssd.md, ssd19 and ssd19b).
+#define SSD_TMA (SSD_WG && !SSD_CB_STAGED)
 #if SSD_WG
 #include "../common/wgmma.cuh"
 #include "../common/mbarrier.cuh"
+#include "../common/tma.cuh"
 #if !defined(CAKE_HAS_WGMMA)
 #error "SSD_WG needs the sm_90a target"
 #endif
@@ -246,7 +256,20 @@ struct SsdArgs {
     const long long* table;   // segments [nseg][8], then order [nseg], then chunk -> segment [total_chunks]
     int nseg, total_chunks, nheads, ngroups, flags;
     float lo, hi;
+#if SSD_TMA
+    // Tensor maps of x, B, C, z (the kernels' __grid_constant__ parameters, SSD_TMAP_PARAMS): 2-D [tokens][columns]
+    // views (x, z: nheads * headdim columns; B, C: ngroups * dstate), 64 x 64 boxes in the 128-byte swizzle.
+    const CakeTensorMap *tm_x, *tm_B, *tm_C, *tm_z;
+#endif
 };
+#if SSD_TMA
+#define SSD_TMAP_PARAMS , const __grid_constant__ CakeTensorMap tm_x, const __grid_constant__ CakeTensorMap tm_B, \
+    const __grid_constant__ CakeTensorMap tm_C, const __grid_constant__ CakeTensorMap tm_z
+#define SSD_TMAP_ARGS , &tm_x, &tm_B, &tm_C, &tm_z
+#else
+#define SSD_TMAP_PARAMS
+#define SSD_TMAP_ARGS
+#endif
 
 // Segment record fields.
 #define SEG_TOK0 0      // global token index (row * seqlen + start) of the first token
@@ -397,9 +420,14 @@ __device__ __forceinline__ uint64_t desc_mn(const T* tile, int k0, int n0) {
 
 // 64 rows x ROW_ELEMS elements global -> shared (cp.async, zero-fill rows >= valid).
 // Columns c0.. of the tile (c0 % 64 == 0 with SSD_WG).
+#if SSD_TMA
+#define SSD_TILE_COPY_INLINE __noinline__  // the producer: the partial sub-blocks' path, out of its loop's registers
+#else
+#define SSD_TILE_COPY_INLINE __forceinline__
+#endif
 template <int ROW_ELEMS>
-__device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src, long long row_stride, int valid,
-                                                int c0 = 0) {
+__device__ SSD_TILE_COPY_INLINE void load_tile_async(T* dst, int ld_dst, const T* src, long long row_stride, int valid,
+                                                     int c0 = 0) {
     constexpr int VEC = 16 / (int)sizeof(T);
     constexpr int PER_ROW = ROW_ELEMS / VEC;
     const int tid = threadIdx.x & (SSD_THREADS - 1);  // the issuing warpgroup's thread
@@ -436,6 +464,76 @@ __device__ __forceinline__ void load_tile_async(T* dst, int ld_dst, const T* src
 #endif
 }
 
+#if SSD_WG
+#if SSD_TMA
+// Producer: a tile of 64 token rows and NP * 64 columns whose rows are all inside the segment (valid == 64): NP boxes
+// of `map` (rows tok.., columns col.., col + 64, ...) into consecutive 8 KiB panels at dst, by one elected thread,
+// completing a phase of `full` (the others arrive on it). TMA's 128-byte swizzle of a 64-column box (128-byte rows,
+// 1024-byte aligned panels) is the layout tidx gives. A partial sub-block takes cp.async instead: its rows past the
+// segment's end are zero-filled per copy, where a box would read the next segment's rows (the packed tensor has no
+// bound at a segment's end).
+template <int NP>
+__device__ __forceinline__ void tma_tile(const CakeTensorMap* map, T* dst, int col, long long tok, uint64_t* full) {
+    if ((threadIdx.x & (SSD_THREADS - 1)) == 0) {
+        mbarrier_arrive_expect_tx(full, NP * SSD_SUB * 128);
+#pragma unroll
+        for (int q = 0; q < NP; ++q) tma_load_2d(dst + q * SSD_SUB * 64, map, col + 64 * q, (int)tok, full);
+    } else {
+        mbarrier_arrive(full);
+    }
+}
+#endif
+// Copy B columns n0..n0+NCOLS, the X rows of every unit of the block, C or z of the 64-token sub-block starting at
+// token `tok` into their buffers, completing a phase of `full`.
+template <int NCOLS>
+__device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
+                                       int n0, uint64_t* full) {
+#if SSD_TMA
+    if (valid == SSD_SUB) {
+        tma_tile<NCOLS / 64>(a.tm_B, sB(s, buf) + tidx(SSD_LDN, 0, n0), grp * SSD_N + n0, tok, full);
+        return;
+    }
+#endif
+    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
+                           (long long)a.ngroups * SSD_N, valid, n0);
+    mbarrier_arrive_cp_async(full);
+}
+__device__ __forceinline__ void load_c(const SsdArgs& a, T* dst, long long tok, int valid, int grp, uint64_t* full) {
+#if SSD_TMA
+    if (valid == SSD_SUB) {
+        tma_tile<SSD_N / 64>(a.tm_C, dst, grp * SSD_N, tok, full);
+        return;
+    }
+#endif
+    load_tile_async<SSD_N>(dst, SSD_LDN, a.Cm + (tok * a.ngroups + grp) * SSD_N, (long long)a.ngroups * SSD_N, valid);
+    mbarrier_arrive_cp_async(full);
+}
+// x (Z false) or z: the units of a block are adjacent 64-column spans (unit u: columns 64 u..) and their tiles
+// adjacent panels.
+template <int HB, bool Z>
+__device__ __forceinline__ void load_units(const SsdArgs& a, T* dst, long long tok, int valid, int u0, uint64_t* full) {
+#if SSD_TMA
+    if (valid == SSD_SUB) {
+        tma_tile<HB>(Z ? a.tm_z : a.tm_x, dst, u0 * SSD_PB, tok, full);
+        return;
+    }
+#endif
+    const T* src = Z ? a.z : a.x;
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int uu = u0 + u;
+        load_tile_async<SSD_PB>(dst + u * SSD_SUB * SSD_PB, SSD_LDX,
+                                src + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu), (long long)a.nheads * SSD_P,
+                                valid);
+    }
+    mbarrier_arrive_cp_async(full);
+}
+template <int HB>
+__device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int u0,
+                                       uint64_t* full) {
+    load_units<HB, false>(a, sX(s, buf, 0), tok, valid, u0, full);
+}
+#else
 // Copy B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token sub-block starting at
 // token `tok` into buffer `buf`.
 template <int NCOLS>
@@ -453,7 +551,6 @@ __device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int b
                                 (long long)a.nheads * SSD_P, valid);
     }
 }
-#if !SSD_WG
 // The same as one cp.async commit group.
 template <int HB, int NCOLS>
 __device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
@@ -525,9 +622,6 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 // CB_MIN_UNITS_PER_GROUP); otherwise phase 3 computes C B^T as the exact scan does.
 // A block is stored in fragment order: thread r's accumulators cb[t][0..3] at floats 4 (128 t + r), so both the
 // global stores and the shared loads of a warp are 512 contiguous bytes.
-#ifndef SSD_CB_STAGED
-#define SSD_CB_STAGED 0
-#endif
 #if SSD_CB_STAGED && !(SSD_WG && SSD_N >= 128)
 #error "SSD_CB_STAGED needs the sm_90a path and dstate >= 128 (a CB block fills a B slot)"
 #endif
@@ -683,11 +777,9 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     const int slot = ring_slot<NBUF>(k);
     const uint32_t ph = ring_phase<NBUF>(k);
     fill_begin(s, BAR_EMPTY_B + slot, ph);
-    load_b<NCOLS>(a, s, slot, tok, valid, grp, n0);
-    fill_end(s, BAR_FULL_B + slot);
+    load_b<NCOLS>(a, s, slot, tok, valid, grp, n0, s.bar + BAR_FULL_B + slot);
     fill_begin(s, BAR_EMPTY_X + slot, ph);
-    load_x<HB>(a, s, slot, tok, valid, u0);
-    fill_end(s, BAR_FULL_X + slot);
+    load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
     ++k;
 }
 #if SSD_CB_STAGED
@@ -705,8 +797,7 @@ __device__ __forceinline__ void produce_cbx(const SsdArgs& a, const SsdSmem& s, 
         cp_async_16(dst + 4 * e, cb + 4 * e);  // (cg: written by other CTAs in phase 1)
     fill_end(s, BAR_FULL_B + slot);
     fill_begin(s, BAR_EMPTY_X + slot, ph);
-    load_x<HB>(a, s, slot, tok, valid, u0);
-    fill_end(s, BAR_FULL_X + slot);
+    load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
     ++k;
 }
 #endif
@@ -1287,9 +1378,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
-        load_tile_async<SSD_N>(s.Cs, SSD_LDN, a.Cm + (tok_i * a.ngroups + grp) * SSD_N, (long long)a.ngroups * SSD_N,
-                               valid_i);
-        fill_end(s, BAR_FULL_C);
+        load_c(a, s.Cs, tok_i, valid_i, grp, s.bar + BAR_FULL_C);
         ++p.c;
         for (int j = 0; j <= i; ++j) {
 #if SSD_CB_STAGED
@@ -1313,12 +1402,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
             }
             if (j == 0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
                 fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
-#pragma unroll
-                for (int u = 0; u < HB; ++u)
-                    load_tile_async<SSD_PB>(s.Zs + u * SSD_SUB * SSD_PB, SSD_LDX,
-                                            a.z + (tok_i * a.nheads + unit_head(u0 + u)) * SSD_P + unit_p0(u0 + u),
-                                            (long long)a.nheads * SSD_P, valid_i);
-                fill_end(s, BAR_FULL_Z);
+                load_units<HB, true>(a, s.Zs, tok_i, valid_i, u0, s.bar + BAR_FULL_Z);
                 ++p.z;
             }
         }
