@@ -453,8 +453,8 @@ CAKE_DEVICE void multi_kth_largest(const Hi& hi, const uint64_t* bufs, int strid
             if ((todo >> q) & 1u)
                 for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
         dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
-        // Each query's state is read where it is used (beside the 64 registers of hi at BQ = 4): its high
-        // halves for the count, the whole state after it (before the scan's barriers, so before its update).
+        // Each query's state is read where it is used (beside the registers of hi): its prefix and mask in the
+        // count, its need before the scan, the rest by the one thread that updates it.
         if (p < 3) {  // the score's digits
 #pragma unroll
             for (int q = 0; q < NQ; ++q) {
@@ -494,14 +494,9 @@ CAKE_DEVICE void multi_kth_largest(const Hi& hi, const uint64_t* bufs, int strid
             }
         }
         dsa::sel_sync();
-        uint64_t prefix[NQ], mask[NQ];
-        int need[NQ];
+        int need[NQ];  // read before the scan's barriers, so before the decision rewrites it
 #pragma unroll
-        for (int q = 0; q < NQ; ++q) {
-            prefix[q] = ms[q].prefix;
-            mask[q] = ms[q].mask;
-            need[q] = ms[q].need;
-        }
+        for (int q = 0; q < NQ; ++q) need[q] = ms[q].need;
         const int per = nb >= NT ? nb / NT : 1;
         const int owners = nb / per;
         const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
@@ -523,10 +518,10 @@ CAKE_DEVICE void multi_kth_largest(const Hi& hi, const uint64_t* bufs, int strid
                 int cum = above;
                 for (int b = top - 1; b >= top - per; --b) {
                     const int c = (int)hists[q * 2048 + b];
-                    if (cum + c >= need[q]) {
+                    if (cum + c >= need[q]) {  // one thread a query: it alone reads and writes the state here
                         const int nneed = need[q] - cum;
-                        ms[q].prefix = prefix[q] | ((uint64_t)b << shift);
-                        ms[q].mask = mask[q] | ((uint64_t)(nb - 1) << shift);
+                        ms[q].prefix |= (uint64_t)b << shift;
+                        ms[q].mask |= (uint64_t)(nb - 1) << shift;
                         ms[q].need = nneed;
                         ms[q].done = (c - nneed <= slack) ? 1 : 0;
                         break;

@@ -34,10 +34,11 @@ struct Sel {
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
-// Queries whose keys' high halves the final selection holds in registers (MultiHi): 32 registers at BQ = 2
-// (H = 64); at BQ = 4 (H = 32) one query's 16, since 32 there push the product's unit fields to the stack
-// (ptxas's split of the register file between the roles).
-constexpr int FINISH_REG_QUERIES = BQ <= 2 ? BQ : 1;
+// Queries whose keys' high halves the final selection holds in registers (MultiHi, 16 registers a query at
+// REG_R = 4): two (every query at BQ <= 2). More at BQ = 4 (H = 32, D = 128) spill the unit's fields in both
+// roles (ptxas's split of the register file: the selection's code peaks near the top of its 152), and so do two
+// beside joint compactions of three or four (H = 40; H = 32, D = 64), which take one.
+constexpr int FINISH_REG_QUERIES = BQ <= 2 ? BQ : CB == 2 ? 2 : 1;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 
 // Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
