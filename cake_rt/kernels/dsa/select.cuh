@@ -382,58 +382,14 @@ CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, ui
 }
 
 
-// Where the multi routines read the high halves of the keys (the score's order key), four keys of round r
-// of query q at a time, in the layout of dsa_load4 (index() says which key x[e] is). Queries q < NREG are read
-// once into registers (load()), so the passes and the keep's count do not read their buffers again; the others
-// are read from their buffers on every use (dsa_load4's unordered rounds). NREG = 0 for the compactions, which
-// run beside the product inside the select loop, where every register is taken; the final selection holds as
-// many queries as fit the selection's registers beside the rest (16 registers a query at CAP = 4096).
-template <int NT, int R, int NQ, int NREG>
-struct MultiHi {
-    static_assert(NREG >= 0 && NREG <= NQ, "queries held in registers");
-    const uint64_t* bufs;
-    int stride;
-    uint32_t h[NREG > 0 ? NREG : 1][R][4];
-    // The register queries with bit q of `todo` (0 for the others).
-    CAKE_DEVICE void load(const int (&n)[NQ], unsigned todo) {
-#pragma unroll
-        for (int q = 0; q < NREG; ++q)
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                uint64_t x[4] = {0ull, 0ull, 0ull, 0ull};
-                if ((todo >> q) & 1u) dsa_load4<NT>(x, bufs + (size_t)q * stride, n[q], r);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) h[q][r][e] = (uint32_t)(x[e] >> 32);
-            }
-    }
-    CAKE_DEVICE void round(int q, int r, int n, uint32_t (&x)[4]) const {
-        if (q < NREG) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) x[e] = h[q < NREG ? q : 0][r][e];
-        } else {
-            uint64_t k[4];
-            dsa_load4<NT, false>(k, bufs + (size_t)q * stride, n, r);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) x[e] = (uint32_t)(k[e] >> 32);
-        }
-    }
-    CAKE_DEVICE int index(int q, int r, int n, int e) const {
-        const int i0 = (r * NT + dsa::sel_tid()) * 4;
-        return q >= NREG && i0 + 4 <= n ? i0 + (e ^ (((dsa::sel_tid() >> 2) & 1) << 1)) : i0 + e;
-    }
-};
-
 // block_kth_largest for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4) whose bit is set in
-// `active` (block-uniform; each needs n[q] > k), their high halves read through hi (MultiHi):
-// the same digits and rule, so each K[q] is the one block_kth_largest returns (slack > 0: the floor of
-// reg_kth_largest). K[q] = 0 for the others. The first three digits are the score's; a query still open after
-// them has more than `need` keys of one score (a tie at the k-th key), and its id digits count only those keys,
-// whose ids are read from the buffer. hists: NQ * 2048 words; ms: NQ states; scratch64: NT/32 uint64. All
-// passes of all queries share their barriers and scans.
-template <int NT, int R, int NQ, class Hi>
-CAKE_DEVICE void multi_kth_largest(const Hi& hi, const uint64_t* bufs, int stride, const int (&n)[NQ], int k,
-                                   unsigned active, uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64,
-                                   uint64_t (&K)[NQ], int slack = 0) {
+// `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one
+// block_kth_largest returns (slack > 0: the floor of reg_kth_largest). K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
+// scratch64: NT/32 uint64. All passes of all queries share their barriers and scans.
+template <int NT, int R, int NQ>
+CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (&n)[NQ], int k, unsigned active,
+                                   uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ],
+                                   int slack = 0) {
     static_assert(NQ >= 1 && NQ <= 4, "four 16-bit bin sums per uint64");
     const int tid = dsa::sel_tid();
     if (tid < NQ) {
@@ -453,50 +409,31 @@ CAKE_DEVICE void multi_kth_largest(const Hi& hi, const uint64_t* bufs, int strid
             if ((todo >> q) & 1u)
                 for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
         dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
-        // Each query's state is read where it is used (beside the registers of hi): its prefix and mask in the
-        // count, its need before the scan, the rest by the one thread that updates it.
-        if (p < 3) {  // the score's digits
+        uint64_t prefix[NQ], mask[NQ];
+        int need[NQ];
 #pragma unroll
-            for (int q = 0; q < NQ; ++q) {
-                if (!((todo >> q) & 1u)) continue;  // block-uniform
-                const uint32_t ph = (uint32_t)(ms[q].prefix >> 32), mh = (uint32_t)(ms[q].mask >> 32);
+        for (int q = 0; q < NQ; ++q) {
+            prefix[q] = ms[q].prefix;
+            mask[q] = ms[q].mask;
+            need[q] = ms[q].need;
+        }
 #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    uint32_t x[4];
-                    hi.round(q, r, n[q], x);
+        for (int q = 0; q < NQ; ++q) {
+            if (!((todo >> q) & 1u)) continue;  // block-uniform
+            const uint64_t* buf = bufs + (size_t)q * stride;
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const bool in = hi.index(q, r, n[q], e) < n[q] && (x[e] & mh) == ph;
-                        hist_count(hists + q * 2048, in, (x[e] >> (shift - 32)) & (unsigned)(nb - 1));
-                    }
-                }
-            }
-        } else {  // the id's digits, of the keys whose score is the k-th key's (the mask holds the whole score)
+            for (int r = 0; r < R; ++r) {
+                uint64_t x[4];
+                dsa_load4<NT, false>(x, buf, n[q], r);  // a histogram: the keys' order is free
 #pragma unroll
-            for (int q = 0; q < NQ; ++q) {
-                if (!((todo >> q) & 1u)) continue;  // block-uniform
-                const uint64_t* buf = bufs + (size_t)q * stride;
-                const uint64_t pq = ms[q].prefix;
-                const uint32_t ph = (uint32_t)(pq >> 32), pl = (uint32_t)pq, ml = (uint32_t)ms[q].mask;
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    uint32_t x[4];
-                    hi.round(q, r, n[q], x);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int i = hi.index(q, r, n[q], e);
-                        bool in = i < n[q] && x[e] == ph;
-                        const uint32_t lo = in ? (uint32_t)buf[i] : 0u;
-                        in = in && (lo & ml) == pl;
-                        hist_count(hists + q * 2048, in, (lo >> shift) & (unsigned)(nb - 1));
-                    }
+                for (int e = 0; e < 4; ++e) {
+                    const int i = (r * NT + tid) * 4 + e;
+                    const bool in = i < n[q] && (x[e] & mask[q]) == prefix[q];
+                    hist_count(hists + q * 2048, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1));
                 }
             }
         }
         dsa::sel_sync();
-        int need[NQ];  // read before the scan's barriers, so before the decision rewrites it
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) need[q] = ms[q].need;
         const int per = nb >= NT ? nb / NT : 1;
         const int owners = nb / per;
         const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
@@ -518,10 +455,10 @@ CAKE_DEVICE void multi_kth_largest(const Hi& hi, const uint64_t* bufs, int strid
                 int cum = above;
                 for (int b = top - 1; b >= top - per; --b) {
                     const int c = (int)hists[q * 2048 + b];
-                    if (cum + c >= need[q]) {  // one thread a query: it alone reads and writes the state here
+                    if (cum + c >= need[q]) {
                         const int nneed = need[q] - cum;
-                        ms[q].prefix |= (uint64_t)b << shift;
-                        ms[q].mask |= (uint64_t)(nb - 1) << shift;
+                        ms[q].prefix = prefix[q] | ((uint64_t)b << shift);
+                        ms[q].mask = mask[q] | ((uint64_t)(nb - 1) << shift);
                         ms[q].need = nneed;
                         ms[q].done = (c - nneed <= slack) ? 1 : 0;
                         break;
@@ -542,13 +479,11 @@ CAKE_DEVICE void multi_kth_largest(const Hi& hi, const uint64_t* bufs, int strid
 }
 
 // Stable in-order keep of the keys >= K[q] of the buffers with bit q of `todo` (block-uniform), one scan for
-// all of them: sink(q, pos, x); kept[q] gets the count (0 for the others). The count reads the high halves
-// through hi (a key with the k-th key's score compares its id from the buffer). IN_PLACE (the sink writes
-// into buffer q): each buffer is reloaded and a barrier separates the reload from the writes.
-template <int NT, int R, int NQ, bool IN_PLACE, class Hi, class Sink>
-CAKE_DEVICE void multi_ordered_keep(const Hi& hi, const uint64_t* bufs, int stride, const int (&n)[NQ],
-                                    unsigned todo, const uint64_t (&K)[NQ], uint64_t* scratch64, int (&kept)[NQ],
-                                    Sink sink) {
+// all of them: sink(q, pos, x); kept[q] gets the count (0 for the others). IN_PLACE (the sink writes into
+// buffer q): each buffer is reloaded and a barrier separates the reload from the writes.
+template <int NT, int R, int NQ, bool IN_PLACE, class Sink>
+CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int (&n)[NQ], unsigned todo,
+                                    const uint64_t (&K)[NQ], uint64_t* scratch64, int (&kept)[NQ], Sink sink) {
     static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
     uint64_t v[NQ];
 #pragma unroll
@@ -556,17 +491,13 @@ CAKE_DEVICE void multi_ordered_keep(const Hi& hi, const uint64_t* bufs, int stri
         v[q] = 0ull;
         if (!((todo >> q) & 1u)) continue;
         const uint64_t* buf = bufs + (size_t)q * stride;
-        const uint32_t kh = (uint32_t)(K[q] >> 32), kl = (uint32_t)K[q];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            uint32_t x[4];
-            hi.round(q, r, n[q], x);
+            uint64_t x[4];
+            dsa_load4<NT, false>(x, buf, n[q], r);  // a count: the keys' order is free
             int c = 0;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int i = hi.index(q, r, n[q], e);
-                c += (i < n[q] && (x[e] > kh || (x[e] == kh && (kl == 0u || (uint32_t)buf[i] >= kl)))) ? 1 : 0;
-            }
+            for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < n[q] && x[e] >= K[q]) ? 1 : 0;
             v[q] |= (uint64_t)c << (16 * r);
         }
     }

@@ -34,11 +34,6 @@ struct Sel {
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
-// Queries whose keys' high halves the final selection holds in registers (MultiHi, 16 registers a query at
-// REG_R = 4): two (every query at BQ <= 2). More at BQ = 4 (H = 32, D = 128) spill the unit's fields in both
-// roles (ptxas's split of the register file: the selection's code peaks near the top of its 152), and so do two
-// beside joint compactions of three or four (H = 40; H = 32, D = 64), which take one.
-constexpr int FINISH_REG_QUERIES = BQ <= 2 ? BQ : CB == 2 ? 2 : 1;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 
 // Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
@@ -201,12 +196,10 @@ CAKE_DEVICE void compact_multi(const Sel& s, int q0, unsigned mask, int topk) {
         int n[NQ];
 #pragma unroll
         for (int q = 0; q < NQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q0 + q] : 0;
-        const MultiHi<NT, REG_R, NQ, 0> hi = {bufs, CAP, {}};
         uint64_t K[NQ];
-        multi_kth_largest<NT, REG_R, NQ>(hi, bufs, CAP, n, topk, mask, s.chist, ms, scratch64, K,
-                                         compact_slack(topk));
+        multi_kth_largest<NT, REG_R, NQ>(bufs, CAP, n, topk, mask, s.chist, ms, scratch64, K, compact_slack(topk));
         int kept[NQ];
-        multi_ordered_keep<NT, REG_R, NQ, true>(hi, bufs, CAP, n, mask, K, scratch64, kept,
+        multi_ordered_keep<NT, REG_R, NQ, true>(bufs, CAP, n, mask, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { bufs[q * CAP + pos] = x; });
         sel_sync();
         if (sel_tid() == 0) {
@@ -303,13 +296,11 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             if (q < un.nq) todo |= 1u << q;
             if (q < un.nq && n[q] > topk) active |= 1u << q;
         }
-        MultiHi<NT, REG_R, BQ, FINISH_REG_QUERIES> hi = {s.cand, CAP, {}};
-        hi.load(n, todo);
         uint64_t K[BQ];
-        multi_kth_largest<NT, REG_R, BQ>(hi, s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
+        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
         int kept[BQ];
         // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
-        multi_ordered_keep<NT, REG_R, BQ, true>(hi, s.cand, CAP, n, todo, K, scratch64, kept,
+        multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
         sel_sync();  // the kept keys of every query are in place
 #pragma unroll
