@@ -115,7 +115,7 @@ def launched_parts(p):
     got = [pk._slots[pk.slot_names.index(n)] for n in ("ws_states", "tickets")]
     st = streams.stream_states().get(streams.stream_key(0, p.held_stream[0]))
     assert st is p.held_stream[1]() and not st.retired
-    assert got == [st.workspaces["ssd_chunkpar"].data.ptr, st.tickets[4].ptr], (got, st)
+    assert got == [st.workspaces["ssd_chunkpar"].data.ptr, st.tickets[p.executable[7]].ptr], (got, st)
     return st
 chunkpar_call(s)
 p_c = ssd._last_call[1]                                             # the problem of the last call

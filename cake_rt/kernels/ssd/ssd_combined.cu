@@ -176,7 +176,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 
 // ===================================================================================================
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
-// workspace fits the cap; per slice three phases separated by grid barriers:
+// workspace fits the cap; per slice three phases, 1 -> 2 separated by a grid barrier and 2 -> 3 by data flags (each
+// phase-3 tile waits only for the scan items that write its S_prev; see "Phase 2 -> 3" below):
 //   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace, the prep's
 //      cs and dt' -> prep workspace; then (SSD_CB_STAGED) every (chunk, block (i, j)) item of each group whose first
 //      unit is in the slice: C_i B_j^T -> CB workspace (kept for the later slices that hold the group's other units)
@@ -287,6 +288,55 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
     chunk_span(a, t.c, t.ctok, t.l);
     return t;
 }
+// Phase 2 -> 3: data flags instead of a grid barrier. Each phase-2 item `it` of a slice owns a 64-bit progress word
+// (`progress[it]`, after the grid barrier's words) and stores (epoch << 32) | (chunks of its segment whose S_prev
+// is written) after each batch of chunks, with release semantics behind a barrier of the threads that wrote them. A
+// phase-3 tile (chunk c, units uu0 ..) waits until the words of its units' items (HB * NEB consecutive words) hold
+// this slice's epoch and a count past c, then reads S_prev: it starts while longer scan items still run.
+// The epoch is the grid barrier's generation after the slice's barrier 1: the generation only ever advances (one a
+// grid barrier, never reset by a launch), so a word from an earlier slice or launch holds another epoch and a zeroed
+// word none (its count is 0); the words and the generation are one zeroed buffer (the stream's ticket words). A CTA
+// reads the epoch from the generation word itself: it holds the epoch from the CTA's exit of barrier 1 until the
+// CTA's math warpgroup arrives at the next grid barrier, which it does only after its phase-3 tiles.
+// Deadlock freedom: the launch is cooperative (every CTA is resident), a CTA runs its phase-1 tiles, then its phase-2
+// items, then its phase-3 tiles, and a phase-2 item waits for nothing after barrier 1; a phase-3 wait only waits on
+// phase-2 items, which therefore all finish.
+#define SSD_PROGRESS_WORD0 4  // the progress words start at 32-bit word 4 of the barrier words (16-byte aligned)
+__device__ __forceinline__ unsigned long long ld_acquire_gpu_u64(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_gpu_u64(unsigned long long* p, unsigned long long v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned slice_epoch(const unsigned* barrier) { return ld_acquire_gpu(barrier + 1); }
+// The progress words tile (chunk c, first unit uu0 of the slice's un) waits for, from the first one, and the count
+// they must reach: S_prev of c is written once its item has walked c - c0 + 1 chunks.
+struct PrevWait {
+    const unsigned long long* w;
+    unsigned need;
+};
+__device__ __forceinline__ PrevWait prev_wait(const SsdArgs& a, const unsigned long long* progress, long long c, int uu0,
+                                              int un) {
+    constexpr int NEB = SSD_UE / SSD_SCAN_BLK;
+    const long long si = a.table[(long long)a.nseg * 9 + c];
+    return {progress + (si * un + uu0) * NEB, (unsigned)(c - a.table[si * 8 + SEG_CHUNK0] + 1)};
+}
+// The calling warp waits until words w[0, n) hold the slice's epoch and a count >= need (a word a lane); then the
+// warp's later reads see what their items wrote before publishing (acquire, then the warp's barrier).
+__device__ __forceinline__ void wait_progress(const PrevWait& pw, int n, const unsigned* barrier) {
+    const unsigned epoch = slice_epoch(barrier);
+    for (int k = threadIdx.x & 31; k < n; k += 32) {
+        for (;;) {
+            const unsigned long long v = ld_acquire_gpu_u64(pw.w + k);
+            if ((unsigned)(v >> 32) == epoch && (unsigned)v >= pw.need) break;
+            __nanosleep(64);
+        }
+    }
+    __syncwarp();
+}
+
 #if SSD_CB_STAGED
 // The groups of B / C whose first unit is in the slice of units [us, us + un): gfirst .. gfirst + ngs - 1 (ngs may be
 // 0); phase 1 of that slice computes their CB blocks.
@@ -390,6 +440,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
     float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, float* ws_cb, unsigned* barrier, int slice_units) {
+    // barrier: words 0-1 the grid barrier (count, generation), from word SSD_PROGRESS_WORD0 the progress words.
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
@@ -400,6 +451,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;
     constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
+    unsigned long long* progress = (unsigned long long*)(barrier + SSD_PROGRESS_WORD0);
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
@@ -425,9 +477,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 const float* cbs = SSD_CB_STAGED ? ws_cb + (t.c * a.ngroups + unit_head(t.u0) / (a.nheads / a.ngroups)) *
                                                                (SSD_CB_BLOCKS * SSD_CB_FLOATS)
                                                  : nullptr;
+                const PrevWait pw = prev_wait(a, progress, t.c, t.u0 - us, un);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
                                          ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q, cbs,
-                                         tile == blockIdx.x ? (epochs++ & 1) : -1);
+                                         tile == blockIdx.x ? (epochs++ & 1) : -1,
+                                         [&] { wait_progress(pw, HB * NEB, barrier); });  // (after BAR_EPOCH's wait)
             }
         }
         cp_async_drain();
@@ -465,9 +519,14 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                          [&](const CbItem& b, bool odd) { ssd_cb_item(s, pipe, ws_cb + b.off * SSD_CB_FLOATS, odd); });
 #endif
         grid_barrier(barrier, GRID_THREADS);
+#if SSD_WG
+        // The slice's phase 1 is done grid-wide: the producer may read the saved prep and the CB blocks.
+        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbarrier_arrive(s.bar + BAR_EPOCH);
+#endif
 
         // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
-        // chunks in order.
+        // chunks in order; the publishing thread 0 holds the slice's epoch.
+        const unsigned epoch = threadIdx.x == 0 ? slice_epoch(barrier) : 0u;
         const long long nitems = (long long)a.nseg * un * NEB;
         constexpr int BATCH = SSD_SCAN_BATCH;
         for (long long it = blockIdx.x; it < nitems; it += gridDim.x) {
@@ -503,6 +562,10 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 for (int k = 0; k < BATCH; ++k)  // independent loads first (cg: written by other CTAs)
                     if (cb + k < nch) loc[k] = __ldcg(lp + k * (SSD_SCAN_BLK / 4));
                 const float decl = lane < BATCH && cb + lane < nch ? __ldcg(dp + lane * a.nheads) : 0.0f;
+                if (cb > 0) {  // the earlier batches' S_prev, stored by every thread, published under this batch's loads
+                    cta_part_sync(GRID_THREADS);
+                    if (threadIdx.x == 0) st_release_gpu_u64(progress + it, ((unsigned long long)epoch << 32) | (unsigned)cb);
+                }
 #pragma unroll
                 for (int k = 0; k < BATCH; ++k) {
                     const float dec = __shfl_sync(0xffffffffu, decl, k);
@@ -521,6 +584,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                     }
                 }
             }
+            cta_part_sync(GRID_THREADS);
+            if (threadIdx.x == 0) st_release_gpu_u64(progress + it, ((unsigned long long)epoch << 32) | (unsigned)nch);
             const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
 #pragma unroll
             for (int v = 0; v < SV; ++v) {
@@ -528,12 +593,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
             }
         }
-        grid_barrier(barrier, GRID_THREADS);
-#if SSD_WG
-        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbarrier_arrive(s.bar + BAR_EPOCH);  // S_prev of this slice is ready
-#endif
 
-        // Phase 3: outputs.
+        // Phase 3: outputs, each tile once its S_prev is published (sm_90a: the producer waits before copying it).
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
@@ -543,7 +604,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
 #else
-            __syncthreads();  // the previous tile is done with S_prev
+            if (threadIdx.x < 32) wait_progress(prev_wait(a, progress, c, u0 - us, un), HB * NEB, barrier);
+            __syncthreads();  // the previous tile is done with S_prev; the tile's S_prev is published (warp 0 waited)
 #pragma unroll
             for (int u = 0; u < HB; ++u)
                 load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
