@@ -302,15 +302,27 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
 // items, then its phase-3 tiles, and a phase-2 item waits for nothing after barrier 1; a phase-3 wait only waits on
 // phase-2 items, which therefore all finish.
 #define SSD_PROGRESS_WORD0 4  // the progress words start at 32-bit word 4 of the barrier words (16-byte aligned)
+// (An acquire load also invalidates the SM's L1, which the other CTA on the SM is using: the waits poll with relaxed
+// loads and acquire once.)
 __device__ __forceinline__ unsigned long long ld_acquire_gpu_u64(const unsigned long long* p) {
     unsigned long long v;
     asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
+__device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
 __device__ __forceinline__ void st_release_gpu_u64(unsigned long long* p, unsigned long long v) {
     asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
-__device__ __forceinline__ unsigned slice_epoch(const unsigned* barrier) { return ld_acquire_gpu(barrier + 1); }
+// (Relaxed: what orders it after the write of the epoch is the caller's barrier path; coherence does the rest.)
+__device__ __forceinline__ unsigned slice_epoch(const unsigned* barrier) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(barrier + 1) : "memory");
+    return v;
+}
 // The progress words tile (chunk c, first unit uu0 of the slice's un) waits for, from the first one, and the count
 // they must reach: S_prev of c is written once its item has walked c - c0 + 1 chunks.
 struct PrevWait {
@@ -328,11 +340,10 @@ __device__ __forceinline__ PrevWait prev_wait(const SsdArgs& a, const unsigned l
 __device__ __forceinline__ void wait_progress(const PrevWait& pw, int n, const unsigned* barrier) {
     const unsigned epoch = slice_epoch(barrier);
     for (int k = threadIdx.x & 31; k < n; k += 32) {
-        for (;;) {
-            const unsigned long long v = ld_acquire_gpu_u64(pw.w + k);
-            if ((unsigned)(v >> 32) == epoch && (unsigned)v >= pw.need) break;
+        for (unsigned long long v = ld_relaxed_gpu_u64(pw.w + k); (unsigned)(v >> 32) != epoch || (unsigned)v < pw.need;
+             v = ld_relaxed_gpu_u64(pw.w + k))
             __nanosleep(64);
-        }
+        (void)ld_acquire_gpu_u64(pw.w + k);  // reads the published value or a later one: synchronizes with its store
     }
     __syncwarp();
 }
