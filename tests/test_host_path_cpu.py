@@ -300,8 +300,8 @@ assert 0 < p.executable[0].slice_units < H, p.executable[0]
 p.held_stream = stale                      # written by a call of the previous plan that finished last
 call(s)
 ws = streams.stream_states().get(streams.stream_key(0, s.ptr)).workspaces["ssd_chunkpar"].data.ptr
-_, _, _, o1, o2, o3, o4 = p.executable
-assert launched(p)[:5] == [ws, ws + o1, ws + o2, ws + o3, ws + o4], (launched(p), ws, p.executable[3:])
+_, _, _, o1, o2, o3, o4, _ = p.executable
+assert launched(p)[:5] == [ws, ws + o1, ws + o2, ws + o3, ws + o4], (launched(p), ws, p.executable[3:7])
 print("ok")
 '''
 
