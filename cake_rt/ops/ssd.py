@@ -51,7 +51,7 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
-BARRIER_WORDS = 4               # chunk-parallel: the grid barrier's words before the progress words (kernel: SSD_PROGRESS_WORD0)
+BARRIER_WORDS = 4               # chunk-parallel: the grid barrier's words before the done words (kernel: SSD_DONE_WORD0)
 # Chunk-parallel C B^T once per (chunk, group) from this many units a group: below it phase 1's extra blocks cost
 # about what phase 3 saves (measured on the H200 at 8, 16 and 80 units a group: docs/ssd.md, v7.4)
 CB_MIN_UNITS_PER_GROUP = 32
@@ -1079,16 +1079,16 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     o4 = o3 + _align(p.total_chunks * plan.slice_units * 2 * p.chunk * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
     pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, np.int32(plan.slice_units))
-    return plan, pk, True, o1, o2, o3, o4, ("ssd_chunkpar", progress_words(p.nseg, plan.slice_units, p.dstate))
+    return plan, pk, True, o1, o2, o3, o4, ("ssd_chunkpar", chunkpar_words(p.nseg, plan.slice_units, p.dstate))
 
 
-def progress_words(nseg: int, slice_units: int, dstate: int) -> int:
-    """uint32 words of a chunk-parallel launch: the grid barrier's, then a 64-bit progress word per phase-2 item of
-    a slice (a segment's unit's SCAN_VEC * THREADS state elements; kernel: scan_item, wait_progress), rounded up to a
-    power of two so calls of similar problems share a stream's words. The words keep the barrier's generation and the
-    progress of the last launch, so they are the chunk-parallel kernel's own (key ("ssd_chunkpar", count))."""
+def chunkpar_words(nseg: int, slice_units: int, dstate: int) -> int:
+    """uint32 words of a chunk-parallel launch: the grid barrier's, then a done word per phase-2 item of a slice (a
+    segment's unit's SCAN_VEC * THREADS state elements; kernel: scan_item, wait_items), rounded up to a power of two
+    so calls of similar problems share a stream's words. The words keep the barrier's generation and the epochs of the
+    last launch, so they are the chunk-parallel kernel's own (key ("ssd_chunkpar", count))."""
     items = nseg * slice_units * (UNIT_ROWS * dstate // (SCAN_VEC * THREADS))
-    n = BARRIER_WORDS + 2 * items
+    n = BARRIER_WORDS + items
     return 1 << (n - 1).bit_length()
 
 

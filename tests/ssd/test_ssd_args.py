@@ -334,21 +334,21 @@ def test_flops_bytes_seed_row():
     assert 13e9 < fl < 15e9
 
 
-def test_chunkpar_progress_words():
-    """The chunk-parallel launch's words: the grid barrier's 4, then a 64-bit progress word per phase-2 item of a
-    slice (a segment's unit's 512 state elements), a power of two in all; the kernel's layout."""
-    assert ops.progress_words(0, 0, 128) == 4
-    assert ops.progress_words(1, 8, 128) == 512          # 128 items: 4 + 256 words
-    assert ops.progress_words(1, 6, 128) == 256          # 96 items: 4 + 192 words
-    assert ops.progress_words(3, 8, 64) == 512           # 8 items a unit at dstate 64
-    assert ops.progress_words(2, 4, 256) == 1024         # 32 items a unit at dstate 256
+def test_chunkpar_words():
+    """The chunk-parallel launch's words: the grid barrier's 4, then a done word per phase-2 item of a slice (a
+    segment's unit's 512 state elements), a power of two in all; the kernel's layout."""
+    assert ops.chunkpar_words(0, 0, 128) == 4
+    assert ops.chunkpar_words(1, 8, 128) == 256          # 128 items: 4 + 128 words
+    assert ops.chunkpar_words(1, 6, 128) == 128          # 96 items
+    assert ops.chunkpar_words(3, 8, 64) == 256           # 8 items a unit at dstate 64
+    assert ops.chunkpar_words(2, 4, 256) == 512          # 32 items a unit at dstate 256
     src = (pathlib.Path(ops.__file__).resolve().parents[1] / "kernels" / "ssd" / "ssd_combined.cu").read_text()
-    assert f"#define SSD_PROGRESS_WORD0 {ops.BARRIER_WORDS} " in src
+    assert f"#define SSD_DONE_WORD0 {ops.BARRIER_WORDS} " in src
 
 
 def test_chunkpar_words_are_kept_under_their_own_key():
     """Another kernel's words of the same count (a DSA plan's) are not the chunk-parallel kernel's, whose words keep
-    the barrier's generation and the scan's progress between launches."""
+    the barrier's generation and the items' epochs between launches."""
     from cake_rt.launch.tickets import state_ticket_words
 
     class State:

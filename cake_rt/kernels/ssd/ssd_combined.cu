@@ -288,62 +288,47 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
     chunk_span(a, t.c, t.ctok, t.l);
     return t;
 }
-// Phase 2 -> 3: data flags instead of a grid barrier. Each phase-2 item `it` of a slice owns a 64-bit progress word
-// (`progress[it]`, after the grid barrier's words) and stores (epoch << 32) | (chunks of its segment whose S_prev
-// is written) after each batch of chunks, with release semantics behind a barrier of the threads that wrote them. A
-// phase-3 tile (chunk c, units uu0 ..) waits until the words of its units' items (HB * NEB consecutive words) hold
-// this slice's epoch and a count past c, then reads S_prev: it starts while longer scan items still run.
+// Phase 2 -> 3: data flags instead of a grid barrier. Each phase-2 item `it` of a slice owns a 32-bit done word
+// (`done[it]`, after the grid barrier's words) and stores the slice's epoch there once its walk is done, with release
+// semantics behind a barrier of the threads that wrote its S_prev. A phase-3 tile (chunk c, units uu0 ..) waits until
+// the words of its units' items (HB * NEB consecutive words) hold the epoch, then reads S_prev: no CTA waits for the
+// items of units it does not read, and none for the grid barrier's round trip. (Publishing each batch of chunks as it
+// is written let tiles start under the long scans of few-unit problems, and was slower: the scan, which is on the
+// path of the CTAs that run it, lost bandwidth to those tiles and waited for each publication's fence; docs/ssd.md.)
 // The epoch is the grid barrier's generation after the slice's barrier 1: the generation only ever advances (one a
 // grid barrier, never reset by a launch), so a word from an earlier slice or launch holds another epoch and a zeroed
-// word none (its count is 0); the words and the generation are one zeroed buffer (the stream's ticket words). A CTA
-// reads the epoch from the generation word itself: it holds the epoch from the CTA's exit of barrier 1 until the
-// CTA's math warpgroup arrives at the next grid barrier, which it does only after its phase-3 tiles.
+// word none (the first epoch of a buffer is 1; modulo 2^32); the words and the generation are one zeroed buffer (the
+// stream's ticket words). A CTA reads the epoch from the generation word itself: it holds the epoch from the CTA's
+// exit of barrier 1 until the CTA's math warpgroup arrives at the next grid barrier, which it does only after its
+// phase-3 tiles.
 // Deadlock freedom: the launch is cooperative (every CTA is resident), a CTA runs its phase-1 tiles, then its phase-2
 // items, then its phase-3 tiles, and a phase-2 item waits for nothing after barrier 1; a phase-3 wait only waits on
 // phase-2 items, which therefore all finish.
-#define SSD_PROGRESS_WORD0 4  // the progress words start at 32-bit word 4 of the barrier words (16-byte aligned)
-// (An acquire load also invalidates the SM's L1, which the other CTA on the SM is using: the waits poll with relaxed
-// loads and acquire once.)
-__device__ __forceinline__ unsigned long long ld_acquire_gpu_u64(const unsigned long long* p) {
-    unsigned long long v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
-    unsigned long long v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_release_gpu_u64(unsigned long long* p, unsigned long long v) {
-    asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
-}
+#define SSD_DONE_WORD0 4  // the done words start at word 4 of the barrier words
 // (Relaxed: what orders it after the write of the epoch is the caller's barrier path; coherence does the rest.)
-__device__ __forceinline__ unsigned slice_epoch(const unsigned* barrier) {
+__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
     unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(barrier + 1) : "memory");
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-// The progress words tile (chunk c, first unit uu0 of the slice's un) waits for, from the first one, and the count
-// they must reach: S_prev of c is written once its item has walked c - c0 + 1 chunks.
-struct PrevWait {
-    const unsigned long long* w;
-    unsigned need;
-};
-__device__ __forceinline__ PrevWait prev_wait(const SsdArgs& a, const unsigned long long* progress, long long c, int uu0,
-                                              int un) {
-    constexpr int NEB = SSD_UE / SSD_SCAN_BLK;
-    const long long si = a.table[(long long)a.nseg * 9 + c];
-    return {progress + (si * un + uu0) * NEB, (unsigned)(c - a.table[si * 8 + SEG_CHUNK0] + 1)};
+__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
-// The calling warp waits until words w[0, n) hold the slice's epoch and a count >= need (a word a lane); then the
-// warp's later reads see what their items wrote before publishing (acquire, then the warp's barrier).
-__device__ __forceinline__ void wait_progress(const PrevWait& pw, int n, const unsigned* barrier) {
+__device__ __forceinline__ unsigned slice_epoch(const unsigned* barrier) { return ld_relaxed_gpu(barrier + 1); }
+// The first done word of the items tile (chunk c, first unit uu0 of the slice's un) reads S_prev from.
+__device__ __forceinline__ const unsigned* tile_items(const SsdArgs& a, const unsigned* done, long long c, int uu0,
+                                                      int un) {
+    constexpr int NEB = SSD_UE / SSD_SCAN_BLK;
+    return done + (a.table[(long long)a.nseg * 9 + c] * un + uu0) * NEB;
+}
+// The calling warp waits until words w[0, n) hold the slice's epoch (a word a lane); then the warp's later reads see
+// what their items wrote before publishing. The polls are relaxed and one acquire follows (an acquire load also
+// invalidates the SM's L1, which the other CTA on the SM is using).
+__device__ __forceinline__ void wait_items(const unsigned* w, int n, const unsigned* barrier) {
     const unsigned epoch = slice_epoch(barrier);
     for (int k = threadIdx.x & 31; k < n; k += 32) {
-        for (unsigned long long v = ld_relaxed_gpu_u64(pw.w + k); (unsigned)(v >> 32) != epoch || (unsigned)v < pw.need;
-             v = ld_relaxed_gpu_u64(pw.w + k))
-            __nanosleep(64);
-        (void)ld_acquire_gpu_u64(pw.w + k);  // reads the published value or a later one: synchronizes with its store
+        while (ld_relaxed_gpu(w + k) != epoch) __nanosleep(64);
+        (void)ld_acquire_gpu(w + k);  // reads the published epoch: synchronizes with its store
     }
     __syncwarp();
 }
@@ -451,7 +436,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
     float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, float* ws_cb, unsigned* barrier, int slice_units) {
-    // barrier: words 0-1 the grid barrier (count, generation), from word SSD_PROGRESS_WORD0 the progress words.
+    // barrier: words 0-1 the grid barrier (count, generation), from word SSD_DONE_WORD0 the phase-2 items' done words.
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
@@ -462,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;
     constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
-    unsigned long long* progress = (unsigned long long*)(barrier + SSD_PROGRESS_WORD0);
+    unsigned* done = barrier + SSD_DONE_WORD0;
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
@@ -488,11 +473,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 const float* cbs = SSD_CB_STAGED ? ws_cb + (t.c * a.ngroups + unit_head(t.u0) / (a.nheads / a.ngroups)) *
                                                                (SSD_CB_BLOCKS * SSD_CB_FLOATS)
                                                  : nullptr;
-                const PrevWait pw = prev_wait(a, progress, t.c, t.u0 - us, un);
+                const unsigned* items = tile_items(a, done, t.c, t.u0 - us, un);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
                                          ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q, cbs,
                                          tile == blockIdx.x ? (epochs++ & 1) : -1,
-                                         [&] { wait_progress(pw, HB * NEB, barrier); });  // (after BAR_EPOCH's wait)
+                                         [&] { wait_items(items, HB * NEB, barrier); });  // (after BAR_EPOCH's wait)
             }
         }
         cp_async_drain();
@@ -573,10 +558,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 for (int k = 0; k < BATCH; ++k)  // independent loads first (cg: written by other CTAs)
                     if (cb + k < nch) loc[k] = __ldcg(lp + k * (SSD_SCAN_BLK / 4));
                 const float decl = lane < BATCH && cb + lane < nch ? __ldcg(dp + lane * a.nheads) : 0.0f;
-                if (cb > 0) {  // the earlier batches' S_prev, stored by every thread, published under this batch's loads
-                    cta_part_sync(GRID_THREADS);
-                    if (threadIdx.x == 0) st_release_gpu_u64(progress + it, ((unsigned long long)epoch << 32) | (unsigned)cb);
-                }
 #pragma unroll
                 for (int k = 0; k < BATCH; ++k) {
                     const float dec = __shfl_sync(0xffffffffu, decl, k);
@@ -595,8 +576,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                     }
                 }
             }
-            cta_part_sync(GRID_THREADS);
-            if (threadIdx.x == 0) st_release_gpu_u64(progress + it, ((unsigned long long)epoch << 32) | (unsigned)nch);
+            cta_part_sync(GRID_THREADS);  // every thread's S_prev of the item stored, then published
+            if (threadIdx.x == 0) st_release_gpu(done + it, epoch);
             const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
 #pragma unroll
             for (int v = 0; v < SV; ++v) {
@@ -615,7 +596,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
 #else
-            if (threadIdx.x < 32) wait_progress(prev_wait(a, progress, c, u0 - us, un), HB * NEB, barrier);
+            if (threadIdx.x < 32) wait_items(tile_items(a, done, c, u0 - us, un), HB * NEB, barrier);
             __syncthreads();  // the previous tile is done with S_prev; the tile's S_prev is published (warp 0 waited)
 #pragma unroll
             for (int u = 0; u < HB; ++u)
