@@ -289,12 +289,13 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
     return t;
 }
 // Phase 2 -> 3: data flags instead of a grid barrier. Each phase-2 item `it` of a slice owns a 32-bit done word
-// (`done[it]`, after the grid barrier's words) and stores the slice's epoch there once its walk is done, with release
-// semantics behind a barrier of the threads that wrote its S_prev. A phase-3 tile (chunk c, units uu0 ..) waits until
-// the words of its units' items (HB * NEB consecutive words) hold the epoch, then reads S_prev: no CTA waits for the
-// items of units it does not read, and none for the grid barrier's round trip. (Publishing each batch of chunks as it
-// is written let tiles start under the long scans of few-unit problems, and was slower: the scan, which is on the
-// path of the CTAs that run it, lost bandwidth to those tiles and waited for each publication's fence; docs/ssd.md.)
+// (`done[it]`, after the grid barrier's words); once a CTA has walked all its items, its thread 0 stores the slice's
+// epoch to theirs, with release semantics (a fence behind a barrier of the threads that wrote their S_prev). A
+// phase-3 tile (chunk c, units uu0 ..) waits until the words of its units' items (HB * NEB consecutive words) hold
+// the epoch, then reads S_prev: no CTA waits for the items of units it does not read, and none for the grid
+// barrier's round trip. (Publishing each batch of chunks as it is written let tiles start under the long scans of
+// few-unit problems, and was slower: the scan, on the path of the CTAs that run it, lost bandwidth to those tiles and
+// waited for each publication's fence; so did a fence per item; docs/ssd.md.)
 // The epoch is the grid barrier's generation after the slice's barrier 1: the generation only ever advances (one a
 // grid barrier, never reset by a launch), so a word from an earlier slice or launch holds another epoch and a zeroed
 // word none (the first epoch of a buffer is 1; modulo 2^32); the words and the generation are one zeroed buffer (the
@@ -311,8 +312,9 @@ __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+// (After a fence: each store and the fence form a release.)
+__device__ __forceinline__ void st_relaxed_gpu(unsigned* p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ unsigned slice_epoch(const unsigned* barrier) { return ld_relaxed_gpu(barrier + 1); }
 // The first done word of the items tile (chunk c, first unit uu0 of the slice's un) reads S_prev from.
@@ -576,14 +578,19 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                     }
                 }
             }
-            cta_part_sync(GRID_THREADS);  // every thread's S_prev of the item stored, then published
-            if (threadIdx.x == 0) st_release_gpu(done + it, epoch);
             const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
 #pragma unroll
             for (int v = 0; v < SV; ++v) {
                 if (fi >= 0 && a.final_out) a.final_out[ssd_state_index(fi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
                 if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
             }
+        }
+        // The CTA's items published together once all are walked: one fence a CTA, as the grid barrier's arrival
+        // had (a fence an item waited for the item's last stores on the path of the CTA's next item).
+        cta_part_sync(GRID_THREADS);
+        if (threadIdx.x == 0 && blockIdx.x < nitems) {
+            __threadfence();
+            for (long long it = blockIdx.x; it < nitems; it += gridDim.x) st_relaxed_gpu(done + it, epoch);
         }
 
         // Phase 3: outputs, each tile once its S_prev is published (sm_90a: the producer waits before copying it).
