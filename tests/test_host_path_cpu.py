@@ -115,7 +115,7 @@ def launched_parts(p):
     got = [pk._slots[pk.slot_names.index(n)] for n in ("ws_states", "tickets")]
     st = streams.stream_states().get(streams.stream_key(0, p.held_stream[0]))
     assert st is p.held_stream[1]() and not st.retired
-    assert got == [st.workspaces["ssd_chunkpar"].data.ptr, st.tickets[p.executable[7]].ptr], (got, st)
+    assert got == [st.workspaces["ssd_chunkpar"].data.ptr, st.tickets[4].ptr], (got, st)
     return st
 chunkpar_call(s)
 p_c = ssd._last_call[1]                                             # the problem of the last call
@@ -300,8 +300,8 @@ assert 0 < p.executable[0].slice_units < H, p.executable[0]
 p.held_stream = stale                      # written by a call of the previous plan that finished last
 call(s)
 ws = streams.stream_states().get(streams.stream_key(0, s.ptr)).workspaces["ssd_chunkpar"].data.ptr
-_, _, _, o1, o2, o3, o4, _ = p.executable
-assert launched(p)[:5] == [ws, ws + o1, ws + o2, ws + o3, ws + o4], (launched(p), ws, p.executable[3:7])
+_, _, _, o1, o2, o3, o4 = p.executable
+assert launched(p)[:5] == [ws, ws + o1, ws + o2, ws + o3, ws + o4], (launched(p), ws, p.executable[3:])
 print("ok")
 '''
 

@@ -107,18 +107,15 @@ class TicketWords:
 
 
 def state_ticket_words(state, handle: int, device: int, nwords: int = 4, stream_obj=None,
-                       capturing: bool = False, key=None) -> TicketWords:
-    """The ticket words of one stream's state (created on first use, zeroed on that stream), held under ``key``
-    (default ``nwords``: a kernel whose words keep values between launches names its own key, so that no other
-    kernel's words of the same size are those)."""
-    key = nwords if key is None else key
-    words = state.tickets.get(key)
+                       capturing: bool = False) -> TicketWords:
+    """The ticket words of one stream's state (created on first use, zeroed on that stream)."""
+    words = state.tickets.get(nwords)
     if words is None:
         if capturing:
             raise CaptureError(
                 "ticket words for this stream cannot be created during CUDA graph capture: make one eager call "
                 "on this stream before capturing")
-        words = state.tickets[key] = TicketWords(nwords, device=device,
+        words = state.tickets[nwords] = TicketWords(nwords, device=device,
                                                     stream=stream_obj if stream_obj is not None else handle,
                                                     sync=False)
     return words

@@ -6,8 +6,8 @@
 
 Two kernel families return the same bits: ``exact`` (one CTA per (segment, block of units) walks its
 chunks in order; a unit is 64 headdim rows of one head) and ``chunkpar`` (one cooperative kernel, per
-workspace slice of units: chunk-local states, a grid barrier, the cross-chunk scan, the outputs of each tile
-once the scan items that write its states have published them). ``family="auto"`` picks one per call (see ``select_family``); ``ssd_plan`` explains the choice.
+workspace slice of units: chunk-local states, a grid barrier, the cross-chunk scan, a grid barrier, the
+outputs). ``family="auto"`` picks one per call (see ``select_family``); ``ssd_plan`` explains the choice.
 A program holds one family's kernel (``program_defines``); ``programs(target)`` lists the programs the tests and
 the bench suite compile.
 """
@@ -51,7 +51,6 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
-BARRIER_WORDS = 4               # chunk-parallel: the grid barrier's words before the done words (kernel: SSD_DONE_WORD0)
 # Chunk-parallel C B^T once per (chunk, group) from this many units a group: below it phase 1's extra blocks cost
 # about what phase 3 saves (measured on the H200 at 8, 16 and 80 units a group: docs/ssd.md, v7.4)
 CB_MIN_UNITS_PER_GROUP = 32
@@ -1005,7 +1004,7 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         if not coop:
             pk.run(handle, ptrs)
         else:
-            words = state.tickets[ex[7]]
+            words = state.tickets[4]
             if words.dirty:
                 words.before_launch(handle)
             ptrs += held[3]
@@ -1033,10 +1032,10 @@ def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tu
     if ws is None or ws.nbytes < plan.workspace_bytes:
         ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, handle=handle,
                              stream_obj=s, capturing=capturing)
-    words = state.tickets.get(ex[7])
+    words = state.tickets.get(4)
     if words is None:
-        words = state_ticket_words(state, handle, p.device, ex[7][1], s, capturing, key=ex[7])
-    _, _, _, o1, o2, o3, o4, _ = ex
+        words = state_ticket_words(state, handle, p.device, 4, s, capturing)
+    _, _, _, o1, o2, o3, o4 = ex
     base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, o4),
     # CB blocks [o4, workspace_bytes)
     held = (handle, weakref.ref(state), state.workspace_version,
@@ -1061,16 +1060,14 @@ def _allocate(p: _Problem, y):
 
 
 def _executable(p: _Problem, plan: SsdPlan) -> tuple:
-    """(plan, PackedLaunch, cooperative, o1, o2, o3, o4, words) of the plan's program for this problem. cooperative:
-    the chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o4: its
+    """(plan, PackedLaunch, cooperative, o1, o2, o3, o4) of the plan's program for this problem. cooperative: the
+    chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o4: its
     workspace offsets of round_T(S_prev), the decays, the saved prep and the CB blocks (0 for the exact scan; o1 is
-    0 for an empty problem too, so it never tells the families apart); words: the key of its ticket words in the
-    stream's state, ("ssd_chunkpar", their count) (None for the exact scan)."""
+    0 for an empty problem too, so it never tells the families apart)."""
     defs = plan.defines
     smem = program_smem(np.dtype(p.x.dtype).itemsize, defs)
     if plan.family == "exact":
-        return (plan, _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False), False, 0, 0, 0, 0,
-                None)
+        return (plan, _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False), False, 0, 0, 0, 0)
     k = _kernel(p, defs)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
@@ -1079,17 +1076,7 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     o4 = o3 + _align(p.total_chunks * plan.slice_units * 2 * p.chunk * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
     pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, np.int32(plan.slice_units))
-    return plan, pk, True, o1, o2, o3, o4, ("ssd_chunkpar", chunkpar_words(p.nseg, plan.slice_units, p.dstate))
-
-
-def chunkpar_words(nseg: int, slice_units: int, dstate: int) -> int:
-    """uint32 words of a chunk-parallel launch: the grid barrier's, then a done word per phase-2 item of a slice (a
-    segment's unit's SCAN_VEC * THREADS state elements; kernel: scan_item, wait_items), rounded up to a power of two
-    so calls of similar problems share a stream's words. The words keep the barrier's generation and the epochs of the
-    last launch, so they are the chunk-parallel kernel's own (key ("ssd_chunkpar", count))."""
-    items = nseg * slice_units * (UNIT_ROWS * dstate // (SCAN_VEC * THREADS))
-    n = BARRIER_WORDS + items
-    return 1 << (n - 1).bit_length()
+    return plan, pk, True, o1, o2, o3, o4
 
 
 def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, *extra) -> PackedLaunch:

@@ -1,7 +1,6 @@
 """CPU tests of ssd_combined's argument checking, segment tables and the selection rule (no GPU needed:
 a small stand-in for device arrays goes through the same checks)."""
 import math
-import pathlib
 
 import numpy as np
 import pytest
@@ -332,31 +331,3 @@ def test_flops_bytes_seed_row():
     fl, nb = ops.ssd_flops_bytes(batch=1, seqlen=32768, nheads=8, headdim=64, dstate=128, ngroups=1, chunk_size=256)
     assert abs(nb - 118e6) / 118e6 < 0.05
     assert 13e9 < fl < 15e9
-
-
-def test_chunkpar_words():
-    """The chunk-parallel launch's words: the grid barrier's 4, then a done word per phase-2 item of a slice (a
-    segment's unit's 512 state elements), a power of two in all; the kernel's layout."""
-    assert ops.chunkpar_words(0, 0, 128) == 4
-    assert ops.chunkpar_words(1, 8, 128) == 256          # 128 items: 4 + 128 words
-    assert ops.chunkpar_words(1, 6, 128) == 128          # 96 items
-    assert ops.chunkpar_words(3, 8, 64) == 256           # 8 items a unit at dstate 64
-    assert ops.chunkpar_words(2, 4, 256) == 512          # 32 items a unit at dstate 256
-    src = (pathlib.Path(ops.__file__).resolve().parents[1] / "kernels" / "ssd" / "ssd_combined.cu").read_text()
-    assert f"#define SSD_DONE_WORD0 {ops.BARRIER_WORDS} " in src
-
-
-def test_chunkpar_words_are_kept_under_their_own_key():
-    """Another kernel's words of the same count (a DSA plan's) are not the chunk-parallel kernel's, whose words keep
-    the barrier's generation and the items' epochs between launches."""
-    from cake_rt.launch.tickets import state_ticket_words
-
-    class State:
-        tickets = {}
-
-    st = State()
-    mine = object()
-    st.tickets[("ssd_chunkpar", 512)] = mine
-    st.tickets[512] = object()
-    assert state_ticket_words(st, 0, 0, 512, key=("ssd_chunkpar", 512)) is mine
-    assert state_ticket_words(st, 0, 0, 512) is st.tickets[512] is not mine

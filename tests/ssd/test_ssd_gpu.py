@@ -230,133 +230,27 @@ def test_chunkpar_slices_read_the_cb_blocks_of_earlier_slices(monkeypatch):
         assert to_bytes(a) == to_bytes(b) == to_bytes(c)
 
 
-def _chunkpar_words(stream):
-    """The host copy of the ticket words the last chunk-parallel call on ``stream`` used (synchronizes)."""
-    import cupy
-
-    import cake_rt
-    from cake_rt.launch.streams import stream_state
-
-    key = cake_rt.ops.ssd._last_call[1].executable[7]
-    return key, stream_state(cupy.cuda.Device().id, stream.ptr).tickets[key].read()
-
-
 def test_chunkpar_launch_is_cooperative_and_leaves_words_zero():
-    """One cooperative launch; its words: the barrier's count back at 0, its generation one up (one slice: one grid
-    barrier), and each phase-2 item's done word at that epoch."""
     import cupy
 
     import cake_rt
     from cake_rt.launch.grid import record_launches
+    from cake_rt.launch.tickets import stream_ticket_words
 
     case = make_case(81, 1, 1000, 4, 64, 128, 1, BF16)
     d = case["dev"]
-    kw = dict(case["dev_kw"], family="chunkpar")
-    cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **kw)
-    key, before = _chunkpar_words(cupy.cuda.get_current_stream())
     with record_launches() as recs:
-        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **kw)
+        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **case["dev_kw"], family="chunkpar")
     assert len(recs) == 1 and recs[0].cooperative and recs[0].name == "ssd_chunkpar"
     plan = cake_rt.ops.ssd.last_plan()
     assert recs[0].grid[0] == plan.grid <= plan.cooperative_capacity
-    assert key == ("ssd_chunkpar", cake_rt.ops.ssd.chunkpar_words(1, 4, 128))
-    _, w = _chunkpar_words(cupy.cuda.get_current_stream())
-    assert w[0] == 0 and w[1] == before[1] + 1  # arrival count back to 0, the generation one up
-    items = 4 * (64 * 128 // 512)
-    assert np.all(w[4:4 + items] == w[1]) and np.all(w[4 + items:] == 0)
+    cupy.cuda.Device().synchronize()
+    words = stream_ticket_words(cupy.cuda.get_current_stream())
+    w = words.read()
+    assert w[0] == 0  # arrival count back to 0 (the generation word only increments)
     with record_launches() as recs:
         cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **case["dev_kw"], family="exact")
     assert len(recs) == 1 and not recs[0].cooperative and recs[0].name == "ssd_exact"
-
-
-def _exact_and_chunkpar_calls(cases, stream):
-    """Per case (case, chunk): the exact scan's outputs (y, final states), and a function that queues a
-    chunk-parallel call on ``stream`` into fresh poisoned outputs and returns them (no synchronization)."""
-    import cake_rt
-
-    def run(case, chunk, family, y):
-        d = case["dev"]
-        kw = dict(case["dev_kw"])
-        if "cu_seqlens" in kw:  # host metadata: a memoized problem (its words' key is read back)
-            kw["cu_seqlens"] = case["host_kw"]["cu_seqlens"]
-        return cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], chunk, **kw, out=y,
-                                    return_final_states=True, family=family, stream=stream)
-
-    want = [tuple(to_bytes(a) for a in call(case, chunk, "exact", final=True)) for case, chunk in cases]
-
-    def chunkpar(k):
-        case, chunk = cases[k]
-        return run(case, chunk, "chunkpar", poison(case["dev"]["x"].shape, case["dev"]["x"].dtype))
-    return want, chunkpar
-
-
-def test_chunkpar_programs_alternating_on_one_stream(monkeypatch):
-    """A phase-3 tile waits for done words that the scan items of the same launch store with the slice's epoch (the
-    grid barrier's generation): calls of other chunk-parallel programs alternate on one stream with no
-    synchronization between them, two whose words are one buffer (the same size class), one with its own, and one
-    in three slices (three epochs a launch); every call gives the exact scan's bits."""
-    import cupy
-
-    import cake_rt
-
-    cases = [(make_case(101, 1, 1000, 4, 64, 128, 1), 64), (make_case(102, 1, 700, 6, 64, 128, 1), 128),
-             (make_case(103, 1, 1500, 8, 64, 64, 2, cu_lens=[700, 300, 500]), 128),
-             (make_case(104, 1, 3000, 8, 64, 128, 1), 64)]
-    big = cases[3]
-    d = big[0]["dev"]
-    whole = cake_rt.ssd_plan(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **big[0]["dev_kw"],
-                             return_final_states=True, family="chunkpar")
-    monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(whole.workspace_bytes // 3))
-    s = cupy.cuda.Stream(non_blocking=True)
-    want, chunkpar = _exact_and_chunkpar_calls(cases, s)
-    keys, slices = [], []
-    for k in range(len(cases)):
-        chunkpar(k)
-        keys.append(cake_rt.ops.ssd._last_call[1].executable[7])
-        slices.append(cake_rt.ops.ssd.last_plan().slice_units)
-    assert keys[0] == keys[1] != keys[2], keys
-    assert 0 < slices[3] < 8 and all(0 < n == c[0]["shape"][2] for n, c in zip(slices[:3], cases)), slices
-    got = [(k, chunkpar(k)) for _ in range(6) for k in (0, 3, 1, 2, 1, 0)]
-    s.synchronize()
-    for k, res in got:
-        assert tuple(to_bytes(a) for a in res) == want[k], k
-
-
-def test_chunkpar_graph_replayed_many_times_between_eager_calls():
-    """A captured chunk-parallel call replayed 40 times, with eager calls of another problem that shares its ticket
-    words in between: each replay's output (copied out on the stream) and each eager call's are the exact scan's."""
-    import cupy
-
-    import cake_rt
-
-    cases = [(make_case(111, 1, 900, 4, 64, 128, 1), 64), (make_case(112, 1, 600, 6, 64, 128, 1), 128)]
-    s = cupy.cuda.Stream(non_blocking=True)
-    want, chunkpar = _exact_and_chunkpar_calls(cases, s)
-    chunkpar(1)
-    key1 = cake_rt.ops.ssd._last_call[1].executable[7]
-    chunkpar(0)  # eager, so that the capture finds the stream's state, workspace and words
-    assert cake_rt.ops.ssd._last_call[1].executable[7] == key1
-    d = cases[0][0]["dev"]
-    y = poison(d["x"].shape, d["x"].dtype)
-    s.synchronize()
-    s.begin_capture()
-    try:
-        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **cases[0][0]["dev_kw"], out=y,
-                             family="chunkpar", stream=s)
-    finally:
-        graph = s.end_capture()
-    replays, eager = [], []
-    for i in range(40):
-        graph.launch(s)
-        with s:
-            replays.append(y.copy())
-        if i % 3 == 0:
-            eager.append(chunkpar(1))
-    s.synchronize()
-    for r in replays:
-        assert to_bytes(r) == want[0][0]
-    for r in eager:
-        assert tuple(to_bytes(a) for a in r) == want[1]
 
 
 def test_errors_before_launch_leave_out_untouched():

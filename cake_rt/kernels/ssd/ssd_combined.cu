@@ -176,8 +176,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 
 // ===================================================================================================
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
-// workspace fits the cap; per slice three phases, 1 -> 2 separated by a grid barrier and 2 -> 3 by data flags (each
-// phase-3 tile waits only for the scan items that write its S_prev; see "Phase 2 -> 3" below):
+// workspace fits the cap; per slice three phases separated by grid barriers:
 //   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace, the prep's
 //      cs and dt' -> prep workspace; then (SSD_CB_STAGED) every (chunk, block (i, j)) item of each group whose first
 //      unit is in the slice: C_i B_j^T -> CB workspace (kept for the later slices that hold the group's other units)
@@ -288,53 +287,6 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
     chunk_span(a, t.c, t.ctok, t.l);
     return t;
 }
-// Phase 2 -> 3: data flags instead of a grid barrier. Each phase-2 item `it` of a slice owns a 32-bit done word
-// (`done[it]`, after the grid barrier's words); once a CTA has walked all its items, its thread 0 stores the slice's
-// epoch to theirs, with release semantics (a fence behind a barrier of the threads that wrote their S_prev). A
-// phase-3 tile (chunk c, units uu0 ..) waits until the words of its units' items (HB * NEB consecutive words) hold
-// the epoch, then reads S_prev: no CTA waits for the items of units it does not read, and none for the grid
-// barrier's round trip. (Publishing each batch of chunks as it is written let tiles start under the long scans of
-// few-unit problems, and was slower: the scan, on the path of the CTAs that run it, lost bandwidth to those tiles and
-// waited for each publication's fence; so did a fence per item; docs/ssd.md.)
-// The epoch is the grid barrier's generation after the slice's barrier 1: the generation only ever advances (one a
-// grid barrier, never reset by a launch), so a word from an earlier slice or launch holds another epoch and a zeroed
-// word none (the first epoch of a buffer is 1; modulo 2^32); the words and the generation are one zeroed buffer (the
-// stream's ticket words). A CTA reads the epoch from the generation word itself: it holds the epoch from the CTA's
-// exit of barrier 1 until the CTA's math warpgroup arrives at the next grid barrier, which it does only after its
-// phase-3 tiles.
-// Deadlock freedom: the launch is cooperative (every CTA is resident), a CTA runs its phase-1 tiles, then its phase-2
-// items, then its phase-3 tiles, and a phase-2 item waits for nothing after barrier 1; a phase-3 wait only waits on
-// phase-2 items, which therefore all finish.
-#define SSD_DONE_WORD0 4  // the done words start at word 4 of the barrier words
-// (Relaxed: what orders it after the write of the epoch is the caller's barrier path; coherence does the rest.)
-__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-// (After a fence: each store and the fence form a release.)
-__device__ __forceinline__ void st_relaxed_gpu(unsigned* p, unsigned v) {
-    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned slice_epoch(const unsigned* barrier) { return ld_relaxed_gpu(barrier + 1); }
-// The first done word of the items tile (chunk c, first unit uu0 of the slice's un) reads S_prev from.
-__device__ __forceinline__ const unsigned* tile_items(const SsdArgs& a, const unsigned* done, long long c, int uu0,
-                                                      int un) {
-    constexpr int NEB = SSD_UE / SSD_SCAN_BLK;
-    return done + (a.table[(long long)a.nseg * 9 + c] * un + uu0) * NEB;
-}
-// The calling warp waits until words w[0, n) hold the slice's epoch (a word a lane); then the warp's later reads see
-// what their items wrote before publishing. The polls are relaxed and one acquire follows (an acquire load also
-// invalidates the SM's L1, which the other CTA on the SM is using).
-__device__ __forceinline__ void wait_items(const unsigned* w, int n, const unsigned* barrier) {
-    const unsigned epoch = slice_epoch(barrier);
-    for (int k = threadIdx.x & 31; k < n; k += 32) {
-        while (ld_relaxed_gpu(w + k) != epoch) __nanosleep(64);
-        (void)ld_acquire_gpu(w + k);  // reads the published epoch: synchronizes with its store
-    }
-    __syncwarp();
-}
-
 #if SSD_CB_STAGED
 // The groups of B / C whose first unit is in the slice of units [us, us + un): gfirst .. gfirst + ngs - 1 (ngs may be
 // 0); phase 1 of that slice computes their CB blocks.
@@ -438,7 +390,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
     float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, float* ws_cb, unsigned* barrier, int slice_units) {
-    // barrier: words 0-1 the grid barrier (count, generation), from word SSD_DONE_WORD0 the phase-2 items' done words.
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
@@ -449,7 +400,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;
     constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
-    unsigned* done = barrier + SSD_DONE_WORD0;
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
@@ -475,11 +425,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 const float* cbs = SSD_CB_STAGED ? ws_cb + (t.c * a.ngroups + unit_head(t.u0) / (a.nheads / a.ngroups)) *
                                                                (SSD_CB_BLOCKS * SSD_CB_FLOATS)
                                                  : nullptr;
-                const unsigned* items = tile_items(a, done, t.c, t.u0 - us, un);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
                                          ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q, cbs,
-                                         tile == blockIdx.x ? (epochs++ & 1) : -1,
-                                         [&] { wait_items(items, HB * NEB, barrier); });  // (after BAR_EPOCH's wait)
+                                         tile == blockIdx.x ? (epochs++ & 1) : -1);
             }
         }
         cp_async_drain();
@@ -517,14 +465,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                          [&](const CbItem& b, bool odd) { ssd_cb_item(s, pipe, ws_cb + b.off * SSD_CB_FLOATS, odd); });
 #endif
         grid_barrier(barrier, GRID_THREADS);
-#if SSD_WG
-        // The slice's phase 1 is done grid-wide: the producer may read the saved prep and the CB blocks.
-        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbarrier_arrive(s.bar + BAR_EPOCH);
-#endif
 
         // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
-        // chunks in order; the publishing thread 0 holds the slice's epoch.
-        const unsigned epoch = threadIdx.x == 0 ? slice_epoch(barrier) : 0u;
+        // chunks in order.
         const long long nitems = (long long)a.nseg * un * NEB;
         constexpr int BATCH = SSD_SCAN_BATCH;
         for (long long it = blockIdx.x; it < nitems; it += gridDim.x) {
@@ -585,15 +528,12 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n + v] = sd_from_float(S[v]);
             }
         }
-        // The CTA's items published together once all are walked: one fence a CTA, as the grid barrier's arrival
-        // had (a fence an item waited for the item's last stores on the path of the CTA's next item).
-        cta_part_sync(GRID_THREADS);
-        if (threadIdx.x == 0 && blockIdx.x < nitems) {
-            __threadfence();
-            for (long long it = blockIdx.x; it < nitems; it += gridDim.x) st_relaxed_gpu(done + it, epoch);
-        }
+        grid_barrier(barrier, GRID_THREADS);
+#if SSD_WG
+        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbarrier_arrive(s.bar + BAR_EPOCH);  // S_prev of this slice is ready
+#endif
 
-        // Phase 3: outputs, each tile once its S_prev is published (sm_90a: the producer waits before copying it).
+        // Phase 3: outputs.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
@@ -603,8 +543,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
 #else
-            if (threadIdx.x < 32) wait_items(tile_items(a, done, c, u0 - us, un), HB * NEB, barrier);
-            __syncthreads();  // the previous tile is done with S_prev; the tile's S_prev is published (warp 0 waited)
+            __syncthreads();  // the previous tile is done with S_prev
 #pragma unroll
             for (int u = 0; u < HB; ++u)
                 load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,

@@ -142,7 +142,7 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_EMPTY_S 13
 #define BAR_FULL_DT 14  // the chunk's raw dt (as float), read by the prep
 #define BAR_EMPTY_DT 15
-#define BAR_EPOCH 16    // chunk-parallel: this slice's phase 1 is done grid-wide (count 1: the math thread 0)
+#define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
 #define SSD_NBARS 17
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
 // whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
@@ -1267,17 +1267,12 @@ struct MOffWG {
 // (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's phase-1 stores)
 // or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). cbs:
 // the chunk-parallel tile's CB blocks saved by phase 1 (SSD_CB_STAGED; staged in place of B, so the epoch wait comes
-// before step (0, 0)), or nullptr (B is loaded). ready(): called before the S_prev copies (chunk-parallel: waits until
-// the scan items that write this tile's S_prev have published it). z waits for the previous tile's last epilogue to free its buffer; the
+// before step (0, 0)), or nullptr (B is loaded). z waits for the previous tile's last epilogue to free its buffer; the
 // prep and S_prev, which the math warpgroup waits for first, do not wait behind it. Any order is deadlock-free whose
 // waits are for buffers the math warpgroup frees before it needs this load.
-struct NoWait {
-    __device__ __forceinline__ void operator()() const {}
-};
-template <int HB, int NBUF, class Ready = NoWait>
+template <int HB, int NBUF>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                               int u0, const T* prev, const float* saved, const float* cbs, int epoch,
-                                               const Ready& ready = Ready()) {
+                                               int u0, const T* prev, const float* saved, const float* cbs, int epoch) {
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int i = 0; i < nsub; ++i) {
@@ -1300,7 +1295,6 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
             if (i == 0 && prev != nullptr) {  // after C_0, B_0, X_0: those need no grid-wide result
                 if (epoch >= 0 && cbs == nullptr) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
                 produce_prep<HB>(s, p, saved);
-                ready();
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
 #pragma unroll
                 for (int u = 0; u < HB; ++u)
