@@ -283,6 +283,92 @@ def test_chunkpar_launch_is_cooperative_and_leaves_words_zero():
     assert len(recs) == 1 and not recs[0].cooperative and recs[0].name == "ssd_exact"
 
 
+def _exact_and_chunkpar_calls(cases, stream):
+    """Per case (case, chunk): the exact scan's outputs (y, final states), and a function that queues a
+    chunk-parallel call on ``stream`` into fresh poisoned outputs and returns them (no synchronization)."""
+    import cake_rt
+
+    def run(case, chunk, family, y):
+        d = case["dev"]
+        kw = dict(case["dev_kw"])
+        if "cu_seqlens" in kw:  # host metadata (a memoized problem, as a captured call needs)
+            kw["cu_seqlens"] = case["host_kw"]["cu_seqlens"]
+        return cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], chunk, **kw, out=y,
+                                    return_final_states=True, family=family, stream=stream)
+
+    want = [tuple(to_bytes(a) for a in call(case, chunk, "exact", final=True)) for case, chunk in cases]
+
+    def chunkpar(k):
+        case, chunk = cases[k]
+        return run(case, chunk, "chunkpar", poison(case["dev"]["x"].shape, case["dev"]["x"].dtype))
+    return want, chunkpar
+
+
+def test_chunkpar_programs_alternating_on_one_stream(monkeypatch):
+    """Calls of chunk-parallel programs of four shapes alternate on one stream with no synchronization between them
+    (the grid barrier's words of the stream shared by all; one program in slices, a grid barrier between them):
+    every call gives the exact scan's bits."""
+    import cupy
+
+    import cake_rt
+
+    cases = [(make_case(101, 1, 1000, 4, 64, 128, 1), 64), (make_case(102, 1, 700, 6, 64, 128, 1), 128),
+             (make_case(103, 1, 1500, 8, 64, 64, 2, cu_lens=[700, 300, 500]), 128),
+             (make_case(104, 1, 3000, 8, 64, 128, 1), 64)]
+    big = cases[3]
+    d = big[0]["dev"]
+    whole = cake_rt.ssd_plan(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **big[0]["dev_kw"],
+                             return_final_states=True, family="chunkpar")
+    monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(whole.workspace_bytes // 3))
+    s = cupy.cuda.Stream(non_blocking=True)
+    want, chunkpar = _exact_and_chunkpar_calls(cases, s)
+    slices = []
+    for k in range(len(cases)):
+        chunkpar(k)
+        slices.append(cake_rt.ops.ssd.last_plan().slice_units)
+    assert 0 < slices[3] < 8 and all(0 < n == c[0]["shape"][2] for n, c in zip(slices[:3], cases)), slices
+    got = [(k, chunkpar(k)) for _ in range(6) for k in (0, 3, 1, 2, 1, 0)]
+    s.synchronize()
+    for k, res in got:
+        assert tuple(to_bytes(a) for a in res) == want[k], k
+
+
+def test_chunkpar_graph_replayed_many_times_between_eager_calls():
+    """A captured chunk-parallel call replayed 40 times, with eager calls of another problem on the same stream (and
+    its grid barrier's words) in between: each replay's output (copied out on the stream) and each eager call's
+    are the exact scan's."""
+    import cupy
+
+    import cake_rt
+
+    cases = [(make_case(111, 1, 900, 4, 64, 128, 1), 64), (make_case(112, 1, 600, 6, 64, 128, 1), 128)]
+    s = cupy.cuda.Stream(non_blocking=True)
+    want, chunkpar = _exact_and_chunkpar_calls(cases, s)
+    chunkpar(1)
+    chunkpar(0)  # eager, so that the capture finds the stream's state, workspace and words
+    d = cases[0][0]["dev"]
+    y = poison(d["x"].shape, d["x"].dtype)
+    s.synchronize()
+    s.begin_capture()
+    try:
+        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **cases[0][0]["dev_kw"], out=y,
+                             family="chunkpar", stream=s)
+    finally:
+        graph = s.end_capture()
+    replays, eager = [], []
+    for i in range(40):
+        graph.launch(s)
+        with s:
+            replays.append(y.copy())
+        if i % 3 == 0:
+            eager.append(chunkpar(1))
+    s.synchronize()
+    for r in replays:
+        assert to_bytes(r) == want[0][0]
+    for r in eager:
+        assert tuple(to_bytes(a) for a in r) == want[1]
+
+
 def test_errors_before_launch_leave_out_untouched():
     import cake_rt
     from cake_rt.launch.grid import record_launches
