@@ -151,9 +151,11 @@ def kernel_params(cubin: bytes) -> dict:
     """``{kernel_name: [parameter bytes, in order]}`` of every entry function of a cubin, read from its ``.nv.info.<name>``
     sections (the kernel parameter records, EIATTR_KPARAM_INFO, that the driver copies a launch's arguments by). Lets a
     CPU test hold a host-side argument list against the compiled signature (a parameter more or less shifts every
-    later argument)."""
+    later argument). Anything that is not a 64-bit little-endian ELF has none."""
     import struct
 
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        return {}
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
     heads = [struct.unpack_from("<I4xQ8xQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
