@@ -249,6 +249,8 @@ def main():
         fns = bench_row_calls((lambda shape, dtype: make(_Shape(shape, dtype))) if args.cpu else _gpu_zeros, s)
     else:
         fns = calls(make, s)
+    if args.profile is not None and args.profile not in fns:  # before the warm-up, which compiles every program
+        ap.error(f"--profile: {args.profile!r} is not one of: {', '.join(fns)}")
     for fn in fns.values():  # warm: compile, plan, caches (real launches on a GPU)
         fn()
     s.synchronize()

@@ -121,6 +121,20 @@ def test_compile_report_parses_registers_and_spills():
     }'''
     rep = cc.compile_report(src, name="big.cu", target="sm_80")
     assert rep["big"]["stack_bytes"] > 0  # a run-time indexed array lives in local memory
+    assert rep["big"]["params"] == [8, 4]
+
+
+@pytest.mark.parametrize("target", cc.available_targets())
+def test_kernel_params_are_the_signature_in_order(target):
+    """Each entry function's parameter sizes in declaration order, a by-value struct whole (a tensor map)."""
+    src = r'''
+    struct __align__(64) Map { unsigned long long w[16]; };
+    extern "C" __global__ void a(char c, double d, const __grid_constant__ Map m, short s, float* p) {
+        if (threadIdx.x == 0) *p = c + d + m.w[3] + s;
+    }
+    extern "C" __global__ void b() {}'''
+    params = cc.kernel_params(cc.compile_cubin(src, name="params.cu", target=target))
+    assert params == {"a": [1, 8, 128, 2, 8], "b": []}
 
 
 @pytest.fixture

@@ -344,3 +344,11 @@ def test_host_time_bench_rows_cpu():
     names += [f"dsa {row['name']} H{h}" for h in dsa["defaults"]["heads"] for row in dsa["rows"]]
     for name in names + ["python probe"]:
         assert any(line.startswith(name + " ") for line in r.stdout.splitlines()), (name, r.stdout)
+
+
+def test_host_time_profile_names_a_call():
+    """``--profile`` with a name that is not one of the calls is refused with the names, before any call is made."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "host_time.py"), "--cpu", "--bench-rows", "--profile",
+                        "ssd nope"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "'ssd nope' is not one of: ssd seed" in r.stderr, r.stdout + r.stderr

@@ -147,6 +147,39 @@ def elf_complete(image: bytes) -> bytes:
     return image + b"\0" * short if 0 < short <= 8 else image
 
 
+def kernel_params(cubin: bytes) -> dict:
+    """``{kernel_name: [parameter bytes, in order]}`` of every entry function of a cubin, read from its ``.nv.info.<name>``
+    sections (the kernel parameter records, EIATTR_KPARAM_INFO, that the driver copies a launch's arguments by). Lets a
+    CPU test hold a host-side argument list against the compiled signature (a parameter more or less shifts every
+    later argument). Anything that is not a 64-bit little-endian ELF has none."""
+    import struct
+
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        return {}
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    heads = [struct.unpack_from("<I4xQ8xQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names = heads[shstrndx][2]
+    out = {}
+    for name_off, _, off, size in heads:
+        name = cubin[names + name_off:cubin.index(b"\0", names + name_off)].decode()
+        if not name.startswith(".nv.info."):
+            continue
+        params, i = [], off
+        while i < off + size:
+            fmt, attr = cubin[i], cubin[i + 1]
+            if fmt == 4:  # EIFMT_SVAL: a 16-bit length, then that many bytes
+                n, = struct.unpack_from("<H", cubin, i + 2)
+                if attr == 0x17:  # EIATTR_KPARAM_INFO: index, ordinal, offset, then the size in bits 18..31
+                    _, ordinal, _, bits = struct.unpack_from("<IHHI", cubin, i + 4)
+                    params.append((ordinal, (bits >> 18) & 0x3FFF))
+                i += 4 + n
+            else:  # EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL: 4 bytes (the records stay 4-byte aligned)
+                i += 4
+        out[name[len(".nv.info."):]] = [n for _, n in sorted(params)]
+    return out
+
+
 def _run_nvrtc(text: str, name: str, target: str, options, *, verbose: bool):
     nvrtc = _nvrtc()
     opts = _options(target, options)
@@ -406,7 +439,8 @@ def cold_compile_seconds(source: str, *, name: str, target: str, defines=None, o
 def compile_report(source: str, *, name: str, target: str, defines=None, options=()) -> dict:
     """Resource report of every entry function, from ptxas: registers, spills, stack and static smem.
 
-    Returns ``{kernel_name: {"registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes"}}``.
+    Returns ``{kernel_name: {"registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "params"}}``
+    (``params``: ``kernel_params``' parameter sizes).
     Works without a GPU (CI uses it to fail on a kernel that stops compiling or starts spilling).
 
     NVRTC 13 can answer a repeat compile of the same program without running ptxas again, and then its log has
@@ -414,9 +448,10 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
     ``fresh_text``, and a compile that still names no entry function raises ``CompileError`` instead of returning
     an empty report.
     """
-    _, log = _run_nvrtc(fresh_text(_full_text(source, defines)), name, target, options, verbose=True)
+    cubin, log = _run_nvrtc(fresh_text(_full_text(source, defines)), name, target, options, verbose=True)
     if not _FUNC_RE.search(log):
         raise CompileError(f"NVRTC gave no ptxas report for {name!r} ({target}); its log:\n{log}")
+    params = kernel_params(cubin)
     report: dict = {}
     current = None
     for line in log.splitlines():
@@ -424,7 +459,8 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
         if m:
             current = report.setdefault(
                 m.group(1),
-                {"registers": 0, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0, "shared_bytes": 0},
+                {"registers": 0, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0, "shared_bytes": 0,
+                 "params": params.get(m.group(1))},
             )
             continue
         if current is None:

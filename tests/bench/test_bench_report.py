@@ -79,6 +79,18 @@ def test_combine_processes_takes_median_of_medians():
     assert c["n"] == 9
 
 
+def test_combine_processes_keeps_the_host_probe():
+    """Each process records its host Python speed beside its host time; the combined host figure carries their
+    median (the report prints it beside the host ms), and none where a process (an older record) has none."""
+    per = [ms([1.0, 1.1]), ms([2.0, 2.1]), ms([3.0, 3.1])]
+    for s, (host, probe) in zip(per, ((0.02, 8.0), (0.03, 12.0), (0.025, 9.0))):
+        s["host"] = {**summarize([host]), "probe_us": probe, "gc_collections": [0, 0, 0]}
+    c = combine_processes(per)
+    assert c["host"]["median"] == pytest.approx(0.025) and c["host"]["probe_us"] == pytest.approx(9.0)
+    del per[1]["host"]["probe_us"]
+    assert "probe_us" not in combine_processes(per)["host"]
+
+
 def test_finalize_figures():
     plan = build_plan("all", rows=["seed", "S1"], heads=(64,), side_stream=(1, 32))
     doc = report.finalize(fake_doc(plan))

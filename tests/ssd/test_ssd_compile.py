@@ -2,7 +2,9 @@
 for sm_90a and sm_80 (no GPU needed), with its resource report read from ptxas: its family's kernel alone, no
 spills beyond a few words outside the tile loops (ptxas keeps a handful of long-lived scalars of the
 255-register kernels in local memory: at most 32 bytes on sm_90a, 64 on sm_80), no static shared memory
-(the host sizes it), and the dynamic layout fits the target's opt-in limit."""
+(the host sizes it), the dynamic layout fits the target's opt-in limit, and the kernel's parameters are the
+arguments the host packs for it (``ops.ssd._packed``: the tensor maps of ``tensor_maps`` programs last)."""
+import numpy as np
 import pytest
 
 from cake_rt.launch.compile import compile_report, load_source
@@ -26,3 +28,29 @@ def test_program_compiles_without_spills(target, index):
     wg = bool(defs["SSD_WG"])
     assert wg == (target == "sm_90a" and itemsize == 2)  # the warpgroup path: sm_90a, 16-bit inputs
     assert ops.program_smem(itemsize, defs) <= optin
+    (r,) = rep.values()
+    assert r["params"] == packed_sizes(defs), (defs, r["params"])
+
+
+def packed_sizes(defs: dict) -> list:
+    """The bytes of each argument ``ops.ssd._packed`` gives the program's kernel (no GPU: PackedLaunch recorded)."""
+    from types import SimpleNamespace
+
+    from cake_rt.launch.grid import Blob, Slot
+    from cake_rt.launch.tensormap import MAP_BYTES
+
+    got = []
+
+    def record(kernel, grid, block, args, **kw):
+        got.extend(args)
+
+    p = SimpleNamespace(scalars=(np.int32(0),) * 5 + (np.float32(0),) * 2)  # nseg .. flags, lo, hi (ops.ssd._validate)
+    maps = object() if ops.tensor_maps(defs) else None
+    coop = defs["SSD_FAMILY"] == 1
+    saved = ops.PackedLaunch
+    ops.PackedLaunch = record
+    try:
+        ops._packed(p, None, 1, 0, 256, coop, maps, *((np.int32(1),) if coop else ()))
+    finally:
+        ops.PackedLaunch = saved
+    return [8 if isinstance(a, Slot) else MAP_BYTES if isinstance(a, Blob) else a.itemsize for a in got]

@@ -128,6 +128,57 @@ def test_neighbour_sequences_of_inf_and_nan_never_enter(family):
         assert to_bytes(clean[3][ck[k]:ck[k + 1]]) == to_bytes(dirty[3][ck[k]:ck[k + 1]]), f"sequence {k}: checkpoints"
 
 
+# (batch, seqlen, nheads, headdim, dstate, ngroups, dtype, chunk, layout, dirty spans (batch row, t0, t1), clean spans
+# checked): batch rows that end inside a sub-block (the next row's tokens follow in memory), seq_idx segments of two
+# rows in 256-token chunks (partial sub-blocks after whole ones inside a chunk) at headdim 128 (two units a head: a
+# box is half a head) and dstate 256 (phase 1 in two column passes), and packed fp16 sequences. Shapes of
+# ops.ssd._PROGRAM_CASES (programs the GPU run prewarms).
+NEIGHBOUR_CASES = {
+    "rows": (3, 100, 4, 64, 64, 1, BF16, 64, None, [(1, 0, 100)], [(0, 0, 100), (2, 0, 100)]),
+    "seq_idx": (2, 300, 4, 128, 256, 2, BF16, 256, [70, 90, 140], [(0, 70, 160), (1, 70, 160)],
+                [(0, 0, 70), (0, 160, 300), (1, 0, 70), (1, 160, 300)]),
+    "packed_q256": (1, 585, 8, 64, 128, 1, FP16, 256, [200, 64, 190, 130, 1], [(0, 200, 264), (0, 454, 584)],
+                    [(0, 0, 200), (0, 264, 454), (0, 584, 585)]),
+}
+
+
+@pytest.mark.parametrize("family", ["exact", "chunkpar"])
+@pytest.mark.parametrize("name", sorted(NEIGHBOUR_CASES))
+def test_tensor_map_tiles_never_cross_a_segment_end(name, family):
+    """Segments whose neighbours hold inf and NaN in x, B, C and z, beside the tensor-map programs' whole 64-token
+    boxes and the cp.async copies of the partial sub-blocks: the clean segments' rows and final states are bitwise those
+    of a call whose neighbours hold finite values, in every layout that bounds a segment (batch rows, seq_idx runs,
+    cu_seqlens), chunk 64 to 256, headdim 128, dstate 256 and fp16."""
+    import cake_rt
+
+    b, L, H, P, N, G, dt, chunk, layout, dirty_spans, clean_spans = NEIGHBOUR_CASES[name]
+    kw = {}
+    if name == "seq_idx":
+        kw["seq_idx"] = np.repeat(np.arange(len(layout), dtype=np.int32), layout)[None].repeat(b, 0)
+    elif layout is not None:
+        kw["cu_lens"] = layout
+    case = make_case(61, b, L, H, P, N, G, dt, **kw)
+    want = dict(final=True, varlen=name == "packed_q256")
+    clean = call(case, chunk, family, **want)
+    assert cake_rt.ops.ssd.tensor_maps(cake_rt.ops.ssd.last_plan().defines), "not a tensor-map program"
+    for key, holder, fills in (("x", "dev", (np.inf, np.nan)), ("B", "dev", (-np.inf, np.nan)),
+                               ("C", "dev", (np.nan, np.inf)), ("z", "dev_kw", (np.nan, -np.inf))):
+        h = (case["host"] if holder == "dev" else case["host_kw"])[key].astype(np.float32)
+        for k, (r, t0, t1) in enumerate(dirty_spans):
+            h[r, t0:t1] = fills[k % 2]
+        case[holder][key] = to_dev(h.astype(dt))
+    dirty = call(case, chunk, family, **want)
+    for r, t0, t1 in clean_spans:
+        assert to_bytes(clean[0][r, t0:t1]) == to_bytes(dirty[0][r, t0:t1]), f"row {r} tokens {t0}..{t1}: y moved"
+        assert np.all(np.isfinite(to_host64(dirty[0][r, t0:t1])))
+    if name == "packed_q256":  # sequences 0, 2 and 4 are clean: their states
+        for k in (0, 2, 4):
+            assert to_bytes(clean[2][k]) == to_bytes(dirty[2][k]), f"sequence {k}: its state moved"
+    else:  # every row's last segment is clean
+        rows = sorted({r for r, _, _ in clean_spans})
+        assert to_bytes(clean[1][rows]) == to_bytes(dirty[1][rows]), "a row's final state moved"
+
+
 def test_varlen_without_seq_idx_and_empty_last_sequence():
     lens = [70, 0, 33, 0]
     case = make_case(42, 1, sum(lens), 4, 64, 64, 1, BF16, cu_lens=lens)
