@@ -474,6 +474,7 @@ __device__ SSD_TILE_COPY_INLINE void load_tile_async(T* dst, int ld_dst, const T
 // bound at a segment's end).
 template <int NP>
 __device__ __forceinline__ void tma_tile(const CakeTensorMap* map, T* dst, int col, long long tok, uint64_t* full) {
+    static_assert(NP >= 1, "a tile of fewer than 64 columns would complete its phase with no copy");
     if ((threadIdx.x & (SSD_THREADS - 1)) == 0) {
         mbarrier_arrive_expect_tx(full, NP * SSD_SUB * 128);
 #pragma unroll
@@ -819,7 +820,8 @@ __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
     }
     __syncthreads();
 }
-// The producer's last copies land before it leaves.
+// The producer's last copies land before it leaves. This waits for cp.async only: a tensor-map copy is waited for
+// by the math warpgroup on its FULL barrier, which every fill the producer makes is (so none lands after the exit).
 __device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 template <int HB, int NBUF, int NB, class Sink>
