@@ -1,4 +1,4 @@
-"""What the SSD trace scripts (`ssd-phase-trace`, `ssd-step-trace`) share: text patches by unique anchors, a copy of
+"""What the SSD trace scripts (`ssd-phase-trace`, `ssd-step-trace`) and `ssd-row` share: text patches by unique anchors, a copy of
 this tree's cake_rt with patched kernel files that the script re-runs itself in, and a bench suite row's call with the
 traced kernel's debug buffers as device arrays."""
 import os
@@ -40,38 +40,48 @@ def run_patched(tool: str, patches: dict, run_rows, default_runs: int) -> None:
         sys.exit(subprocess.call([sys.executable, sys.argv[0], *rows, "--runs", str(runs)], env=env))
 
 
-def traced_rows(rows):
-    """For each bench suite row that runs the chunk-parallel family: ``(row, params, call, plan, kernel, stream,
-    flush)``; ``call()`` runs the row's call (the suite's inputs, family auto) on ``stream``, ``flush(stream)`` empties
-    L2, ``kernel`` is the traced ``ssd_chunkpar`` of the plan's program. Rows of the exact family are named and
-    skipped."""
+def suite_call(row: str, stream=None):
+    """A bench suite row's call: ``(params, call)``; ``call()`` runs ``ssd_combined`` on the suite's inputs (seed 1234,
+    family auto, the row's options, into one output array) on ``stream`` (None: the current stream)."""
     import json
 
     import cupy
 
     import cake_rt
     from cake_rt.bench import cases
+
+    suite = json.loads((pathlib.Path(cases.__file__).parent / "suites" / "ssd.json").read_text())
+    p = dict(suite["defaults"])
+    p.update(next(r for r in suite["rows"] if r["name"] == row))
+    inp = cases.ssd_inputs(p, 1234)
+    cu = None if inp["cu_seqlens"] is None else cupy.asnumpy(inp["cu_seqlens"])
+    kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=cu, dt_softplus=True,
+              return_final_states=True, return_varlen_states=bool(p.get("return_varlen_states")))
+    y = cupy.empty_like(inp["x"])
+
+    def call():
+        return cake_rt.ssd_combined(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], int(p["chunk"]), **kw, out=y,
+                                    stream=stream)
+
+    return p, call
+
+
+def traced_rows(rows):
+    """For each bench suite row that runs the chunk-parallel family: ``(row, params, call, plan, kernel, stream,
+    flush)``; ``call()`` runs the row's call (the suite's inputs, family auto) on ``stream``, ``flush(stream)`` empties
+    L2, ``kernel`` is the traced ``ssd_chunkpar`` of the plan's program. Rows of the exact family are named and
+    skipped."""
+    import cupy
+
     from cake_rt.bench.timing import L2Flusher
     from cake_rt.launch.arch import device_info
     from cake_rt.launch.compile import get_kernel
     from cake_rt.ops import ssd as ops
 
-    suite = json.loads((pathlib.Path(cases.__file__).parent / "suites" / "ssd.json").read_text())
     stream = cupy.cuda.Stream(non_blocking=True)
     flush = L2Flusher(device_info(0).l2_bytes)
     for row in rows:
-        p = dict(suite["defaults"])
-        p.update(next(r for r in suite["rows"] if r["name"] == row))
-        inp = cases.ssd_inputs(p, 1234)
-        cu = None if inp["cu_seqlens"] is None else cupy.asnumpy(inp["cu_seqlens"])
-        kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=cu, dt_softplus=True,
-                  return_final_states=True, return_varlen_states=bool(p.get("return_varlen_states")))
-        y = cupy.empty_like(inp["x"])
-
-        def call(inp=inp, kw=kw, y=y, chunk=int(p["chunk"])):
-            return cake_rt.ssd_combined(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], chunk, **kw, out=y,
-                                        stream=stream)
-
+        p, call = suite_call(row, stream)
         call()
         stream.synchronize()
         plan = ops.last_plan()
