@@ -52,9 +52,6 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
-# Chunk-parallel C B^T once per (chunk, group) from this many units a group: below it phase 1's extra blocks cost
-# about what phase 3 saves (measured on the H200 at 8, 16 and 80 units a group: docs/ssd.md, v7.4)
-CB_MIN_UNITS_PER_GROUP = 32
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
@@ -624,12 +621,7 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
         hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
         return {**shared, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
-    # C B^T once per (chunk, group): a 64 x 64 fp32 block fits the B ring's slot from dstate 128 (sm_90a), and it
-    # pays when many units share a group (see CB_MIN_UNITS_PER_GROUP). Staged only at headdim 64 and dstate 128,
-    # the programs measured to gain: at dstate 256 or headdim 128 its phase-1 loop spills 20-40 bytes a thread
-    # (12-16 at headdim 64, dstate 128) and no speed was measured.
-    cb = wg and dstate == 128 and headdim == 64 and units_per_group >= CB_MIN_UNITS_PER_GROUP
-    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_CB_STAGED": int(cb)}
+    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -654,17 +646,15 @@ _PROGRAM_CASES = sorted(
 def programs(target: str = "sm_90a") -> list:
     """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile for
     ``target`` (to prewarm the kernel cache or sanitize them): each case's exact-scan and chunk-parallel programs,
-    once each. A chunk-parallel program that stages C B^T comes with its unstaged twin, which a call runs when
-    staging would cost it slice units (``staged_defines``)."""
+    once each."""
     out, seen = [], set()
     for case in _PROGRAM_CASES:
         for family in FAMILIES:
             d = program_defines(*case, target=target, family=family)
-            for v in (d, {**d, "SSD_CB_STAGED": 0}) if family == "chunkpar" and cb_staged(d) else (d,):
-                key = tuple(sorted(v.items()))
-                if key not in seen:
-                    seen.add(key)
-                    out.append((KERNEL_PATH, v))
+            key = tuple(sorted(d.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append((KERNEL_PATH, d))
     return out
 
 
@@ -685,39 +675,11 @@ def program_smem(itemsize: int, defs: dict) -> int:
     return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
-def cb_staged(defs: dict) -> bool:
-    """Whether a program's chunk-parallel kernel computes C B^T once per (chunk, group) in phase 1 and stages the
-    blocks in phase 3 (kernel: SSD_CB_STAGED, chosen by ``program_defines``)."""
-    return bool(defs["SSD_CB_STAGED"])
-
-
-def tensor_maps(defs: dict) -> bool:
-    """Whether a program's producer copies whole sub-blocks of x, B, C, z by tensor map, the maps passed as its
-    kernel's last parameters (kernel: SSD_TMA): the sm_90a programs that do not stage C B^T (``cb_staged``)."""
-    return bool(defs["SSD_WG"]) and not defs.get("SSD_CB_STAGED", 0)
-
-
-def cb_blocks(chunk: int) -> int:
-    """C B^T blocks (i, j <= i) of one chunk (kernel: SSD_CB_BLOCKS)."""
-    nsub = chunk // SUB
-    return nsub * (nsub + 1) // 2
-
-
-def staged_defines(c: _Problem, defs: dict, cap: int) -> dict:
-    """The program's defines for this problem: C B^T staged (``cb_staged``) only when its workspace part, which does
-    not shrink with slicing, costs no units of a slice; otherwise the same program without it (the same bits: the
-    families and both programs compute C B^T with the same instructions), so a long sequence keeps the slices (and
-    the chunk-parallel family) it has without the blocks."""
-    if cb_staged(defs) and slice_units(c, defs["SSD_HB"], cap, True) < slice_units(c, defs["SSD_HB"], cap, False):
-        return {**defs, "SSD_CB_STAGED": 0}
-    return defs
-
-
-def slice_units(c: _Problem, hb: int, cap: int, cb: bool = False) -> int:
+def slice_units(c: _Problem, hb: int, cap: int) -> int:
     """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
-    multiple of ``hb``; 0 when not even one block of units fits (``cb``: with the CB blocks, ``cb_staged``)."""
+    multiple of ``hb``; 0 when not even one block of units fits."""
     per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * c.chunk * 4)
-    fixed = _align(c.total_chunks * c.nheads * 4) + _align(_cb_bytes(c) if cb else 0) + 512
+    fixed = _align(c.total_chunks * c.nheads * 4) + 512
     units = c.nheads * (c.headdim // UNIT_ROWS)
     if per_unit == 0:
         return units
@@ -725,22 +687,15 @@ def slice_units(c: _Problem, hb: int, cap: int, cb: bool = False) -> int:
     return min(units, n)
 
 
-def _cb_bytes(c: _Problem) -> int:
-    """The fp32 C B^T blocks of every chunk and group (one part for all slices: a group's blocks are computed in
-    the slice that holds its first unit and read by every slice that holds one)."""
-    return c.total_chunks * c.ngroups * cb_blocks(c.chunk) * SUB * SUB * 4
-
-
-def workspace_bytes(c: _Problem, units: int | None = None, cb: bool = False) -> int:
+def workspace_bytes(c: _Problem, units: int | None = None) -> int:
     """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
-    round_T(S_prev), per-chunk decays, the prep's cs and dt' per chunk and unit, and (``cb``) the fp32 C B^T
-    blocks per chunk and group (256-B aligned)."""
+    round_T(S_prev), per-chunk decays and the prep's cs and dt' per chunk and unit (256-B aligned)."""
     if units is None:
         units = c.nheads * (c.headdim // UNIT_ROWS)
     n = c.total_chunks * units * UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
     return (_align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
-            + _align(c.total_chunks * units * 2 * c.chunk * 4) + _align(_cb_bytes(c) if cb else 0))
+            + _align(c.total_chunks * units * 2 * c.chunk * 4))
 
 
 def _align(n, a=256):
@@ -797,13 +752,12 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     mode = _env_mode()
     cap = _workspace_cap()
     defs_x = _defines(c, "exact")
-    defs = staged_defines(c, _defines(c, "chunkpar"), cap)
+    defs = _defines(c, "chunkpar")
     hb, hbx = defs["SSD_HB"], defs_x["SSD_HBX"]
     units = c.nheads * (c.headdim // UNIT_ROWS)
-    cb = cb_staged(defs)
-    su = slice_units(c, hb, cap, cb)
+    su = slice_units(c, hb, cap)
     slices = -(-units // su) if su else 0
-    ws = workspace_bytes(c, su, cb) if su else workspace_bytes(c, hb, cb)  # over the cap when no slice fits
+    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
     model, model_note = cost_model_for(info.name, info.capability)
     coop_error, capacity = None, None
     need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and su)
@@ -829,10 +783,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines = defs if fam == "chunkpar" else defs_x
     plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
-        tiles = c.total_chunks * su // hb  # phase 1's items: the tiles and the CB blocks of the groups a slice starts
-        if cb:
-            upg = (c.nheads // c.ngroups) * (c.headdim // UNIT_ROWS)
-            tiles += c.total_chunks * min(c.ngroups, -(-su // upg)) * cb_blocks(c.chunk)
+        tiles = c.total_chunks * su // hb  # phase 1's and phase 3's items
         phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
         plan.grid = max(1, min(max(tiles, phase2), capacity))
     return plan
@@ -968,7 +919,7 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
     ex = p.executable
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
-    pk, coop, maps = ex[1], ex[2], ex[7]
+    pk, coop, maps = ex[1], ex[2], ex[6]
     table = p.held_table
     if table is None or table.retired:
         table = _tables.get(p.table_key)
@@ -1043,11 +994,9 @@ def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tu
     words = state.tickets.get(4)
     if words is None:
         words = state_ticket_words(state, handle, p.device, 4, s, capturing)
-    o1, o2, o3, o4 = ex[3:7]
-    base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, o4),
-    # CB blocks [o4, workspace_bytes)
-    held = (handle, weakref.ref(state), state.workspace_version,
-            (base, base + o1, base + o2, base + o3, base + o4, words.ptr), ex)
+    o1, o2, o3 = ex[3:6]
+    base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, workspace_bytes)
+    held = (handle, weakref.ref(state), state.workspace_version, (base, base + o1, base + o2, base + o3, words.ptr), ex)
     if handle != PER_THREAD:
         p.held_stream = held
     return state, held
@@ -1068,26 +1017,25 @@ def _allocate(p: _Problem, y):
 
 
 def _executable(p: _Problem, plan: SsdPlan) -> tuple:
-    """(plan, PackedLaunch, cooperative, o1, o2, o3, o4, maps) of the plan's program for this problem. cooperative:
-    the chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o4: its
-    workspace offsets of round_T(S_prev), the decays, the saved prep and the CB blocks (0 for the exact scan; o1 is
-    0 for an empty problem too, so it never tells the families apart); maps: the ``TileMaps`` of x, B, C, z
-    (``tensor_maps`` programs) or None."""
+    """(plan, PackedLaunch, cooperative, o1, o2, o3, maps) of the plan's program for this problem. cooperative:
+    the chunk-parallel kernel, whose launch also takes the workspace parts and the ticket words; o1 .. o3: its
+    workspace offsets of round_T(S_prev), the decays and the saved prep (0 for the exact scan; o1 is 0 for an empty
+    problem too, so it never tells the families apart); maps: the ``TileMaps`` of x, B, C, z (the sm_90a programs,
+    SSD_WG, whose producer copies whole sub-blocks by tensor map) or None."""
     defs = plan.defines
     smem = program_smem(np.dtype(p.x.dtype).itemsize, defs)
-    maps = _tile_maps(p) if tensor_maps(defs) else None
+    maps = _tile_maps(p) if defs["SSD_WG"] else None
     if plan.family == "exact":
         pk = _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False, maps)
-        return (plan, pk, False, 0, 0, 0, 0, maps)
+        return (plan, pk, False, 0, 0, 0, maps)
     k = _kernel(p, defs)
     n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
     o1 = _align(n * 4)
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
     o3 = o2 + _align(p.total_chunks * p.nheads * 4)
-    o4 = o3 + _align(p.total_chunks * plan.slice_units * 2 * p.chunk * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
     pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(plan.slice_units))
-    return plan, pk, True, o1, o2, o3, o4, maps
+    return plan, pk, True, o1, o2, o3, maps
 
 
 def _tile_maps(p: _Problem) -> TileMaps:
@@ -1104,12 +1052,12 @@ def _tile_maps(p: _Problem) -> TileMaps:
 
 def _packed(p: _Problem, kernel, grid: int, smem: int, threads: int, cooperative: bool, maps, *extra) -> PackedLaunch:
     """The ``PackedLaunch`` of a program for this problem: slots for the 10 arrays, the 3 returned states,
-    the segment table (and, chunk-parallel: 5 workspace parts and the ticket words); scalars packed once; the tensor
-    maps of x, B, C, z last (``maps``: ``tensor_maps`` programs)."""
+    the segment table (and, chunk-parallel: 4 workspace parts and the ticket words); scalars packed once; the tensor
+    maps of x, B, C, z last (``maps``: the sm_90a programs)."""
     ptr_slots = tuple(Slot(n) for n in _ARRAYS + ("final", "varlen", "chunk", "table"))
     args = ptr_slots + p.scalars
     if cooperative:
-        args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("ws_prep"), Slot("ws_cb"), Slot("tickets")) + extra
+        args += (Slot("ws_states"), Slot("ws_prev"), Slot("ws_decays"), Slot("ws_prep"), Slot("tickets")) + extra
     if maps is not None:
         args += (Blob("tm_x"), Blob("tm_B"), Blob("tm_C"), Blob("tm_z"))
     return PackedLaunch(kernel, grid, threads, args, shared_mem=smem, cooperative=cooperative,

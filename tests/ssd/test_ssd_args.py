@@ -203,39 +203,6 @@ def test_workspace_slices_of_suite_rows():
     assert 0 < su < 128 and su % 2 == 0
     assert ops.workspace_bytes(nem, su) <= cap < ops.workspace_bytes(nem, su + 2)
     assert ops.slice_units(nem, 2, 1000) == 0  # not even one block of units fits
-    # with the C B^T blocks (sm_90a, dstate >= 128): one fp32 64 x 64 block per (chunk, group, i, j <= i), all slices
-    assert ops.workspace_bytes(seed, cb=True) == ops.workspace_bytes(seed) + 128 * 1 * 10 * 64 * 64 * 4
-    su = ops.slice_units(nem, 2, cap, cb=True)
-    assert 0 < su < 128 and ops.workspace_bytes(nem, su, cb=True) <= cap < ops.workspace_bytes(nem, su + 2, cb=True)
-    # staged by the programs of many units a group at headdim 64 and dstate 128 on sm_90a (16-bit inputs) only
-    assert ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a", family="chunkpar"))
-    assert ops.cb_staged(ops.program_defines(1, 2, 2, 64, 128, 64, 32, "sm_90a", family="chunkpar"))
-    assert not ops.cb_staged(ops.program_defines(1, 2, 2, 128, 128, 128, 32, "sm_90a", family="chunkpar"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 256, 256, 80, "sm_90a", family="chunkpar"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a", family="chunkpar"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 64, 256, 80, "sm_90a", family="chunkpar"))
-    assert not ops.cb_staged(ops.program_defines(2, 2, 2, 64, 128, 256, 80, "sm_90a", family="chunkpar"))
-    assert not ops.cb_staged(ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_80", family="chunkpar"))
-
-
-def test_cb_staging_never_costs_slice_units():
-    """The C B^T part does not shrink with slicing: a problem whose slices it would shrink runs the unstaged program
-    (same bits), so long sequences keep their slices (and the chunk-parallel family)."""
-    cap = ops.DEFAULT_WORKSPACE_CAP
-    defs = ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_90a", family="chunkpar")
-    assert ops.cb_staged(defs)
-    row = _with_table(_validate(b=1, L=8192, H=80, G=1, N=128), 8192, 256)  # the m2-2.7b row: one slice either way
-    assert ops.slice_units(row, 1, cap, True) == ops.slice_units(row, 1, cap, False) == 80
-    assert ops.staged_defines(row, defs, cap) is defs
-    for L in (262144, 524288):  # 5 / 2 units a slice without the blocks, 1 / 0 with them
-        long = _with_table(_validate(b=1, L=L, H=80, G=1, N=128), L, 256)
-        plain = ops.slice_units(long, 1, cap, False)
-        assert ops.slice_units(long, 1, cap, True) < plain
-        got = ops.staged_defines(long, defs, cap)
-        assert not ops.cb_staged(got) and {k: v for k, v in got.items() if k != "SSD_CB_STAGED"} == {
-            k: v for k, v in defs.items() if k != "SSD_CB_STAGED"}
-    unstaged = ops.program_defines(0, 2, 2, 64, 128, 256, 16, "sm_90a", family="chunkpar")
-    assert ops.staged_defines(long, unstaged, cap) is unstaged
 
 
 def test_cost_model_prefers_chunkpar_for_few_long_items():
@@ -312,7 +279,7 @@ def test_programs_list():
     assert all(path == ops.KERNEL_PATH for path, _ in progs)
     # a program holds one family's kernel and carries only the defines that kernel reads (no identical twins)
     shared = {"SSD_FAMILY", "SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_WG"}
-    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF", "SSD_CB_STAGED"}}
+    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF"}}
     assert all(set(d) == keys[d["SSD_FAMILY"]] for _, d in progs)
     # the bench suite's programs of both families are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):
@@ -322,9 +289,6 @@ def test_programs_list():
     exact = [d for _, d in progs if d["SSD_FAMILY"] == 0]
     assert len(exact) == len({tuple(sorted(ops.program_defines(*c, target="sm_90a", family="exact").items()))
                               for c in ops._PROGRAM_CASES})
-    # a staging program's unstaged twin (staged_defines) too
-    staged = [d for _, d in progs if d["SSD_FAMILY"] == 1 and ops.cb_staged(d)]
-    assert staged and all((ops.KERNEL_PATH, {**d, "SSD_CB_STAGED": 0}) in progs for d in staged)
 
 
 def test_flops_bytes_seed_row():

@@ -3,7 +3,7 @@ for sm_90a and sm_80 (no GPU needed), with its resource report read from ptxas: 
 spills beyond a few words outside the tile loops (ptxas keeps a handful of long-lived scalars of the
 255-register kernels in local memory: at most 32 bytes on sm_90a, 64 on sm_80), no static shared memory
 (the host sizes it), the dynamic layout fits the target's opt-in limit, and the kernel's parameters are the
-arguments the host packs for it (``ops.ssd._packed``: the tensor maps of ``tensor_maps`` programs last)."""
+arguments the host packs for it (``ops.ssd._packed``: the tensor maps of the sm_90a programs last)."""
 import numpy as np
 import pytest
 
@@ -45,7 +45,7 @@ def packed_sizes(defs: dict) -> list:
         got.extend(args)
 
     p = SimpleNamespace(scalars=(np.int32(0),) * 5 + (np.float32(0),) * 2)  # nseg .. flags, lo, hi (ops.ssd._validate)
-    maps = object() if ops.tensor_maps(defs) else None
+    maps = object() if defs["SSD_WG"] else None
     coop = defs["SSD_FAMILY"] == 1
     saved = ops.PackedLaunch
     ops.PackedLaunch = record

@@ -84,18 +84,14 @@ def test_varlen_17_sequences(xd):
 
 
 @pytest.mark.parametrize("xd, chunk", [("fp16", 64), ("bf16", 256)])
-def test_staged_cb_varlen_with_empty_and_short_sequences(xd, chunk):
-    """sm_90a, 32 units a group at headdim 64 and dstate 128 (C B^T once per (chunk, group)): an empty, a one-token,
-    a one-chunk-plus-one and a long sequence with initial states; both families vs the reference and bitwise equal,
+def test_one_group_of_32_units_varlen_with_empty_and_short_sequences(xd, chunk):
+    """32 units a group at headdim 64 and dstate 128 (the m2-2.7b program's shape): an empty, a one-token, a
+    one-chunk-plus-one and a long sequence with initial states; both families vs the reference and bitwise equal,
     every returned state."""
-    import cake_rt
-
     lens = [0, 1, chunk + 1, 700 - chunk - 2]
     case = make_case(43, 1, sum(lens), 32, 64, 128, 1, DT[xd], cu_lens=lens)
-    errs = check(case, chunk, final=True, varlen=True, chunks=True, name=f"staged cb {xd} chunk {chunk}")
+    errs = check(case, chunk, final=True, varlen=True, chunks=True, name=f"one group {xd} chunk {chunk}")
     assert set(errs) == {"y", "final", "varlen", "chunks"}
-    if cake_rt.ops.ssd.last_plan().defines["SSD_WG"]:  # check's last call is the chunk-parallel one
-        assert cake_rt.ops.ssd.last_plan().defines["SSD_CB_STAGED"]
 
 
 @pytest.mark.parametrize("family", ["exact", "chunkpar"])
@@ -160,7 +156,7 @@ def test_tensor_map_tiles_never_cross_a_segment_end(name, family):
     case = make_case(61, b, L, H, P, N, G, dt, **kw)
     want = dict(final=True, varlen=name == "packed_q256")
     clean = call(case, chunk, family, **want)
-    assert cake_rt.ops.ssd.tensor_maps(cake_rt.ops.ssd.last_plan().defines), "not a tensor-map program"
+    assert cake_rt.ops.ssd.last_plan().defines["SSD_WG"], "not a tensor-map program"
     for key, holder, fills in (("x", "dev", (np.inf, np.nan)), ("B", "dev", (-np.inf, np.nan)),
                                ("C", "dev", (np.nan, np.inf)), ("z", "dev_kw", (np.nan, -np.inf))):
         h = (case["host"] if holder == "dev" else case["host_kw"])[key].astype(np.float32)
@@ -279,10 +275,9 @@ def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch, H, P, N):
         assert to_bytes(a) == to_bytes(b) == to_bytes(c)
 
 
-def test_chunkpar_slices_read_the_cb_blocks_of_earlier_slices(monkeypatch):
-    """sm_90a, 32 units a group at headdim 64 and dstate 128 (C B^T staged): under a cap whose slices the CB part
-    does not shrink (chunk 64: a chunk's one block is smaller than a unit's workspace), the group's blocks are
-    computed in the first slice and read by the later ones; same bits as one slice and as the exact scan."""
+def test_chunkpar_slices_of_one_group(monkeypatch):
+    """32 units a group at headdim 64 and dstate 128, under a cap that cuts them into slices of at most 10 units
+    (every slice reads the one group's B and C): same bits as one slice and as the exact scan."""
     import cake_rt
 
     case = make_case(74, 1, 700, 32, 64, 128, 1, BF16)  # 32 units, one group
@@ -291,21 +286,19 @@ def test_chunkpar_slices_read_the_cb_blocks_of_earlier_slices(monkeypatch):
     kw = dict(case["dev_kw"], return_final_states=True, return_chunk_states=True, state_dtype=case["state_dtype"],
               family="chunkpar")
     whole = cake_rt.ssd_plan(*args, **kw)
-    if not whole.defines["SSD_CB_STAGED"]:
-        pytest.skip("C B^T is staged by the sm_90a programs only")
     assert whole.slice_units == 32
     full = call(case, 64, "chunkpar", final=True, chunks=True)
     found = None
     for cap in range(whole.workspace_bytes, 0, -(whole.workspace_bytes // 256)):
         monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(cap))
         plan = cake_rt.ssd_plan(*args, **kw)
-        if plan.defines["SSD_CB_STAGED"] and 0 < plan.slice_units <= 10:
+        if 0 < plan.slice_units <= 10:
             found = cap
             break
-    assert found is not None, "no cap gives staged slices of at most 10 units"
+    assert found is not None, "no cap gives slices of at most 10 units"
     sliced = call(case, 64, "chunkpar", final=True, chunks=True)
     plan = cake_rt.ops.ssd.last_plan()
-    assert plan.defines["SSD_CB_STAGED"] and 0 < plan.slice_units <= 10 and plan.workspace_bytes <= found
+    assert 0 < plan.slice_units <= 10 and plan.workspace_bytes <= found
     ex = call(case, 64, "exact", final=True, chunks=True)
     for a, b, c in zip(full, sliced, ex):
         assert to_bytes(a) == to_bytes(b) == to_bytes(c)

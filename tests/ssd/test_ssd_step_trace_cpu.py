@@ -22,8 +22,8 @@ def test_every_stamp_finds_its_anchor(load_script):
     for base in (trace.M_RB, trace.P_RB):  # every row-block and step stamp of both roles
         for k in range(4):
             assert f"ssd_st(tr, {base} + {20} * i + {k});" in tile
-    assert tile.count("ssd_st(tr, ") >= 3 + 2 * 4 + 4 + 4 * 2  # ... and the producer's per-step copies
-    assert "produce_bx_tr<HB, NBUF, SSD_N>(tr, i, j," in tile and "produce_cbx_tr<HB, NBUF>(tr, i, j," in tile
+    assert tile.count("ssd_st(tr, ") >= 3 + 2 * 4 + 4 + 4  # ... and the producer's per-step copies
+    assert "produce_bx_tr<HB, NBUF, SSD_N>(tr, i, j," in tile
     assert "ssd_step_rec(1)" in kernel and "ssd_step_rec(0)" in kernel
 
 
@@ -36,8 +36,6 @@ def test_the_patched_kernel_compiles(tmp_path, load_script):
         (tmp_path / "ssd" / name).write_text(fn((tmp_path / "ssd" / name).read_text()))
     text = load_source(tmp_path / "ssd" / "ssd_combined.cu")
     assert "ssd_steps[" in text
-    for staged in (0, 1):  # the staged program's producer copies C B^T blocks through its own traced copy
-        defs = next(d for _, d in ssd.programs("sm_90a")
-                    if d["SSD_FAMILY"] == 1 and d["SSD_WG"] and d["SSD_N"] == 128 and d["SSD_CB_STAGED"] == staged)
-        rep = compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)
-        assert set(rep) == {"ssd_chunkpar"}
+    defs = next(d for _, d in ssd.programs("sm_90a") if d["SSD_FAMILY"] == 1 and d["SSD_WG"] and d["SSD_N"] == 128)
+    rep = compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)
+    assert set(rep) == {"ssd_chunkpar"}

@@ -5,7 +5,7 @@
 // NVRTC compiles only the kernel it runs. Per-family defines (the host picks them from the shared-memory budget,
 // ops/ssd.py `program_defines`):
 //   SSD_HBX, SSD_NBUFX                 exact scan: units per CTA, B/X buffers (1 or 2)
-//   SSD_HB, SSD_NBUF, SSD_CB_STAGED    chunk-parallel: the same, and C B^T staged through a workspace
+//   SSD_HB, SSD_NBUF                   chunk-parallel: the same
 #include "ssd_tile.cuh"
 #include "../common/grid_barrier.cuh"
 
@@ -113,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
-            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, nullptr, nullptr, -1);
+            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, nullptr, -1);
             produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
         cp_async_drain();
@@ -179,16 +179,14 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
 // workspace fits the cap; per slice three phases separated by grid barriers:
 //   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace, the prep's
-//      cs and dt' -> prep workspace; then (SSD_CB_STAGED) every (chunk, block (i, j)) item of each group whose first
-//      unit is in the slice: C_i B_j^T -> CB workspace (kept for the later slices that hold the group's other units)
+//      cs and dt' -> prep workspace
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
 // Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
 // [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
 // its chunks one after another, so a batch of chunk loads reads one contiguous run; prep (fp32)
-// [total_chunks][un][2][Q] (cs, then dt'); cb (fp32, SSD_CB_STAGED, not per slice) [total_chunks][ngroups][CB_BLOCKS]
-// [64 x 64 in fragment order].
+// [total_chunks][un][2][Q] (cs, then dt').
 // ===================================================================================================
 #define SSD_UE (SSD_PB * SSD_N)                    // elements of one unit's state
 #define SSD_SCAN_SV 4                              // phase 2: adjacent state columns a thread (16-byte loads)
@@ -274,120 +272,24 @@ struct ChunkTile {
     long long c, ctok;
     int l, u0;
 };
-__device__ __forceinline__ void chunk_span(const SsdArgs& a, long long c, long long& ctok, int& l) {
-    const long long* seg = a.table + a.table[(long long)a.nseg * 9 + c] * 8;
-    const int cc = (int)(c - seg[SEG_CHUNK0]);
-    ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
-    l = min(SSD_Q, (int)seg[SEG_LEN] - cc * SSD_Q);
-}
 template <int HB>
 __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us) {
     ChunkTile t;
     t.c = tile / nblk;
     t.u0 = us + (int)(tile % nblk) * HB;
-    chunk_span(a, t.c, t.ctok, t.l);
+    const long long* seg = a.table + a.table[(long long)a.nseg * 9 + t.c] * 8;
+    const int cc = (int)(t.c - seg[SEG_CHUNK0]);
+    t.ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
+    t.l = min(SSD_Q, (int)seg[SEG_LEN] - cc * SSD_Q);
     return t;
 }
-#if SSD_CB_STAGED
-// The groups of B / C whose first unit is in the slice of units [us, us + un): gfirst .. gfirst + ngs - 1 (ngs may be
-// 0); phase 1 of that slice computes their CB blocks.
-struct SliceGroups {
-    int gfirst, ngs;
-};
-__device__ __forceinline__ SliceGroups slice_groups(const SsdArgs& a, int us, int un) {
-    const int upg = a.nheads / a.ngroups * SSD_PBLKS;
-    SliceGroups g;
-    g.gfirst = (us + upg - 1) / upg;
-    g.ngs = (us + un - 1) / upg + 1 - g.gfirst;
-    return g;
-}
-// Phase-1 CB item k of a slice: block (i, j) of chunk c for group grp, at block `off` of the CB workspace; i >= the
-// chunk's sub-blocks: nothing to do (a short last chunk).
-struct CbItem {
-    long long ctok, off;
-    int l, grp, i, j;
-};
-__device__ __forceinline__ CbItem cb_item(const SsdArgs& a, int k, const SliceGroups& g) {
-    CbItem b;
-    const int cg = k / SSD_CB_BLOCKS, blk = k % SSD_CB_BLOCKS, c = cg / g.ngs;
-    b.grp = g.gfirst + cg % g.ngs;
-    b.i = 0;
-    while ((b.i + 1) * (b.i + 2) / 2 <= blk) ++b.i;
-    b.j = blk - b.i * (b.i + 1) / 2;
-    b.off = ((long long)c * a.ngroups + b.grp) * SSD_CB_BLOCKS + blk;
-    chunk_span(a, c, b.ctok, b.l);
-    return b;
-}
-// A CTA's CB items alternate C_i between the C and the S_prev buffers (both free in phase 1, [64][N] tiles at one unit
-// a CTA) and stream B_j through the B ring (its X barriers passed without a copy), so the producer loads item n + 1
-// while the math warpgroup computes item n. `odd`: the parity of the CTA's item count in this slice.
-__device__ __forceinline__ void produce_cb_item(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, const CbItem& b,
-                                                bool odd) {
-    const long long tok_i = b.ctok + b.i * SSD_SUB;
-    const int valid_i = min(SSD_SUB, b.l - b.i * SSD_SUB);
-    if (odd) {
-        fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
-        load_c(a, (T*)s.S, tok_i, valid_i, b.grp, s.bar + BAR_FULL_S);
-        ++p.s;
-    } else {
-        fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
-        load_c(a, s.Cs, tok_i, valid_i, b.grp, s.bar + BAR_FULL_C);
-        ++p.c;
-    }
-    const int slot = ring_slot<SSD_NBUF>(p.bx);
-    const uint32_t ph = ring_phase<SSD_NBUF>(p.bx);
-    fill_begin(s, BAR_EMPTY_B + slot, ph);
-    load_b<SSD_N>(a, s, slot, b.ctok + b.j * SSD_SUB, min(SSD_SUB, b.l - b.j * SSD_SUB), b.grp, 0,
-                  s.bar + BAR_FULL_B + slot);
-    fill_begin(s, BAR_EMPTY_X + slot, ph);
-    mbarrier_arrive(s.bar + BAR_FULL_X + slot);
-    ++p.bx;
-}
-// Math warpgroup: the block with the exact scan's instructions (gemm_cb), stored to `blk`.
-__device__ __forceinline__ void ssd_cb_item(const SsdSmem& s, SsdPipe& p, float* blk, bool odd) {
-    const int slot = ring_slot<SSD_NBUF>(p.bx);
-    const uint32_t ph = ring_phase<SSD_NBUF>(p.bx);
-    use_begin(s, odd ? BAR_FULL_S : BAR_FULL_C, (uint32_t)((odd ? p.s : p.c) & 1));
-    use_begin(s, BAR_FULL_B + slot, ph);
-    float cb[8][4];
-    gemm_cb(cb, odd ? (const T*)s.S : s.Cs, sB(s, slot), 0, 8);
-    use_end(s, BAR_EMPTY_B + slot);
-    if (odd) {
-        use_end(s, BAR_EMPTY_S);
-        ++p.s;
-    } else {
-        use_end(s, BAR_EMPTY_C);
-        ++p.c;
-    }
-    use_begin(s, BAR_FULL_X + slot, ph);
-    use_end(s, BAR_EMPTY_X + slot);
-    ++p.bx;
-    store_cb(blk, cb);
-}
-// Phase 1's CB items of the slice [us, us + un) after its `ntiles` tiles, in the CTA's grid-stride walk from `tile`
-// (where its tile walk stopped): f(item, odd) for every item with rows in its chunk. The producer and the math
-// warpgroup walk the same items in the same order, `odd` taking turns as in produce_cb_item.
-template <typename F>
-__device__ __forceinline__ void for_each_cb_item(const SsdArgs& a, int us, int un, long long tile, long long ntiles,
-                                                 F&& f) {
-    const SliceGroups sg = slice_groups(a, us, un);
-    bool odd = false;
-    for (int k = (int)(tile - ntiles); k < a.total_chunks * sg.ngs * SSD_CB_BLOCKS; k += gridDim.x) {
-        const CbItem b = cb_item(a, k, sg);
-        if (b.i * SSD_SUB < b.l) {
-            f(b, odd);
-            odd = !odd;
-        }
-    }
-}
-#endif
 
 extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chunkpar(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
-    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, float* ws_cb, unsigned* barrier, int slice_units
+    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units
     SSD_TMAP_PARAMS) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
@@ -409,23 +311,15 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int un = min(slice_units, units - us);
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
-            long long tile = blockIdx.x;
-            for (; tile < ntiles; tile += gridDim.x) {
+            for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
-#if SSD_CB_STAGED
-            for_each_cb_item(a, us, un, tile, ntiles,
-                             [&](const CbItem& b, bool odd) { produce_cb_item(a, s, pipe, b, odd); });
-#endif
-            for (tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+            for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
-                const float* cbs = SSD_CB_STAGED ? ws_cb + (t.c * a.ngroups + unit_head(t.u0) / (a.nheads / a.ngroups)) *
-                                                               (SSD_CB_BLOCKS * SSD_CB_FLOATS)
-                                                 : nullptr;
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
-                                         ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q, cbs,
+                                         ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q,
                                          tile == blockIdx.x ? (epochs++ & 1) : -1);
             }
         }
@@ -441,10 +335,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         const long long ntiles = (long long)a.total_chunks * nblk;
         if (us > 0) grid_barrier(barrier, GRID_THREADS);  // the previous slice's outputs are done with the workspace
 
-        // Phase 1: chunk-local states, then (SSD_CB_STAGED) the slice's CB blocks: items after the tiles, in the
-        // same grid-stride walk.
-        long long tile = blockIdx.x;
-        for (; tile < ntiles; tile += gridDim.x) {
+        // Phase 1: chunk-local states.
+        for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
@@ -459,10 +351,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
 #endif
         }
-#if SSD_CB_STAGED
-        for_each_cb_item(a, us, un, tile, ntiles,
-                         [&](const CbItem& b, bool odd) { ssd_cb_item(s, pipe, ws_cb + b.off * SSD_CB_FLOATS, odd); });
-#endif
         grid_barrier(barrier, GRID_THREADS);
 
         // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),

@@ -34,7 +34,7 @@
 //     K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled in them)
 //     and B read transposed (MN-major) from the same tiles. The CTA is two warpgroups: the math warpgroup
 //     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (tensor-map
-//     boxes, SSD_TMA, or cp.async) and stages dt, one buffer ahead, behind full / empty mbarriers ("The load
+//     boxes; a partial sub-block by cp.async) and stages dt, one buffer ahead, behind full / empty mbarriers ("The load
 //     pipeline"); setmaxnreg gives the math warpgroup 216 registers and the producer 40. The math warpgroup
 //     synchronizes on named barrier 1 only.
 // The two families' programs of one shape and target use the same path, so their bits still agree.
@@ -45,14 +45,6 @@
 #ifndef SSD_WG
 #define SSD_WG 0
 #endif
-#ifndef SSD_CB_STAGED
-#define SSD_CB_STAGED 0
-#endif
-// SSD_TMA: the producer copies whole 64-token sub-blocks of x, B, C, z by tensor map (sm_90a). Not in the programs
-// that stage C B^T: their producer (the staged blocks' copies beside the tensor-map path and the partial sub-blocks'
-// out-of-line copy) ran out of its 40 registers, 61 local stores and 113 loads where cp.async alone has 4 and 5, and
-// their row measured 8% slower; on cp.async it runs at main's time (docs/ssd.md, ssd19 and ssd19b).
-#define SSD_TMA (SSD_WG && !SSD_CB_STAGED)
 #if SSD_WG
 #include "../common/wgmma.cuh"
 #include "../common/mbarrier.cuh"
@@ -256,13 +248,13 @@ struct SsdArgs {
     const long long* table;   // segments [nseg][8], then order [nseg], then chunk -> segment [total_chunks]
     int nseg, total_chunks, nheads, ngroups, flags;
     float lo, hi;
-#if SSD_TMA
+#if SSD_WG
     // Tensor maps of x, B, C, z (the kernels' __grid_constant__ parameters, SSD_TMAP_PARAMS): 2-D [tokens][columns]
     // views (x, z: nheads * headdim columns; B, C: ngroups * dstate), 64 x 64 boxes in the 128-byte swizzle.
     const CakeTensorMap *tm_x, *tm_B, *tm_C, *tm_z;
 #endif
 };
-#if SSD_TMA
+#if SSD_WG
 #define SSD_TMAP_PARAMS , const __grid_constant__ CakeTensorMap tm_x, const __grid_constant__ CakeTensorMap tm_B, \
     const __grid_constant__ CakeTensorMap tm_C, const __grid_constant__ CakeTensorMap tm_z
 #define SSD_TMAP_ARGS , &tm_x, &tm_B, &tm_C, &tm_z
@@ -420,7 +412,7 @@ __device__ __forceinline__ uint64_t desc_mn(const T* tile, int k0, int n0) {
 
 // 64 rows x ROW_ELEMS elements global -> shared (cp.async, zero-fill rows >= valid).
 // Columns c0.. of the tile (c0 % 64 == 0 with SSD_WG).
-#if SSD_TMA
+#if SSD_WG
 #define SSD_TILE_COPY_INLINE __noinline__  // the producer: the partial sub-blocks' path, out of its loop's registers
 #else
 #define SSD_TILE_COPY_INLINE __forceinline__
@@ -465,7 +457,6 @@ __device__ SSD_TILE_COPY_INLINE void load_tile_async(T* dst, int ld_dst, const T
 }
 
 #if SSD_WG
-#if SSD_TMA
 // Producer: a tile of 64 token rows and NP * 64 columns whose rows are all inside the segment (valid == 64): NP boxes
 // of `map` (rows tok.., columns col.., col + 64, ...) into consecutive 8 KiB panels at dst, by one elected thread,
 // completing a phase of `full` (the others arrive on it). TMA's 128-byte swizzle of a 64-column box (128-byte rows,
@@ -483,29 +474,24 @@ __device__ __forceinline__ void tma_tile(const CakeTensorMap* map, T* dst, int c
         mbarrier_arrive(full);
     }
 }
-#endif
 // Copy B columns n0..n0+NCOLS, the X rows of every unit of the block, C or z of the 64-token sub-block starting at
 // token `tok` into their buffers, completing a phase of `full`.
 template <int NCOLS>
 __device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
                                        int n0, uint64_t* full) {
-#if SSD_TMA
     if (valid == SSD_SUB) {
         tma_tile<NCOLS / 64>(a.tm_B, sB(s, buf) + tidx(SSD_LDN, 0, n0), grp * SSD_N + n0, tok, full);
         return;
     }
-#endif
     load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
                            (long long)a.ngroups * SSD_N, valid, n0);
     mbarrier_arrive_cp_async(full);
 }
 __device__ __forceinline__ void load_c(const SsdArgs& a, T* dst, long long tok, int valid, int grp, uint64_t* full) {
-#if SSD_TMA
     if (valid == SSD_SUB) {
         tma_tile<SSD_N / 64>(a.tm_C, dst, grp * SSD_N, tok, full);
         return;
     }
-#endif
     load_tile_async<SSD_N>(dst, SSD_LDN, a.Cm + (tok * a.ngroups + grp) * SSD_N, (long long)a.ngroups * SSD_N, valid);
     mbarrier_arrive_cp_async(full);
 }
@@ -513,12 +499,10 @@ __device__ __forceinline__ void load_c(const SsdArgs& a, T* dst, long long tok, 
 // adjacent panels.
 template <int HB, bool Z>
 __device__ __forceinline__ void load_units(const SsdArgs& a, T* dst, long long tok, int valid, int u0, uint64_t* full) {
-#if SSD_TMA
     if (valid == SSD_SUB) {
         tma_tile<HB>(Z ? a.tm_z : a.tm_x, dst, u0 * SSD_PB, tok, full);
         return;
     }
-#endif
     const T* src = Z ? a.z : a.x;
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
@@ -614,21 +598,6 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 }
 #endif
 
-// Chunk-parallel C B^T once per (chunk, group) (SSD_CB_STAGED, a host choice: sm_90a programs at headdim 64 and
-// dstate 128 with many units a group, ops/ssd.py program_defines and staged_defines): phase 1 computes each 64 x 64 block CB_ij = C_i B_j^T (j <= i) of a chunk and group once, with gemm_cb (the
-// instructions the exact scan issues for it, so the same fp32 bits), and stores it to a workspace; phase 3's producer
-// stages the block in the B ring's slot (16 KiB: a B tile at dstate 128, half of one at 256; at dstate 64 it does not
-// fit) and the math warpgroup loads its fragments instead of issuing the product. Phase 1's blocks cost a load of C_i
-// and B_j, the product and a store each, so they pay only when a group's heads share them widely (ops/ssd.py
-// CB_MIN_UNITS_PER_GROUP); otherwise phase 3 computes C B^T as the exact scan does.
-// A block is stored in fragment order: thread r's accumulators cb[t][0..3] at floats 4 (128 t + r), so both the
-// global stores and the shared loads of a warp are 512 contiguous bytes.
-#if SSD_CB_STAGED && !(SSD_WG && SSD_N >= 128)
-#error "SSD_CB_STAGED needs the sm_90a path and dstate >= 128 (a CB block fills a B slot)"
-#endif
-#define SSD_QS (SSD_Q / SSD_SUB)                        // sub-blocks of a chunk
-#define SSD_CB_BLOCKS (SSD_QS * (SSD_QS + 1) / 2)       // blocks (i, j <= i) of a chunk, block i (i + 1) / 2 + j
-#define SSD_CB_FLOATS (SSD_SUB * SSD_SUB)               // floats of one block
 
 // ---------------------------------------------------------------------------------------------------
 // Chunk prep of every unit u of the block (arrays [u][Q]): dtv = dt' (0 beyond the chunk's l tokens),
@@ -783,25 +752,6 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
     ++k;
 }
-#if SSD_CB_STAGED
-// Producer, chunk-parallel phase 3: one step's saved CB block (phase 1's, `cb`) in the B slot and its X sub-block,
-// with produce_bx's barriers.
-template <int HB, int NBUF>
-__device__ __forceinline__ void produce_cbx(const SsdArgs& a, const SsdSmem& s, int& k, const float* cb, long long tok,
-                                            int valid, int u0) {
-    const int slot = ring_slot<NBUF>(k);
-    const uint32_t ph = ring_phase<NBUF>(k);
-    fill_begin(s, BAR_EMPTY_B + slot, ph);
-    float* dst = (float*)sB(s, slot);
-#pragma unroll
-    for (int e = threadIdx.x & (SSD_THREADS - 1); e < SSD_CB_FLOATS / 4; e += SSD_THREADS)
-        cp_async_16(dst + 4 * e, cb + 4 * e);  // (cg: written by other CTAs in phase 1)
-    fill_end(s, BAR_FULL_B + slot);
-    fill_begin(s, BAR_EMPTY_X + slot, ph);
-    load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
-    ++k;
-}
-#endif
 // Producer: the loads of ssd_chunk_state, in its order.
 template <int HB, int NBUF, int NB>
 __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
@@ -955,21 +905,6 @@ __device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs
     for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k(Cs, k0), desc_k(Bs, k0), k0 > 0);
     wg_wait<32>(d);
 }
-#if SSD_CB_STAGED
-// A CB block in fragment order (see SSD_CB_STAGED): this thread's accumulators to / from it.
-__device__ __forceinline__ void store_cb(float* blk, const float (*cb)[4]) {
-#pragma unroll
-    for (int t = 0; t < 8; ++t)
-        *(float4*)(blk + 4 * (t * SSD_THREADS + threadIdx.x)) = make_float4(cb[t][0], cb[t][1], cb[t][2], cb[t][3]);
-}
-__device__ __forceinline__ void load_cb(float (*cb)[4], const float* blk) {
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-        const float4 v = *(const float4*)(blk + 4 * (t * SSD_THREADS + threadIdx.x));
-        cb[t][0] = v.x; cb[t][1] = v.y; cb[t][2] = v.z; cb[t][3] = v.w;
-    }
-}
-#endif
 // y_u += C S_u^T over the N state columns (S_u: round_T(S_prev) of unit u, [64][N] swizzled).
 template <int HB, bool S_F32>
 __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, const unsigned char* S) {
@@ -1366,14 +1301,13 @@ struct MOffWG {
 // prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's B / X and before its z, behind
 // the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the slice's first tile first waits for phase `epoch`
 // (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's phase-1 stores)
-// or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). cbs:
-// the chunk-parallel tile's CB blocks saved by phase 1 (SSD_CB_STAGED; staged in place of B, so the epoch wait comes
-// before step (0, 0)), or nullptr (B is loaded). z waits for the previous tile's last epilogue to free its buffer; the
-// prep and S_prev, which the math warpgroup waits for first, do not wait behind it. Any order is deadlock-free whose
-// waits are for buffers the math warpgroup frees before it needs this load.
+// or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). z
+// waits for the previous tile's last epilogue to free its buffer; the prep and S_prev, which the math warpgroup waits
+// for first, do not wait behind it. Any order is deadlock-free whose waits are for buffers the math warpgroup frees
+// before it needs this load.
 template <int HB, int NBUF>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                               int u0, const T* prev, const float* saved, const float* cbs, int epoch) {
+                                               int u0, const T* prev, const float* saved, int epoch) {
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int i = 0; i < nsub; ++i) {
@@ -1383,16 +1317,9 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
         load_c(a, s.Cs, tok_i, valid_i, grp, s.bar + BAR_FULL_C);
         ++p.c;
         for (int j = 0; j <= i; ++j) {
-#if SSD_CB_STAGED
-            if (cbs != nullptr) {
-                if (i == 0 && epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
-                produce_cbx<HB, NBUF>(a, s, p.bx, cbs + (i * (i + 1) / 2 + j) * SSD_CB_FLOATS, ctok + j * SSD_SUB,
-                                      min(SSD_SUB, l - j * SSD_SUB), u0);
-            } else
-#endif
             produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
             if (i == 0 && prev != nullptr) {  // after C_0, B_0, X_0: those need no grid-wide result
-                if (epoch >= 0 && cbs == nullptr) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
+                if (epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
                 produce_prep<HB>(s, p, saved);
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
 #pragma unroll
@@ -1443,10 +1370,6 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             const bool diag = j == i;
             float cb[8][4];
             use_begin(s, BAR_FULL_B + buf, ph);
-#if SSD_CB_STAGED
-            if (!S_F32) load_cb(cb, (const float*)sB(s, buf));  // chunk-parallel: phase 1's block
-            else
-#endif
             gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
             use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph);
