@@ -352,3 +352,46 @@ def test_host_time_profile_names_a_call():
                         "ssd nope"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 2 and "'ssd nope' is not one of: ssd seed" in r.stderr, r.stdout + r.stderr
+
+
+ENCODE_SCRIPT = r'''
+import importlib.util, sys
+import numpy as np
+spec = importlib.util.spec_from_file_location("host_time", sys.argv[1])
+ht = importlib.util.module_from_spec(spec); spec.loader.exec_module(ht)
+make, s = ht.install_cpu_stubs()
+import cupy
+from cupy_backends.cuda.api import runtime
+import cake_rt
+from cake_rt.interop import BF16
+from cake_rt.launch import grid, tensormap
+
+events, launches, allocs = [], [], []
+runtime.eventRecord = lambda ev, handle: events.append(handle)
+run = grid.PackedLaunch.run
+grid.PackedLaunch.run = lambda self, *a, **k: (launches.append(self.tag), run(self, *a, **k))[1]
+empty = cupy.empty
+cupy.empty = lambda *a, **k: (allocs.append(a), empty(*a, **k))[1]
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); z = make(np.empty((1, L, H, P), BF16))
+B = make(np.empty((1, L, 1, N), BF16)); C = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
+tensormap._encode = lambda *a: 1  # CUDA_ERROR_INVALID_VALUE from cuTensorMapEncodeTiled
+for family in ("exact", "chunkpar"):
+    for _ in range(2):  # a fresh call, then a memo hit: a refused map is never remembered
+        try:
+            cake_rt.ssd_combined(x, dt, A, B, C, 64, z=z, return_final_states=True, family=family, stream=s)
+        except RuntimeError as exc:
+            assert "cuTensorMapEncodeTiled" in str(exc), exc
+        else:
+            raise AssertionError("a refused tensor map was not reported")
+assert not launches and not allocs and not events, (launches, allocs, events)
+tensormap._encode = lambda *a: 0
+y, st = cake_rt.ssd_combined(x, dt, A, B, C, 64, z=z, return_final_states=True, stream=s)
+assert launches and allocs, (launches, allocs)
+print("ok")
+'''
+
+
+def test_a_refused_tensor_map_raises_before_any_allocation_or_launch():
+    run_with_cpu_stubs(ENCODE_SCRIPT)

@@ -920,6 +920,9 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
     if ex is None or ex[0] is not plan:
         ex = p.executable = _executable(p, plan)
     pk, coop, maps = ex[1], ex[2], ex[6]
+    # The tensor maps of this call's x, B, C, z (an encoding the driver refuses raises here, before any allocation
+    # or stream work); the pair is held through the launch (the driver copies the parameters then).
+    blobs = () if maps is None else maps.get((ptrs[0], ptrs[3], ptrs[4], ptrs[6]))
     table = p.held_table
     if table is None or table.retired:
         table = _tables.get(p.table_key)
@@ -959,7 +962,6 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         ptrs.append(table.ptr)
         if handle not in table.ordered:
             table.order_after_upload(handle, capturing)
-        blobs = () if maps is None else maps.get((ptrs[0], ptrs[3], ptrs[4], ptrs[6]))  # held through the launch
         if not coop:
             pk.run(handle, ptrs, blobs and blobs[1])
         else:
