@@ -144,12 +144,12 @@ def run(args, argv) -> int:
         if args.compare:
             from .report import validate_doc
 
-            try:
-                with open(args.compare, encoding="utf-8") as f:
+            with open(args.compare, encoding="utf-8") as f:  # an OSError names the file
+                try:
                     old = json.load(f)
-                validate_doc(old)
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"--compare: {args.compare}: {exc}") from None
+                    validate_doc(old)
+                except ValueError as exc:
+                    raise ValueError(f"--compare: {args.compare} is not a cake-rt bench JSON file: {exc}") from None
         for flag, path in (("--json", args.json), ("--plot", args.plot), ("--speedup-plot", args.speedup_plot),
                            ("--markdown", args.markdown)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
