@@ -25,6 +25,8 @@ def dtype_name(dt) -> str:
         dt = np.dtype(dt)
     except TypeError:
         return str(dt)
+    if dt.byteorder == ">":  # a big-endian int32 is not int32 to the kernels: say why it was refused
+        return f"{_NAMES.get(dt.newbyteorder('<'), dt.name)} (big-endian)"
     return _NAMES.get(dt, dt.name)
 
 

@@ -525,7 +525,8 @@ def _check_workspace(workspace, need, dev, p=None, indices=None, scores=None):
                                     ("weights", contiguous_span(p.w)))
         outs = tuple((n, None if a is None else contiguous_span(a)) for n, a in (("indices", indices),
                                                                                  ("scores", scores)))
-        check_disjoint_spans((("workspace", (ptr, ptr + need)),), ins + outs)
+        # the outputs first, so that an overlap with one of them is reported as with an output
+        check_disjoint_spans(outs + (("workspace", (ptr, ptr + need)),), ins)
     return workspace
 
 
@@ -781,20 +782,23 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
     """
     topk = _check_topk(topk)
     _check_schedule(None, key_split)
-    try:
-        T, H, D = (int(v) for v in q.shape)
-    except Exception:
-        raise ValueError(f"q: expected shape [T, H, D], got {getattr(q, 'shape', q)!r}") from None
+    def shape_of(a, name, want):
+        try:
+            shape = tuple(int(v) for v in a.shape)
+        except Exception:
+            shape = None
+        if shape is None or len(shape) != want.count(",") + 1 or min(shape) < 0:
+            raise ValueError(f"{name}: expected shape {want}, got {getattr(a, 'shape', a)!r}")
+        return shape
+
+    T, H, D = shape_of(q, "q", "[T, H, D]")
     if H not in HEADS or D not in HEAD_DIMS:
         raise ValueError(f"q: expected H a multiple of 8 from 8 to 128 and D in (64, 128), got shape "
                          f"{tuple(q.shape)}")
-    try:
-        Tkv = int(k.shape[0])
-    except Exception:
-        raise ValueError(f"k: expected shape [Tkv, D], got {getattr(k, 'shape', k)!r}") from None
-    if tuple(int(v) for v in k.shape) != (Tkv, D):
+    Tkv, kD = shape_of(k, "k", "[Tkv, D]")
+    if kD != D:
         raise ValueError(f"k: expected shape ({Tkv}, {D}), got {tuple(k.shape)}")
-    if tuple(int(v) for v in weights.shape) != (T, H):
+    if shape_of(weights, "weights", "[T, H]") != (T, H):
         raise ValueError(f"weights: expected shape ({T}, {H}), got {tuple(weights.shape)}")
     cu_q, cu_k, off = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv)
     if device is None:

@@ -392,12 +392,22 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
         flags |= _F_BIAS
     if _as_bool(dt_softplus, "dt_softplus"):
         flags |= _F_SOFTPLUS
+    # Real numbers only: float() would also take a string ("01" is a pair of digits) and bools.
     try:
-        lo, hi = (float(v) for v in dt_limit)
+        lo, hi = dt_limit
     except Exception:
-        raise TypeError(f"dt_limit: expected a pair (lo, hi) of floats, got {dt_limit!r}") from None
+        lo = hi = None
+    if isinstance(dt_limit, (str, bytes)) or not all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+            for v in (lo, hi)):
+        raise TypeError(f"dt_limit: expected a pair (lo, hi) of floats, got {dt_limit!r}")
+    lo, hi = float(lo), float(hi)
     if math.isnan(lo) or math.isnan(hi) or lo > hi:
         raise ValueError(f"dt_limit: expected lo <= hi, got ({lo}, {hi})")
+    big = float(np.finfo(np.float32).max)
+    if any(math.isfinite(v) and abs(v) > big for v in (lo, hi)):  # the kernel takes float32 bounds
+        raise ValueError(f"dt_limit: finite bounds must fit in float32 (|v| <= {big:.4g}), got ({lo}, {hi}); "
+                         f"pass inf for no bound")
     if (lo, hi) != (0.0, math.inf):
         flags |= _F_CLAMP
     want_final = _as_bool(return_final_states, "return_final_states")
