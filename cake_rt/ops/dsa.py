@@ -515,9 +515,7 @@ def _check_workspace(workspace, need, dev, p=None, indices=None, scores=None):
     if not isinstance(workspace, cupy.ndarray):
         raise TypeError(f"workspace: expected a CuPy uint8 array, got {type(workspace).__name__}")
     check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
-    if workspace.nbytes < need:
-        raise ValueError(f"workspace: expected at least {need} bytes "
-                         f"(dsa_indexer_workspace_bytes), got {workspace.nbytes}")
+    _check_workspace_size(workspace, need)
     if need:
         check_aligned(workspace, "workspace")
         ptr = workspace.data.ptr
@@ -644,12 +642,20 @@ def _plan_key(p: _Problem, key_split, target=None):
     return p.plan_key + (_switches(p),)
 
 
+def _check_workspace_size(workspace, need: int) -> None:
+    """``ValueError`` naming ``workspace`` when a caller's workspace holds fewer than ``need`` bytes."""
+    if workspace is not None and need and workspace.nbytes < need:
+        raise ValueError(f"workspace: expected at least {need} bytes (dsa_indexer_workspace_bytes), got "
+                         f"{workspace.nbytes}")
+
+
 def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, stream_obj=None,
-                        target=None) -> _DevicePlan:
+                        target=None, workspace=None) -> _DevicePlan:
     """The device plan of a validated call. A memoized problem holds the plan of its last call and uses it
     while the switches are the same and the cache has not evicted it (``retired``), without building and
     hashing the cache key (the metadata's bytes); the plan is touched in the cache's LRU as a lookup would, so a
-    plan used on every step is not evicted before cold ones."""
+    plan used on every step is not evicted before cold ones. A new plan is checked against the caller's
+    ``workspace`` before it is uploaded."""
     held = p.held
     if held is not None and not held[1].retired and held[0] == _switches(p):
         _plan_cache.touch(held[2])
@@ -657,14 +663,16 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
     key = _plan_key(p, key_split, target)
     hit = _plan_cache.get(key)
     if hit is None:
+        cfg = _config_for(p)
+        plan = _plan(p, cfg, key_split)
+        _check_workspace_size(workspace, plan.workspace_bytes)  # before the plan's table is uploaded
         if capturing:
             raise CaptureError(
                 "dsa_indexer_det_topk: a new shape or metadata cannot be planned during CUDA graph capture "
                 "(it uploads a work table); make one eager call with the same arguments before capturing, or "
                 "capture a prepared runner (prepare_dsa_indexer_det_topk)")
         collect()
-        cfg = _config_for(p)
-        dp = _DevicePlan(_plan(p, cfg, key_split), cfg, p.device, handle, stream_obj)
+        dp = _DevicePlan(plan, cfg, p.device, handle, stream_obj)
         hit = _plan_cache.put(key, dp)
     p.held = (key[-1], hit, key)
     return hit
@@ -755,9 +763,7 @@ def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: 
     ins = (("q", qp, qp + nb[0]), ("k", kp, kp + nb[1]), ("weights", wp, wp + nb[2]))
     outs = [o for o in (("indices", ip, ip + nb[3]), ("scores", sp, sp + nb[4])) if o[1] and o[2] > o[1]]
     if xp:
-        if workspace.nbytes < need:
-            raise ValueError(f"workspace: expected at least {need} bytes (dsa_indexer_workspace_bytes), got "
-                             f"{workspace.nbytes}")
+        _check_workspace_size(workspace, need)
         outs.append(("workspace", xp, xp + need))
     for i, (on, lo, hi) in enumerate(outs):
         for other in (outs[:i] + list(ins)) if i else ins:
@@ -887,7 +893,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                 if len(_problems) >= _MEMO_SIZE:
                     _problems.clear()
                 _problems[sig] = p
-        dp = _cached_device_plan(p, p.key_split, capturing, handle, st)
+        dp = _cached_device_plan(p, p.key_split, capturing, handle, st, workspace=workspace)
         need = dp.need
         qkw = _check_memory(p, q, k, weights, indices, scores, workspace, need)
         state = stream_state(p.device, handle, capturing, st)
@@ -1085,9 +1091,10 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
         cfg = _config_for(p)
-        dp = _DevicePlan(_plan(p, cfg, key_split), cfg, p.device, handle, st)
-        need = dp.plan.workspace_bytes
-        ws = _check_workspace(workspace, need, p.device, p, indices, scores)
+        plan = _plan(p, cfg, key_split)
+        need = plan.workspace_bytes
+        ws = _check_workspace(workspace, need, p.device, p, indices, scores)  # before the plan is uploaded
+        dp = _DevicePlan(plan, cfg, p.device, handle, st)
         if ws is None and need:
             with st:
                 ws = cupy.empty(need, dtype=np.uint8)
