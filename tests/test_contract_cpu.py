@@ -101,3 +101,62 @@ def test_dsa_workspace_overlapping_an_output_is_named_as_an_output():
         _check_workspace(ws, 4096, 0, p, idx, None)
     with pytest.raises(ValueError, match=r"^workspace: its memory overlaps q \(an input\)"):
         _check_workspace(fake((4096,), np.uint8), 4096, 0, p, None, None)
+
+
+def _saved_fit(d, **over):
+    import dataclasses
+    import json
+
+    from cake_rt.ops import ssd
+
+    vals = dict(dataclasses.asdict(ssd.COST_MODELS[(9, 0)]), source="planted", **over)
+    path = ssd.cost_model_path("NVIDIA Test GPU")
+    assert path.parent.parent == d
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": ssd.COST_MODEL_SCHEMA, "model": vals}))
+
+
+@pytest.fixture
+def cost_cache(tmp_path, monkeypatch):
+    import cake_rt.launch.compile as cc
+    from cake_rt.ops import ssd
+
+    d = tmp_path / "cache"
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(d))
+    monkeypatch.setattr(cc, "_warned_dirs", set())
+    ssd.forget_cost_models()
+    yield d
+    ssd.forget_cost_models()
+
+
+def test_saved_cost_model_is_read_from_a_private_cache(cost_cache):
+    from cake_rt.ops import ssd
+
+    cost_cache.mkdir(mode=0o700)
+    _saved_fit(cost_cache)
+    assert ssd.cost_model_for("NVIDIA Test GPU", (9, 0))[0].source == "planted"
+
+
+def test_saved_cost_model_in_an_untrusted_cache_is_ignored(cost_cache):
+    import os
+
+    import cake_rt.launch.compile as cc
+    from cake_rt.ops import ssd
+
+    cost_cache.mkdir(mode=0o700)
+    _saved_fit(cost_cache)
+    os.chmod(cost_cache, 0o777)
+    with pytest.warns(cc.CacheWarning, match="writable by group or others"):
+        model, _ = ssd.cost_model_for("NVIDIA Test GPU", (9, 0))
+    assert model == ssd.COST_MODELS[(9, 0)]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_saved_cost_model_with_a_non_finite_or_negative_constant_is_ignored(cost_cache, value):
+    from cake_rt.ops import ssd
+
+    cost_cache.mkdir(mode=0o700)
+    _saved_fit(cost_cache, e_step=value)
+    with pytest.warns(UserWarning, match="ignoring the SSD cost model .*e_step"):
+        model, _ = ssd.cost_model_for("NVIDIA Test GPU", (9, 0))
+    assert model == ssd.COST_MODELS[(9, 0)]

@@ -119,9 +119,13 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
     hit = _saved_models.get(gpu_name)
     if hit is not None:
         return hit
+    from ..launch.compile import _trusted_cache_dir
+
     model, note = None, ""
     path = cost_model_path(gpu_name)
-    if path is not None and path.is_file():
+    # Read only from a trusted cache directory (as the cubins): a fit planted by another user would steer the
+    # selection. _trusted_cache_dir warns once when it is not.
+    if path is not None and path.is_file() and _trusted_cache_dir() is not None:
         try:
             import json
 
@@ -131,6 +135,10 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
             vals = doc["model"]
             model = CostModel(**{f.name: (str(vals[f.name]) if f.name == "source" else float(vals[f.name]))
                                  for f in dataclasses.fields(CostModel)})
+            bad = [f.name for f in dataclasses.fields(CostModel)
+                   if f.name != "source" and not (math.isfinite(getattr(model, f.name)) and getattr(model, f.name) >= 0)]
+            if bad:
+                raise ValueError(f"constants {bad} are not finite non-negative numbers")
         except Exception as exc:
             import warnings
 
