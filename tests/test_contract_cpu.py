@@ -160,3 +160,58 @@ def test_saved_cost_model_with_a_non_finite_or_negative_constant_is_ignored(cost
     with pytest.warns(UserWarning, match="ignoring the SSD cost model .*e_step"):
         model, _ = ssd.cost_model_for("NVIDIA Test GPU", (9, 0))
     assert model == ssd.COST_MODELS[(9, 0)]
+
+
+def _fit_doc():
+    import dataclasses
+
+    from cake_rt.ops import ssd
+
+    vals = dict(dataclasses.asdict(ssd.COST_MODELS[(9, 0)]), source="saved by the test")
+    return {"schema": ssd.COST_MODEL_SCHEMA, "gpu": "NVIDIA Test GPU", "model": vals}
+
+
+def test_calibrate_save_makes_a_private_cache_and_writes_atomically(cost_cache):
+    import os
+    import stat
+
+    from cake_rt.bench.calibrate import save_fit
+    from cake_rt.ops import ssd
+
+    old = os.umask(0o002)  # a common user umask: a directory made with it is group-writable
+    try:
+        save_fit(_fit_doc(), ssd.cost_model_path("NVIDIA Test GPU"), in_cache=True)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(cost_cache).st_mode) == 0o700
+    assert [p.name for p in (cost_cache / "cost-models").iterdir()] == ["ssd-nvidia-test-gpu.json"]
+    assert ssd.cost_model_for("NVIDIA Test GPU", (9, 0))[0].source == "saved by the test"
+
+
+def test_calibrate_save_failure_leaves_no_temp_file(cost_cache, monkeypatch):
+    import os
+
+    from cake_rt.bench.calibrate import save_fit
+    from cake_rt.ops import ssd
+
+    def boom(fd):
+        raise OSError("disk full (test)")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="disk full"):
+        save_fit(_fit_doc(), ssd.cost_model_path("NVIDIA Test GPU"), in_cache=True)
+    assert list((cost_cache / "cost-models").iterdir()) == []
+
+
+def test_calibrate_save_refuses_an_untrusted_cache(cost_cache):
+    import os
+
+    import cake_rt.launch.compile as cc
+    from cake_rt.bench.calibrate import save_fit
+    from cake_rt.ops import ssd
+
+    cost_cache.mkdir(mode=0o700)
+    os.chmod(cost_cache, 0o777)
+    with pytest.warns(cc.CacheWarning), pytest.raises(ValueError, match="not trusted"):
+        save_fit(_fit_doc(), ssd.cost_model_path("NVIDIA Test GPU"), in_cache=True)
+    assert not (cost_cache / "cost-models").exists()
