@@ -167,7 +167,11 @@ def cmd_cache(args) -> int:
         print("cache: off (CAKE_RT_CACHE_DIR=off)")
         return EXIT_OK
     if args.clear:
-        n = clear_cache()
+        try:
+            n = clear_cache()
+        except OSError as exc:
+            print(f"cake-rt cache: --clear: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         print(f"cache: removed {n} files from {c['path']}")
         return EXIT_OK
     print(f"cache: {c['path']}: {c['files']} files, {c['bytes'] / 2**20:.1f} MiB "
