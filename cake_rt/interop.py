@@ -255,6 +255,19 @@ def as_host_int32(x, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
+def is_device_metadata(x) -> bool:
+    """Whether metadata ``x`` lives on a device (reading it needs a device-to-host copy): a CuPy array, a CUDA
+    tensor or an object with ``__cuda_array_interface__``. None, NumPy arrays, lists, tuples and CPU tensors
+    are host metadata."""
+    if x is None or isinstance(x, (np.ndarray, list, tuple)):
+        return False
+    if type(x).__module__.startswith("cupy"):  # before the interface: CuPy's reads the current stream
+        return True
+    if hasattr(x, "is_cuda"):
+        return bool(x.is_cuda)
+    return hasattr(x, "__cuda_array_interface__")
+
+
 def resolve_stream(stream, device=None):
     """A CuPy stream object for ``stream`` on ``device`` (default: the current device): None -> the current
     stream of that device; a CuPy stream as is; an object with ``.cuda_stream`` (PyTorch) or ``.ptr``, or an

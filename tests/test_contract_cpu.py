@@ -215,3 +215,34 @@ def test_calibrate_save_refuses_an_untrusted_cache(cost_cache):
     with pytest.warns(cc.CacheWarning), pytest.raises(ValueError, match="not trusted"):
         save_fit(_fit_doc(), ssd.cost_model_path("NVIDIA Test GPU"), in_cache=True)
     assert not (cost_cache / "cost-models").exists()
+
+
+class _CpuTensor:
+    """Stands in for a PyTorch CPU tensor of metadata: host data, read through ``__array__``."""
+    is_cuda = False
+
+    def __init__(self, values):
+        self.values = np.asarray(values, np.int32)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("host metadata is read through __array__")
+
+
+def test_host_tensor_metadata_is_host_metadata_under_capture(monkeypatch):
+    from cake_rt.interop import is_device_metadata
+    from cake_rt.ops import ssd
+
+    assert not is_device_metadata(_CpuTensor([0, 100]))
+    assert is_device_metadata(fake((2,), np.int32))
+    import contextlib
+
+    monkeypatch.setattr(ssd, "current_device", lambda dev: contextlib.nullcontext())
+    monkeypatch.setattr(ssd, "resolve_handle", lambda stream, dev: (None, 7))
+    monkeypatch.setattr(ssd, "is_capturing", lambda handle: True)
+    x = _ssd_inputs()[0]
+    ssd._refuse_device_metadata_under_capture(x, None, (("cu_seqlens", _CpuTensor([0, 100])),))  # host: passes
+    with pytest.raises(ValueError, match="^cu_seqlens: device metadata cannot be read during CUDA graph capture"):
+        ssd._refuse_device_metadata_under_capture(x, None, (("cu_seqlens", fake((2,), np.int32)),))

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span)
+                       check_disjoint_spans, contiguous_span, is_device_metadata)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
                               end_call, external_stream, is_capturing, stream_event, stream_key, stream_state,
                               UploadedTable)
@@ -373,14 +373,6 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
 # ----------------------------------------------------------------------------------------------------
 # Argument checking
 # ----------------------------------------------------------------------------------------------------
-
-def _is_device_meta(x) -> bool:
-    if x is None or isinstance(x, (np.ndarray, list, tuple)):
-        return False
-    if hasattr(x, "is_cuda"):
-        return bool(x.is_cuda)
-    return hasattr(x, "__cuda_array_interface__") or type(x).__module__.startswith("cupy")
-
 
 def _check_topk(topk) -> int:
     if isinstance(topk, bool) or not isinstance(topk, (int, np.integer)):
@@ -878,7 +870,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             if capturing:
                 for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                                 ("q_causal_offsets", q_causal_offsets)):
-                    if _is_device_meta(v):
+                    if is_device_metadata(v):
                         raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it "
                                          f"needs a device-to-host copy); pass host (NumPy) metadata or capture a "
                                          f"prepared runner")

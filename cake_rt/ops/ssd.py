@@ -21,7 +21,7 @@ import weakref
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
-                       check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
+                       check_aligned, check_array, check_disjoint_spans, dtype_name, is_device_metadata, parse_dtype)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
@@ -847,7 +847,7 @@ def _refuse_device_metadata_under_capture(x, stream, named) -> None:
     """``ValueError`` naming the first device-resident metadata argument of ``named`` ((name, value) pairs)
     when the call's stream is capturing a CUDA graph: reading it needs a device-to-host copy, which would
     invalidate the capture. Host metadata and calls outside capture pass."""
-    meta = [n for n, v in named if v is not None and not isinstance(v, (np.ndarray, list, tuple))]
+    meta = [n for n, v in named if is_device_metadata(v)]
     if not meta:
         return
     try:
