@@ -400,16 +400,14 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
         flags |= _F_BIAS
     if _as_bool(dt_softplus, "dt_softplus"):
         flags |= _F_SOFTPLUS
-    # Real numbers only: float() would also take a string ("01" is a pair of digits) and bools.
+    # Numbers only (a 0-d array or tensor is one): float() alone would also take a string ("01" is a pair of
+    # digits) and bools.
     try:
-        lo, hi = dt_limit
+        if isinstance(dt_limit, (str, bytes)) or any(isinstance(v, (str, bytes, bool, np.bool_)) for v in dt_limit):
+            raise TypeError
+        lo, hi = (float(v) for v in dt_limit)
     except Exception:
-        lo = hi = None
-    if isinstance(dt_limit, (str, bytes)) or not all(
-            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-            for v in (lo, hi)):
-        raise TypeError(f"dt_limit: expected a pair (lo, hi) of floats, got {dt_limit!r}")
-    lo, hi = float(lo), float(hi)
+        raise TypeError(f"dt_limit: expected a pair (lo, hi) of floats, got {dt_limit!r}") from None
     if math.isnan(lo) or math.isnan(hi) or lo > hi:
         raise ValueError(f"dt_limit: expected lo <= hi, got ({lo}, {hi})")
     big = float(np.finfo(np.float32).max)
