@@ -126,7 +126,14 @@ def cmd_warmup(args) -> int:
 
     ops = OPS if args.op == "all" else (args.op,)
     target = args.target
-    if target is None:
+    if target is not None:
+        from .launch.compile import SUPPORTED_TARGETS
+
+        if target not in SUPPORTED_TARGETS:
+            print(f"cake-rt warmup: --target: expected one of {', '.join(SUPPORTED_TARGETS)}, got {target!r}",
+                  file=sys.stderr)
+            return EXIT_USAGE
+    else:
         problem = gpu_problem()
         if problem is not None:
             print(f"cake-rt warmup: {problem}; name the target to compile for with --target (e.g. sm_90a)",
@@ -160,7 +167,11 @@ def cmd_cache(args) -> int:
         print("cache: off (CAKE_RT_CACHE_DIR=off)")
         return EXIT_OK
     if args.clear:
-        n = clear_cache()
+        try:
+            n = clear_cache()
+        except OSError as exc:
+            print(f"cake-rt cache: --clear: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         print(f"cache: removed {n} files from {c['path']}")
         return EXIT_OK
     print(f"cache: {c['path']}: {c['files']} files, {c['bytes'] / 2**20:.1f} MiB "

@@ -25,6 +25,8 @@ def dtype_name(dt) -> str:
         dt = np.dtype(dt)
     except TypeError:
         return str(dt)
+    if dt.byteorder == ">":  # a big-endian int32 is not int32 to the kernels: say why it was refused
+        return f"{_NAMES.get(dt.newbyteorder('<'), dt.name)} (big-endian)"
     return _NAMES.get(dt, dt.name)
 
 
@@ -251,6 +253,19 @@ def as_host_int32(x, name: str) -> np.ndarray:
     if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
         raise ValueError(f"{name}: values must fit in int32")
     return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def is_device_metadata(x) -> bool:
+    """Whether metadata ``x`` lives on a device (reading it needs a device-to-host copy): a CuPy array, a CUDA
+    tensor or an object with ``__cuda_array_interface__``. None, NumPy arrays, lists, tuples and CPU tensors
+    are host metadata."""
+    if x is None or isinstance(x, (np.ndarray, list, tuple)):
+        return False
+    if type(x).__module__.startswith("cupy"):  # before the interface: CuPy's reads the current stream
+        return True
+    if hasattr(x, "is_cuda"):
+        return bool(x.is_cuda)
+    return hasattr(x, "__cuda_array_interface__")
 
 
 def resolve_stream(stream, device=None):

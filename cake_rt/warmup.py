@@ -13,6 +13,7 @@ float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA ``heads``, ``head_dim
 from __future__ import annotations
 
 import os
+import re
 import time
 
 OPS = ("ssd", "dsa")
@@ -160,21 +161,30 @@ def cache_summary() -> dict:
     return {"path": str(d), "files": len(files), "bytes": sum(f.stat().st_size for f in files)}
 
 
+# What the cache writes, and nothing else: a cache directory set to a folder that holds other files (a project,
+# the home directory) must not lose them to ``cake-rt cache --clear``.
+_CACHE_FILES = re.compile(r"[0-9a-f]{64}\.cubin|\.tmp-[^/]*\.cubin")
+_MODEL_FILES = re.compile(r"ssd-[^/]*\.json|ssd-[^/]*\.tmp|\.tmp-[^/]*\.json")
+
+
 def clear_cache() -> int:
-    """Delete the cached cubins and calibrated cost models; returns the number of files removed."""
+    """Delete the cached cubins and calibrated cost models (the names the cache writes, and their temp files);
+    returns the number of files removed. An ``OSError`` names a file that could not be removed."""
     from . import env
 
     d = env.cache_dir()
     if d is None or not d.is_dir():
         return 0
     n = 0
-    for f in sorted(d.rglob("*"), reverse=True):
-        if f.is_file() and (f.suffix in (".cubin", ".json", ".tmp")):
-            f.unlink()
-            n += 1
-    for sub in sorted((p for p in d.rglob("*") if p.is_dir()), reverse=True):
-        try:
-            sub.rmdir()
-        except OSError:
-            pass
+    for folder, names in ((d, _CACHE_FILES), (d / "cost-models", _MODEL_FILES)):
+        if not folder.is_dir() or folder.is_symlink() and folder != d:
+            continue
+        for f in sorted(folder.iterdir()):
+            if names.fullmatch(f.name) and (f.is_file() or f.is_symlink()):
+                f.unlink(missing_ok=True)
+                n += 1
+    try:
+        (d / "cost-models").rmdir()
+    except OSError:
+        pass  # absent, or holds files the cache did not write
     return n

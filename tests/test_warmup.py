@@ -49,3 +49,22 @@ def test_warmup_refuses_without_a_disk_cache(monkeypatch):
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", "off")
     with pytest.raises(RuntimeError, match="cache is off"):
         warmup.warmup(("dsa",), "sm_90a")
+
+
+def test_clear_removes_only_what_the_cache_writes(monkeypatch, tmp_path):
+    from cake_rt import cli
+
+    d = tmp_path / "project"  # a cache directory set to a folder that holds other files too
+    (d / "cost-models").mkdir(parents=True)
+    (d / "sub").mkdir()
+    ours = [d / ("ab" * 32 + ".cubin"), d / ".tmp-x1.cubin", d / "cost-models" / "ssd-nvidia-h200.json",
+            d / "cost-models" / ".tmp-y2.json"]
+    theirs = [d / "notes.json", d / "sub" / "run.json", d / "kernel.cubin", d / "results.tmp",
+              d / "cost-models" / "README.json"]
+    for f in ours + theirs:
+        f.write_text("x")
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(d))
+    assert warmup.clear_cache() == len(ours)
+    assert not any(f.exists() for f in ours)
+    assert all(f.exists() for f in theirs)
+    assert cli.main(["cache", "--clear"]) == 0

@@ -128,6 +128,22 @@ def _rows() -> list:
     return out
 
 
+def save_fit(doc: dict, path, *, in_cache: bool) -> None:
+    """Write a fit document to ``path`` atomically (``write_atomic``). ``in_cache``: ``path`` is the cache's
+    ``cost_model_path``; the cache directory is then made (``0700``) and checked as for the cubins, and a
+    directory that is not trusted is a ``ValueError`` (the fit would be ignored there)."""
+    import pathlib
+
+    from cake_rt.launch.compile import _trusted_cache_dir, write_atomic
+
+    path = pathlib.Path(path)
+    if in_cache:
+        if _trusted_cache_dir() is None:
+            raise ValueError("the cache directory is not trusted (see the warning); pass --output PATH")
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+    write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
+
+
 def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | None = None, out=print) -> int:
     """Measure, fit, print and save (see the module docstring). Returns an exit status: 0 saved (or not
     asked to), 1 the fit could not be written."""
@@ -202,14 +218,8 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
            "sm_count": info.sm_count, "model": dataclasses.asdict(new),
            "rows": [{"row": n, "measured_us": m, "model_inputs": q} for n, m, _, q in table]}
     try:
-        import pathlib
-
-        path = pathlib.Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        tmp.replace(path)
-    except OSError as exc:
+        save_fit(doc, path, in_cache=output is None)
+    except (OSError, ValueError) as exc:
         out(f"cake-rt calibrate: could not write {path}: {exc}")
         return 1
     op.forget_cost_models()

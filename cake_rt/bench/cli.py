@@ -142,10 +142,14 @@ def run(args, argv) -> int:
         plan = plan_from_args(args)
         old = None
         if args.compare:
-            with open(args.compare, encoding="utf-8") as f:
-                old = json.load(f)
-            if not isinstance(old, dict) or "records" not in old:
-                raise ValueError(f"--compare: {args.compare} is not a cake-rt bench JSON file (no 'records')")
+            from .report import validate_doc
+
+            with open(args.compare, encoding="utf-8") as f:  # an OSError names the file
+                try:
+                    old = json.load(f)
+                    validate_doc(old)
+                except ValueError as exc:
+                    raise ValueError(f"--compare: {args.compare} is not a cake-rt bench JSON file: {exc}") from None
         for flag, path in (("--json", args.json), ("--plot", args.plot), ("--speedup-plot", args.speedup_plot),
                            ("--markdown", args.markdown)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):

@@ -302,8 +302,16 @@ def write_json(doc: dict, path: str) -> None:
         f.write("\n")
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def validate_doc(doc: dict) -> None:
-    """Raise ValueError when a result document does not follow the schema (cake-rt-bench/1)."""
+    """Raise ValueError when a result document does not follow the schema (cake-rt-bench/1). Every part that
+    ``finalize``, ``compare`` and the tables index is type-checked here, so a file that parses as JSON but holds
+    something else is a named error, never a crash further on."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"expected a JSON object (a cake-rt bench result), got a {type(doc).__name__}")
     if doc.get("schema") != SCHEMA:
         raise ValueError(f"schema: expected {SCHEMA!r}, got {doc.get('schema')!r}")
     m = doc.get("machine")
@@ -312,13 +320,17 @@ def validate_doc(doc: dict) -> None:
     missing = [k for k in REQUIRED_MACHINE if k not in m]
     if missing:
         raise ValueError(f"machine: missing {missing}")
+    if not isinstance(m["gpu"], dict):
+        raise ValueError(f"machine.gpu: expected an object, got {m['gpu']!r}")
     for k in ("name", "sm_count"):
         if k not in m["gpu"]:
             raise ValueError(f"machine.gpu: missing {k!r}")
     f = doc.get("floors")
     if f is not None:
+        if not isinstance(f, dict):
+            raise ValueError(f"floors: expected an object, got {f!r}")
         for k in ("copy_tbps", "bf16_tflops"):
-            if not isinstance(f.get(k), (int, float)):
+            if not _number(f.get(k)):
                 raise ValueError(f"floors.{k}: expected a number, got {f.get(k)!r}")
     if not isinstance(doc.get("config"), dict):
         raise ValueError("config: expected an object")
@@ -326,21 +338,30 @@ def validate_doc(doc: dict) -> None:
     if not isinstance(recs, list):
         raise ValueError("records: expected a list")
     keys = set()
-    for r in recs:
+    for i, r in enumerate(recs):
+        if not isinstance(r, dict):
+            raise ValueError(f"records[{i}]: expected an object, got {r!r}")
         miss = [k for k in REQUIRED_RECORD if k not in r]
         if miss:
             raise ValueError(f"record {r.get('key')!r}: missing {miss}")
+        if not isinstance(r["key"], str):
+            raise ValueError(f"records[{i}].key: expected a string, got {r['key']!r}")
         if r["key"] in keys:
             raise ValueError(f"record key {r['key']!r} appears twice")
         keys.add(r["key"])
         if r["error"] is None:
             ms = r.get("ms")
-            if not isinstance(ms, dict) or any(not isinstance(ms.get(k), (int, float)) for k in REQUIRED_MS):
+            if not isinstance(ms, dict) or any(not _number(ms.get(k)) for k in REQUIRED_MS):
                 raise ValueError(f"record {r['key']!r}: 'ms' needs numbers {REQUIRED_MS}")
             if not ms["p20"] <= ms["median"] <= ms["p80"]:
                 raise ValueError(f"record {r['key']!r}: expected p20 <= median <= p80, got {ms}")
-            for name, p in r.get("peers", {}).items():
-                if "ms" in p and not isinstance(p["ms"].get("median"), (int, float)):
+            peers = r.get("peers", {})
+            if not isinstance(peers, dict):
+                raise ValueError(f"record {r['key']!r}: 'peers' expected an object, got {peers!r}")
+            for name, p in peers.items():
+                if not isinstance(p, dict):
+                    raise ValueError(f"record {r['key']!r}: peer {name!r} expected an object, got {p!r}")
+                if "ms" in p and not (isinstance(p["ms"], dict) and _number(p["ms"].get("median"))):
                     raise ValueError(f"record {r['key']!r}: peer {name!r} 'ms' needs a median")
 
 

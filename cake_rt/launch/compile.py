@@ -310,25 +310,33 @@ def _discard_file(path: pathlib.Path) -> None:
         pass  # replaced by the fresh write, or left for a later run: never loaded unverified
 
 
-def _write_cached(cdir: pathlib.Path, path: pathlib.Path, data: bytes) -> None:
-    """Atomic write: a private temp file in the same directory, fsync, rename; no leftovers on failure."""
+def write_atomic(path: pathlib.Path, blob: bytes) -> None:
+    """Write ``blob`` to ``path`` atomically: a private temp file in the same directory, fsync, rename, so that a
+    concurrent reader sees the old file or the new one, never half of one. No temp file is left behind when it
+    fails (the ``OSError`` propagates)."""
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=cdir, prefix=".tmp-", suffix=".cubin")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(_pack_file(data))
+            fh.write(blob)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)  # atomic: concurrent processes never read half a file
+        os.replace(tmp, path)
         tmp = None
-    except OSError:
-        pass  # a read-only or full cache is not an error; the memory cache still works
     finally:
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _write_cached(cdir: pathlib.Path, path: pathlib.Path, data: bytes) -> None:
+    """``write_atomic`` of a packed cubin into the cache directory ``cdir``."""
+    try:
+        write_atomic(path, _pack_file(data))
+    except OSError:
+        pass  # a read-only or full cache is not an error; the memory cache still works
 
 
 _cubin_cache: dict = {}

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span)
+                       check_disjoint_spans, contiguous_span, is_device_metadata)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
                               end_call, external_stream, is_capturing, stream_event, stream_key, stream_state,
                               UploadedTable)
@@ -374,14 +374,6 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
 # Argument checking
 # ----------------------------------------------------------------------------------------------------
 
-def _is_device_meta(x) -> bool:
-    if x is None or isinstance(x, (np.ndarray, list, tuple)):
-        return False
-    if hasattr(x, "is_cuda"):
-        return bool(x.is_cuda)
-    return hasattr(x, "__cuda_array_interface__") or type(x).__module__.startswith("cupy")
-
-
 def _check_topk(topk) -> int:
     if isinstance(topk, bool) or not isinstance(topk, (int, np.integer)):
         raise TypeError(f"topk: expected an int, got {type(topk).__name__}")
@@ -515,9 +507,7 @@ def _check_workspace(workspace, need, dev, p=None, indices=None, scores=None):
     if not isinstance(workspace, cupy.ndarray):
         raise TypeError(f"workspace: expected a CuPy uint8 array, got {type(workspace).__name__}")
     check_array(workspace, "workspace", dtypes=np.uint8, device=dev)
-    if workspace.nbytes < need:
-        raise ValueError(f"workspace: expected at least {need} bytes "
-                         f"(dsa_indexer_workspace_bytes), got {workspace.nbytes}")
+    _check_workspace_size(workspace, need)
     if need:
         check_aligned(workspace, "workspace")
         ptr = workspace.data.ptr
@@ -525,7 +515,8 @@ def _check_workspace(workspace, need, dev, p=None, indices=None, scores=None):
                                     ("weights", contiguous_span(p.w)))
         outs = tuple((n, None if a is None else contiguous_span(a)) for n, a in (("indices", indices),
                                                                                  ("scores", scores)))
-        check_disjoint_spans((("workspace", (ptr, ptr + need)),), ins + outs)
+        # the outputs first, so that an overlap with one of them is reported as with an output
+        check_disjoint_spans(outs + (("workspace", (ptr, ptr + need)),), ins)
     return workspace
 
 
@@ -643,12 +634,20 @@ def _plan_key(p: _Problem, key_split, target=None):
     return p.plan_key + (_switches(p),)
 
 
+def _check_workspace_size(workspace, need: int) -> None:
+    """``ValueError`` naming ``workspace`` when a caller's workspace holds fewer than ``need`` bytes."""
+    if workspace is not None and need and workspace.nbytes < need:
+        raise ValueError(f"workspace: expected at least {need} bytes (dsa_indexer_workspace_bytes), got "
+                         f"{workspace.nbytes}")
+
+
 def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, stream_obj=None,
-                        target=None) -> _DevicePlan:
+                        target=None, workspace=None) -> _DevicePlan:
     """The device plan of a validated call. A memoized problem holds the plan of its last call and uses it
     while the switches are the same and the cache has not evicted it (``retired``), without building and
     hashing the cache key (the metadata's bytes); the plan is touched in the cache's LRU as a lookup would, so a
-    plan used on every step is not evicted before cold ones."""
+    plan used on every step is not evicted before cold ones. A new plan is checked against the caller's
+    ``workspace`` before it is uploaded."""
     held = p.held
     if held is not None and not held[1].retired and held[0] == _switches(p):
         _plan_cache.touch(held[2])
@@ -656,14 +655,16 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
     key = _plan_key(p, key_split, target)
     hit = _plan_cache.get(key)
     if hit is None:
+        cfg = _config_for(p)
+        plan = _plan(p, cfg, key_split)
+        _check_workspace_size(workspace, plan.workspace_bytes)  # before the plan's table is uploaded
         if capturing:
             raise CaptureError(
                 "dsa_indexer_det_topk: a new shape or metadata cannot be planned during CUDA graph capture "
                 "(it uploads a work table); make one eager call with the same arguments before capturing, or "
                 "capture a prepared runner (prepare_dsa_indexer_det_topk)")
         collect()
-        cfg = _config_for(p)
-        dp = _DevicePlan(_plan(p, cfg, key_split), cfg, p.device, handle, stream_obj)
+        dp = _DevicePlan(plan, cfg, p.device, handle, stream_obj)
         hit = _plan_cache.put(key, dp)
     p.held = (key[-1], hit, key)
     return hit
@@ -754,9 +755,7 @@ def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: 
     ins = (("q", qp, qp + nb[0]), ("k", kp, kp + nb[1]), ("weights", wp, wp + nb[2]))
     outs = [o for o in (("indices", ip, ip + nb[3]), ("scores", sp, sp + nb[4])) if o[1] and o[2] > o[1]]
     if xp:
-        if workspace.nbytes < need:
-            raise ValueError(f"workspace: expected at least {need} bytes (dsa_indexer_workspace_bytes), got "
-                             f"{workspace.nbytes}")
+        _check_workspace_size(workspace, need)
         outs.append(("workspace", xp, xp + need))
     for i, (on, lo, hi) in enumerate(outs):
         for other in (outs[:i] + list(ins)) if i else ins:
@@ -781,20 +780,23 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
     """
     topk = _check_topk(topk)
     _check_schedule(None, key_split)
-    try:
-        T, H, D = (int(v) for v in q.shape)
-    except Exception:
-        raise ValueError(f"q: expected shape [T, H, D], got {getattr(q, 'shape', q)!r}") from None
+    def shape_of(a, name, want):
+        try:
+            shape = tuple(int(v) for v in a.shape)
+        except Exception:
+            shape = None
+        if shape is None or len(shape) != want.count(",") + 1 or min(shape) < 0:
+            raise ValueError(f"{name}: expected shape {want}, got {getattr(a, 'shape', a)!r}")
+        return shape
+
+    T, H, D = shape_of(q, "q", "[T, H, D]")
     if H not in HEADS or D not in HEAD_DIMS:
         raise ValueError(f"q: expected H a multiple of 8 from 8 to 128 and D in (64, 128), got shape "
                          f"{tuple(q.shape)}")
-    try:
-        Tkv = int(k.shape[0])
-    except Exception:
-        raise ValueError(f"k: expected shape [Tkv, D], got {getattr(k, 'shape', k)!r}") from None
-    if tuple(int(v) for v in k.shape) != (Tkv, D):
+    Tkv, kD = shape_of(k, "k", "[Tkv, D]")
+    if kD != D:
         raise ValueError(f"k: expected shape ({Tkv}, {D}), got {tuple(k.shape)}")
-    if tuple(int(v) for v in weights.shape) != (T, H):
+    if shape_of(weights, "weights", "[T, H]") != (T, H):
         raise ValueError(f"weights: expected shape ({T}, {H}), got {tuple(weights.shape)}")
     cu_q, cu_k, off = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv)
     if device is None:
@@ -868,7 +870,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             if capturing:
                 for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                                 ("q_causal_offsets", q_causal_offsets)):
-                    if _is_device_meta(v):
+                    if is_device_metadata(v):
                         raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it "
                                          f"needs a device-to-host copy); pass host (NumPy) metadata or capture a "
                                          f"prepared runner")
@@ -883,7 +885,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                 if len(_problems) >= _MEMO_SIZE:
                     _problems.clear()
                 _problems[sig] = p
-        dp = _cached_device_plan(p, p.key_split, capturing, handle, st)
+        dp = _cached_device_plan(p, p.key_split, capturing, handle, st, workspace=workspace)
         need = dp.need
         qkw = _check_memory(p, q, k, weights, indices, scores, workspace, need)
         state = stream_state(p.device, handle, capturing, st)
@@ -1081,9 +1083,10 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
         cfg = _config_for(p)
-        dp = _DevicePlan(_plan(p, cfg, key_split), cfg, p.device, handle, st)
-        need = dp.plan.workspace_bytes
-        ws = _check_workspace(workspace, need, p.device, p, indices, scores)
+        plan = _plan(p, cfg, key_split)
+        need = plan.workspace_bytes
+        ws = _check_workspace(workspace, need, p.device, p, indices, scores)  # before the plan is uploaded
+        dp = _DevicePlan(plan, cfg, p.device, handle, st)
         if ws is None and need:
             with st:
                 ws = cupy.empty(need, dtype=np.uint8)

@@ -21,7 +21,7 @@ import weakref
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
-                       check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
+                       check_aligned, check_array, check_disjoint_spans, dtype_name, is_device_metadata, parse_dtype)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
@@ -119,9 +119,13 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
     hit = _saved_models.get(gpu_name)
     if hit is not None:
         return hit
+    from ..launch.compile import _trusted_cache_dir
+
     model, note = None, ""
     path = cost_model_path(gpu_name)
-    if path is not None and path.is_file():
+    # Read only from a trusted cache directory (as the cubins): a fit planted by another user would steer the
+    # selection. _trusted_cache_dir warns once when it is not.
+    if path is not None and path.is_file() and _trusted_cache_dir() is not None:
         try:
             import json
 
@@ -131,6 +135,10 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
             vals = doc["model"]
             model = CostModel(**{f.name: (str(vals[f.name]) if f.name == "source" else float(vals[f.name]))
                                  for f in dataclasses.fields(CostModel)})
+            bad = [f.name for f in dataclasses.fields(CostModel)
+                   if f.name != "source" and not (math.isfinite(getattr(model, f.name)) and getattr(model, f.name) >= 0)]
+            if bad:
+                raise ValueError(f"constants {bad} are not finite non-negative numbers")
         except Exception as exc:
             import warnings
 
@@ -392,12 +400,20 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
         flags |= _F_BIAS
     if _as_bool(dt_softplus, "dt_softplus"):
         flags |= _F_SOFTPLUS
+    # Numbers only (a 0-d array or tensor is one): float() alone would also take a string ("01" is a pair of
+    # digits) and bools.
     try:
+        if isinstance(dt_limit, (str, bytes)) or any(isinstance(v, (str, bytes, bool, np.bool_)) for v in dt_limit):
+            raise TypeError
         lo, hi = (float(v) for v in dt_limit)
     except Exception:
         raise TypeError(f"dt_limit: expected a pair (lo, hi) of floats, got {dt_limit!r}") from None
     if math.isnan(lo) or math.isnan(hi) or lo > hi:
         raise ValueError(f"dt_limit: expected lo <= hi, got ({lo}, {hi})")
+    big = float(np.finfo(np.float32).max)
+    if any(math.isfinite(v) and abs(v) > big for v in (lo, hi)):  # the kernel takes float32 bounds
+        raise ValueError(f"dt_limit: finite bounds must fit in float32 (|v| <= {big:.4g}), got ({lo}, {hi}); "
+                         f"pass inf for no bound")
     if (lo, hi) != (0.0, math.inf):
         flags |= _F_CLAMP
     want_final = _as_bool(return_final_states, "return_final_states")
@@ -829,7 +845,7 @@ def _refuse_device_metadata_under_capture(x, stream, named) -> None:
     """``ValueError`` naming the first device-resident metadata argument of ``named`` ((name, value) pairs)
     when the call's stream is capturing a CUDA graph: reading it needs a device-to-host copy, which would
     invalidate the capture. Host metadata and calls outside capture pass."""
-    meta = [n for n, v in named if v is not None and not isinstance(v, (np.ndarray, list, tuple))]
+    meta = [n for n, v in named if is_device_metadata(v)]
     if not meta:
         return
     try:
