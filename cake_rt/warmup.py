@@ -123,6 +123,11 @@ def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=Non
 
     if env.cache_dir() is None:
         raise RuntimeError("warmup: the disk cache is off (CAKE_RT_CACHE_DIR=off): nothing would be kept")
+    from .launch.compile import _trusted_cache_dir
+
+    if _trusted_cache_dir() is None:  # every compile would bypass it (CacheWarning says why)
+        raise RuntimeError(f"warmup: the cache directory {env.cache_dir()} is not used (owned by another user, "
+                           "writable by group or others, or not a directory): nothing would be kept")
     progs = programs(ops, target, shapes)
     todo = [(op, p, d) for op, p, d in progs if not is_cached(p, d, target)]
     res = {"programs": len(progs), "cached": len(progs) - len(todo), "compiled": 0, "failed": [], "seconds": 0.0}

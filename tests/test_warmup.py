@@ -51,6 +51,16 @@ def test_warmup_refuses_without_a_disk_cache(monkeypatch):
         warmup.warmup(("dsa",), "sm_90a")
 
 
+def test_warmup_refuses_an_untrusted_cache_directory(monkeypatch, tmp_path):
+    d = tmp_path / "shared"
+    d.mkdir()
+    d.chmod(0o777)  # writable by others: every compile would bypass it
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(d))
+    with pytest.warns(Warning), pytest.raises(RuntimeError, match="not used"):
+        warmup.warmup(("dsa",), "sm_90a")
+    assert not any(d.iterdir())
+
+
 def test_clear_removes_only_what_the_cache_writes(monkeypatch, tmp_path):
     from cake_rt import cli
 
