@@ -123,9 +123,9 @@ def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=Non
 
     if env.cache_dir() is None:
         raise RuntimeError("warmup: the disk cache is off (CAKE_RT_CACHE_DIR=off): nothing would be kept")
-    from .launch.compile import _trusted_cache_dir
+    from .launch.compile import trusted_cache_dir
 
-    if _trusted_cache_dir() is None:  # every compile would bypass it (CacheWarning says why)
+    if trusted_cache_dir() is None:  # every compile would bypass it (CacheWarning says why)
         raise RuntimeError(f"warmup: the cache directory {env.cache_dir()} is not used (owned by another user, "
                            "writable by group or others, or not a directory): nothing would be kept")
     progs = programs(ops, target, shapes)

@@ -134,11 +134,11 @@ def save_fit(doc: dict, path, *, in_cache: bool) -> None:
     directory that is not trusted is a ``ValueError`` (the fit would be ignored there)."""
     import pathlib
 
-    from cake_rt.launch.compile import _trusted_cache_dir, write_atomic
+    from cake_rt.launch.compile import trusted_cache_dir, write_atomic
 
     path = pathlib.Path(path)
     if in_cache:
-        if _trusted_cache_dir() is None:
+        if trusted_cache_dir() is None:
             raise ValueError("the cache directory is not trusted (see the warning); pass --output PATH")
         path.parent.mkdir(mode=0o700, exist_ok=True)
     write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())

@@ -213,7 +213,7 @@ def cache_key(source: str, *, name: str, target: str, defines=None, options=()) 
 
 def cache_dir():
     """The disk-cache directory the settings ask for (``CAKE_RT_CACHE_DIR``, read by ``cake_rt.env``), or
-    None when the disk cache is off. Whether the directory is trusted is decided by ``_trusted_cache_dir``."""
+    None when the disk cache is off. Whether the directory is trusted is decided by ``trusted_cache_dir``."""
     from .. import env
 
     return env.cache_dir()
@@ -230,7 +230,7 @@ def _warn(msg: str) -> None:
     warnings.warn(msg, CacheWarning, stacklevel=4)
 
 
-def _trusted_cache_dir():
+def trusted_cache_dir():
     """``cache_dir()`` created ``0700`` when missing, or None (with one warning per directory) when it is
     owned by another user, writable by group or others, not a directory, or cannot be created."""
     cdir = cache_dir()
@@ -356,7 +356,7 @@ def compile_cubin(source: str, *, name: str, target: str, defines=None, options=
         hit = _cubin_cache.get(key)
     if hit is not None:
         return hit
-    cdir = _trusted_cache_dir()
+    cdir = trusted_cache_dir()
     path = cdir / f"{key}.cubin" if cdir is not None else None
     data = _read_cached(path) if path is not None else None
     if data is None:
@@ -416,7 +416,7 @@ def forget_cubin(source: str, *, name: str, target: str, defines=None, options=(
     key = cache_key(source, name=name, target=target, defines=defines, options=options)
     with _cubin_lock:
         _cubin_cache.pop(key, None)
-    cdir = _trusted_cache_dir()
+    cdir = trusted_cache_dir()
     if cdir is not None:
         _discard_file(cdir / f"{key}.cubin")
 

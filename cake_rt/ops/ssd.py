@@ -119,13 +119,13 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
     hit = _saved_models.get(gpu_name)
     if hit is not None:
         return hit
-    from ..launch.compile import _trusted_cache_dir
+    from ..launch.compile import trusted_cache_dir
 
     model, note = None, ""
     path = cost_model_path(gpu_name)
     # Read only from a trusted cache directory (as the cubins): a fit planted by another user would steer the
-    # selection. _trusted_cache_dir warns once when it is not.
-    if path is not None and path.is_file() and _trusted_cache_dir() is not None:
+    # selection. trusted_cache_dir warns once when it is not.
+    if path is not None and path.is_file() and trusted_cache_dir() is not None:
         try:
             import json
 
