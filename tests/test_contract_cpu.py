@@ -43,9 +43,11 @@ def test_ssd_dt_limit_beyond_float32_is_an_error_not_a_cast_warning():
                 ssd_plan(*_ssd_inputs(), 64, dt_limit=limit)
     for limit in ((0.0, math.inf), (-math.inf, math.inf), (np.float32(0.5), np.float64(2.0)), (0, 3),
                   (np.array(0.5), np.array(1.0)), [0.0, 1.0]):
-        with pytest.raises(Exception) as info:  # past the dt_limit check: the stand-ins stop at the device facts
+        # Past the dt_limit check: on the CPU the stand-ins stop at the device facts, on a GPU the plan is made.
+        try:
             ssd_plan(*_ssd_inputs(), 64, dt_limit=limit)
-        assert not str(info.value).startswith("dt_limit"), (limit, info.value)
+        except Exception as error:
+            assert not str(error).startswith("dt_limit"), (limit, error)
 
 
 def test_dtype_names_say_the_byte_order():
