@@ -691,8 +691,8 @@ def program_smem(itemsize: int, defs: dict) -> int:
     return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
-def slice_units(c: _Problem, hb: int, cap: int) -> int:
-    """Units (head x 64 headdim rows) per chunk-parallel slice: as many as fit the workspace cap, a
+def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:
+    """The most units (head x 64 headdim rows) a chunk-parallel slice can hold under the workspace cap, a
     multiple of ``hb``; 0 when not even one block of units fits."""
     per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * c.chunk * 4)
     fixed = _align(c.total_chunks * c.nheads * 4) + 512
@@ -701,6 +701,35 @@ def slice_units(c: _Problem, hb: int, cap: int) -> int:
         return units
     n = max(0, (cap - fixed) // per_unit) // hb * hb
     return min(units, n)
+
+
+def slice_units(c: _Problem, hb: int, cap: int, slots: int, model: CostModel) -> int:
+    """Units per chunk-parallel slice: of the sizes the cap allows (``cap_slice_units``, multiples of ``hb``), the
+    one whose slices the cost model predicts fastest when each slice's work is counted in whole rounds of the grid
+    (``slots`` resident CTAs): a slice's phase-1 and phase-3 tiles and its phase-2 items each run in rounds, a
+    round partly filled costs a whole one, and each slice adds its grid barriers (``p_slice``). The largest size
+    wins ties, so a call the cap does not cut stays one slice. 0 when not even one block of units fits."""
+    most = cap_slice_units(c, hb, cap)
+    units = c.nheads * (c.headdim // UNIT_ROWS)
+    if most == 0 or most >= units or c.total_chunks == 0:
+        return most
+    tile_us = model.p1 * _steps_per_chunk(c.chunk, c.dstate, hb)    # a round of tiles: phase 1 and phase 3
+    walk = SCAN_VEC * c.total_chunks / c.nseg                       # the model's scan steps of one item
+    items_per_unit = c.nseg * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
+
+    def slice_us(n: int, grid: int) -> float:
+        tiles = -(-(c.total_chunks * n // hb) // grid)
+        scans = -(-(items_per_unit * n) // grid)
+        return tile_us * tiles + model.p2 * max(c.max_chunks, walk * scans) + model.p_slice
+
+    best, best_us = most, math.inf
+    for n in range(most, 0, -hb):
+        grid = max(1, min(slots, max(c.total_chunks * n // hb, items_per_unit * n)))
+        full, rest = divmod(units, n)
+        us = full * slice_us(n, grid) + (slice_us(rest, grid) if rest else 0.0)
+        if us < best_us * (1 - 1e-9):
+            best, best_us = n, us
+    return best
 
 
 def workspace_bytes(c: _Problem, units: int | None = None) -> int:
@@ -771,18 +800,19 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     defs = _defines(c, "chunkpar")
     hb, hbx = defs["SSD_HB"], defs_x["SSD_HBX"]
     units = c.nheads * (c.headdim // UNIT_ROWS)
-    su = slice_units(c, hb, cap)
-    slices = -(-units // su) if su else 0
-    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
+    fits = cap_slice_units(c, hb, cap) > 0
     model, model_note = cost_model_for(info.name, info.capability)
     coop_error, capacity = None, None
-    need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and su)
+    need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and fits)
     if need_coop:
         try:
             k = _kernel(c, defs)
             capacity = cooperative_capacity(k, cta_threads(defs), program_smem(np.dtype(c.x.dtype).itemsize, defs))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
+    su = slice_units(c, hb, cap, capacity or 2 * info.sm_count, model)
+    slices = -(-units // su) if su else 0
+    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
                   max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
                   ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1))
