@@ -703,32 +703,33 @@ def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:
     return min(units, n)
 
 
-def slice_units(c: _Problem, hb: int, cap: int, slots: int, model: CostModel) -> int:
-    """Units per chunk-parallel slice: of the sizes the cap allows (``cap_slice_units``, multiples of ``hb``), the
-    one whose slices the cost model predicts fastest when each slice's work is counted in whole rounds of the grid
-    (``slots`` resident CTAs): a slice's phase-1 and phase-3 tiles and its phase-2 items each run in rounds, a
-    round partly filled costs a whole one, and each slice adds its grid barriers (``p_slice``). The largest size
-    wins ties, so a call the cap does not cut stays one slice. 0 when not even one block of units fits."""
+def slice_units(c: _Problem, hb: int, cap: int, slots: int) -> int:
+    """Units per chunk-parallel slice: of the sizes the cap allows (``cap_slice_units``, multiples of ``hb``) that need
+    no more slices than the largest, the one whose slices take the fewest rounds of the grid (``slots`` resident
+    CTAs): first phase-1 / phase-3 tile rounds, then phase-2 item rounds (an item walks all its segment's chunks,
+    so a partly filled round costs a whole walk); the largest size on ties. So a call the cap does not cut stays
+    one slice, and a cut call never gets more slices, tile rounds or phase-2 rounds than the largest size gives.
+    0 when not even one block of units fits."""
     most = cap_slice_units(c, hb, cap)
     units = c.nheads * (c.headdim // UNIT_ROWS)
-    if most == 0 or most >= units or c.total_chunks == 0:
+    if most == 0 or most >= units:
         return most
-    tile_us = model.p1 * _steps_per_chunk(c.chunk, c.dstate, hb)    # a round of tiles: phase 1 and phase 3
-    walk = SCAN_VEC * c.total_chunks / c.nseg                       # the model's scan steps of one item
-    items_per_unit = c.nseg * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
+    nslices = -(-units // most)
+    items = c.nseg * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))   # phase-2 items of one unit
 
-    def slice_us(n: int, grid: int) -> float:
-        tiles = -(-(c.total_chunks * n // hb) // grid)
-        scans = -(-(items_per_unit * n) // grid)
-        return tile_us * tiles + model.p2 * max(c.max_chunks, walk * scans) + model.p_slice
+    def rounds(n: int) -> tuple:
+        grid = max(1, min(slots, max(c.total_chunks * n // hb, items * n)))   # the planner's grid
+        sizes = [n] * (units // n) + ([units % n] if units % n else [])
+        return (sum(-(-(c.total_chunks * k // hb) // grid) for k in sizes),
+                sum(-(-(items * k) // grid) for k in sizes))
 
-    best, best_us = most, math.inf
-    for n in range(most, 0, -hb):
-        grid = max(1, min(slots, max(c.total_chunks * n // hb, items_per_unit * n)))
-        full, rest = divmod(units, n)
-        us = full * slice_us(n, grid) + (slice_us(rest, grid) if rest else 0.0)
-        if us < best_us * (1 - 1e-9):
-            best, best_us = n, us
+    best, best_rounds = most, rounds(most)
+    for n in range(most - hb, 0, -hb):
+        if -(-units // n) > nslices:
+            break
+        r = rounds(n)
+        if r < best_rounds:
+            best, best_rounds = n, r
     return best
 
 
@@ -810,7 +811,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
             capacity = cooperative_capacity(k, cta_threads(defs), program_smem(np.dtype(c.x.dtype).itemsize, defs))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
-    su = slice_units(c, hb, cap, capacity or 2 * info.sm_count, model)
+    su = slice_units(c, hb, cap, capacity or 2 * info.sm_count)
     slices = -(-units // su) if su else 0
     ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
