@@ -156,7 +156,7 @@ def resolve(stream, device: int):
     ``.ptr`` or ``__cuda_stream__``: checked with the driver, then wrapped by ``external_stream``.
     """
     if stream is None:
-        s = cupy.cuda.get_current_stream()
+        s = cupy.cuda.get_current_stream(device)  # by device (current): CuPy makes no device query
         return s, s.ptr
     if isinstance(stream, _STREAM_CLASSES):
         dev = getattr(stream, "device_id", -1)
@@ -520,7 +520,7 @@ def stream_state(device: int, handle: int, capturing: bool = False, stream_obj=N
     collected, so a later stream that reuses the handle starts with fresh state."""
     if _dead:
         _drop_dead()
-    key = stream_key(device, handle)
+    key = (device, handle, 0) if handle > PER_THREAD else stream_key(device, handle)  # stream_key, inlined
     st = _states.get(key)
     if st is None:
         if capturing:

@@ -912,7 +912,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             if indices is None or scores is None:
                 # From the call's stream's pool (stream-ordered reuse); entering the stream is skipped when it
                 # is the current one already (a call with stream=None), as in ssd_combined.
-                if cupy.cuda.get_current_stream().ptr == handle:
+                if cupy.cuda.get_current_stream(p.device).ptr == handle:  # by device: no device query
                     indices, scores = _allocate_outputs(p, indices, scores)
                 else:
                     with st:
@@ -1036,7 +1036,7 @@ class DSAIndexerRunner:
         if rt.getDevice() == p.device and (stream is None or (
                 isinstance(stream, _Stream) and getattr(stream, "device_id", -1) == p.device
                 and getattr(stream, "_foreign_stream_ref", None) is None)):
-            handle = (_cupy.cuda.get_current_stream() if stream is None else stream).ptr
+            handle = (_cupy.cuda.get_current_stream(p.device) if stream is None else stream).ptr
             mem = self._per_stream.get(handle) if handle != PER_THREAD else None
             if mem is not None and rt.streamIsCapturing(handle) != rt.streamCaptureStatusActive:
                 launch, tickets, ev, _ = mem

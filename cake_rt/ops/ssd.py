@@ -972,8 +972,9 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         states = ()
         if y is None or p.want_states:
             # Allocated from the call's stream's pool (stream-ordered reuse); entering the stream costs 1 us
-            # on the H200 host, skipped when it is the current one already (a call with stream=None).
-            if _cupy.cuda.get_current_stream().ptr == handle:
+            # on the H200 host, skipped when it is the current one already (a call with stream=None). The
+            # current stream of p.device (current here): asked by device, CuPy makes no device query.
+            if _cupy.cuda.get_current_stream(p.device).ptr == handle:
                 y, states, tail = _allocate(p, y)
             else:
                 with s:
