@@ -714,13 +714,6 @@ def _run(dp: _DevicePlan, args: tuple, tickets, schedule, handle: int) -> None:
         raise
 
 
-def _launch(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule, handle: int) -> None:
-    """Launch dsa_scan on stream ``handle`` (nothing when the plan has no work units)."""
-    args = _launch_args(dp, qkw, indices, scores, workspace, tickets, schedule)
-    if args is not None:
-        _run(dp, args, tickets, schedule, handle)
-
-
 def _needs_words(plan: DsaPlan, schedule) -> bool:
     return plan.nunits > 0 and (schedule == "ticket" or plan.nsplit > 0)
 
@@ -928,7 +921,9 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                     tickets = state_ticket_words(state, handle, p.device, nwords, st, capturing)
             if handle not in dp.ordered:
                 dp.order_after_upload(handle, capturing)
-            _launch(dp, qkw, indices, scores, ws, tickets, p.schedule, handle)
+            args = _launch_args(dp, qkw, indices, scores, ws, tickets, p.schedule)
+            if args is not None:  # None: no work units, nothing to launch
+                _run(dp, args, tickets, p.schedule, handle)
         finally:
             end_call(used, p.device, handle, capturing)
     return indices, scores
