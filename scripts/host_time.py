@@ -39,13 +39,15 @@ def install_cpu_stubs():
 
     base = [1 << 32]
 
+    def allocate(nbytes):  # CuPy's allocator: every array CuPy makes (cupy.empty, ndarray) gets its memory here
+        mem = cupy.cuda.UnownedMemory(base[0], max(nbytes, 1), None, device_id=0)
+        base[0] += (nbytes + 511) // 256 * 256
+        return cupy.cuda.MemoryPointer(mem, 0)
+
     def fake(shape, dtype=np.float32):
         dtype = np.dtype(dtype)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        nbytes = math.prod(shape) * dtype.itemsize
-        mem = cupy.cuda.UnownedMemory(base[0], max(nbytes, 1), None, device_id=0)
-        base[0] += (nbytes + 511) // 256 * 256
-        return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, 0))
+        return cupy.ndarray(shape, dtype=dtype, memptr=allocate(math.prod(shape) * dtype.itemsize))
 
     class Event:
         ptr = 0x1000
@@ -92,7 +94,7 @@ def install_cpu_stubs():
     cupy.cuda.Event = Event
     cupy.cuda.Device = Device
     cupy.cuda.get_current_stream = lambda device=None: stream
-    cupy.empty = fake
+    cupy.cuda.set_allocator(allocate)
     arch._read_device_info = functools.lru_cache(maxsize=None)(lambda index: arch.DeviceInfo(
         index=index, name="NVIDIA H200 (CPU stand-in)", capability=(9, 0), sm_count=132,
         smem_per_block_optin=232448, smem_per_sm=233472, regs_per_sm=65536, cooperative_launch=True,

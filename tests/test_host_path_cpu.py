@@ -76,6 +76,13 @@ cu[1] = 300                                                        # changed in 
 refused(ssd_call, "cu_seqlens: must be non-decreasing")
 cu[1] = 100
 refused(lambda: ssd_call(out=x), "out: its memory overlaps x")
+# The pointers of the last call that passed the memory checks are kept (a call with the same ones skips them);
+# a refused set never is: the same call is refused again, and a passing one after it still passes.
+p_m = ssd._last_call[1]
+refused(lambda: ssd_call(out=x), "out: its memory overlaps x")
+assert y.data.ptr in p_m.checked and p_m.checked[9] != x.data.ptr
+ssd_call()
+assert p_m.checked[9] == y.data.ptr
 base = make(np.empty(L * H * P * 2 + 64, np.uint8))
 mis = base[2:2 + L * H * P * 2].view(BF16).reshape(1, L, H, P)
 refused(lambda: ssd_call(z=mis), "z: the data pointer")
@@ -169,6 +176,8 @@ cq[-1] = T + 1
 refused(dsa_call, "cu_seqlens_q: expected to end at")
 cq[-1] = T
 refused(lambda: dsa_call(scores=idx.view(np.float32)), "scores: its memory overlaps indices")
+refused(lambda: dsa_call(scores=idx.view(np.float32)), "scores: its memory overlaps indices")  # never kept
+dsa_call()
 qb = make(np.empty(T * 32 * 128 * 2 + 64, np.uint8))
 refused(lambda: cake_rt.dsa_indexer_det_topk(qb[8:8 + T * 32 * 128 * 2].view(BF16).reshape(T, 32, 128), k, w, 16,
                                              cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc, stream=s),
@@ -191,6 +200,20 @@ assert p0.held[1] is not dp1 and p0.held[0] == (False, False)
 del os.environ["CAKE_RT_DSA_MMA"]
 dsa_call()
 assert p0.held[1] is dp1 and p0.held[0] == (True, False)
+# The held plan is used while the switches' raw values are those it was held under; another value is parsed
+# (and refused when it is not a switch value) before any launch.
+os.environ["CAKE_RT_DSA_MMA"] = "fast"
+events_before = len(records)
+try:
+    dsa_call()
+except ValueError as exc:
+    assert str(exc).startswith("CAKE_RT_DSA_MMA"), exc
+else:
+    raise AssertionError("an unknown CAKE_RT_DSA_MMA was accepted by a memoized call")
+del os.environ["CAKE_RT_DSA_MMA"]
+assert len(records) == events_before  # nothing recorded: refused before the launch
+dsa_call()
+assert p0.held[1] is dp1
 # A held plan stays as recently used as with a lookup: called on every step, it outlives other layouts' plans.
 dsa_call()
 dp1 = p0.held[1]
@@ -367,8 +390,8 @@ events, launches, allocs = [], [], []
 runtime.eventRecord = lambda ev, handle: events.append(handle)
 run = grid.PackedLaunch.run
 grid.PackedLaunch.run = lambda self, *a, **k: (launches.append(self.tag), run(self, *a, **k))[1]
-empty = cupy.empty
-cupy.empty = lambda *a, **k: (allocs.append(a), empty(*a, **k))[1]
+allocate = cupy.cuda.get_allocator()  # the stand-ins' allocator: every CuPy array's memory
+cupy.cuda.set_allocator(lambda n: (allocs.append(n), allocate(n))[1])
 L, H, P, N = 256, 4, 64, 64
 x = make(np.empty((1, L, H, P), BF16)); z = make(np.empty((1, L, H, P), BF16))
 B = make(np.empty((1, L, 1, N), BF16)); C = make(np.empty((1, L, 1, N), BF16))
@@ -406,10 +429,10 @@ from cake_rt.interop import BF16
 uploads = []
 runtime.memcpyAsync = lambda *a: uploads.append(a)
 allocs = []
-empty = cupy.empty
-def counting_empty(*a, **k):
-    allocs.append(a)
-    return empty(*a, **k)
+allocate = cupy.cuda.get_allocator()  # the stand-ins' allocator: every CuPy array's memory
+def counting_allocate(n):
+    allocs.append(n)
+    return allocate(n)
 
 T, Tkv, H, D = 64, 8192, 32, 64
 q = make(np.empty((T, H, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, H), np.float32))
@@ -420,7 +443,7 @@ idx = make(np.empty((T, 8), np.int32)); sc = make(np.empty((T, 8), np.float32))
 
 def refused(fn):
     uploads.clear(); allocs.clear()
-    cupy.empty = counting_empty
+    cupy.cuda.set_allocator(counting_allocate)
     try:
         fn()
     except ValueError as exc:
@@ -428,7 +451,7 @@ def refused(fn):
     else:
         raise AssertionError("not refused")
     finally:
-        cupy.empty = empty
+        cupy.cuda.set_allocator(allocate)
     assert uploads == [] and allocs == [], (uploads, allocs)
 
 refused(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, 8, key_split=256, workspace=small, indices=idx, scores=sc,

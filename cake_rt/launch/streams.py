@@ -27,11 +27,14 @@ import threading
 
 import numpy as np
 
-try:  # bound once: the per-call paths must not pay an import statement each
+try:  # bound once: the per-call paths must not pay an import statement (nor the classes' lookups) each
     import cupy
     from cupy_backends.cuda.api import driver, runtime
+    _Stream = cupy.cuda.Stream
+    _STREAM_CLASSES = (cupy.cuda.Stream, cupy.cuda.ExternalStream)
 except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
-    cupy = driver = runtime = None
+    cupy = driver = runtime = _Stream = None
+    _STREAM_CLASSES = ()
 
 LEGACY, PER_THREAD = 1, 2
 _NULL = contextlib.nullcontext()
@@ -142,7 +145,7 @@ def owns_handle(stream_obj) -> bool:
     """Whether ``stream_obj`` is a CuPy stream that owns (and destroys when collected) its handle: a
     ``cupy.cuda.Stream()`` the caller made, not a wrapper of a foreign stream (``from_external`` marks
     those with ``_foreign_stream_ref``; the deprecated ``ExternalStream`` is another class)."""
-    return type(stream_obj) is cupy.cuda.Stream and getattr(stream_obj, "_foreign_stream_ref", None) is None
+    return type(stream_obj) is _Stream and getattr(stream_obj, "_foreign_stream_ref", None) is None
 
 
 def resolve(stream, device: int):
@@ -153,9 +156,9 @@ def resolve(stream, device: int):
     ``.ptr`` or ``__cuda_stream__``: checked with the driver, then wrapped by ``external_stream``.
     """
     if stream is None:
-        s = cupy.cuda.get_current_stream()
+        s = cupy.cuda.get_current_stream(device)  # by device (current): CuPy makes no device query
         return s, s.ptr
-    if isinstance(stream, (cupy.cuda.Stream, cupy.cuda.ExternalStream)):
+    if isinstance(stream, _STREAM_CLASSES):
         dev = getattr(stream, "device_id", -1)
         if dev not in (-1, None) and int(dev) != device:
             raise ValueError(f"stream: a stream of device {dev}, but the inputs are on device {device}")
@@ -313,10 +316,14 @@ _call_events: dict = {}  # stream_key -> the event every call on that stream rec
 
 
 def begin_call(objs) -> None:
-    """``begin`` of several ``Guarded`` objects a call uses, under one lock."""
-    with _life_lock:
+    """``begin`` of several ``Guarded`` objects a call uses, under one lock (acquire / release: 0.05 us less than
+    a with statement, as in ``PackedLaunch.run``)."""
+    _life_lock.acquire()
+    try:
         for o in objs:
             o._inflight += 1
+    finally:
+        _life_lock.release()
 
 
 def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) -> None:
@@ -326,9 +333,12 @@ def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) 
     record of it (by any call on that stream) only moves its completion later, so an object is never judged
     idle before its own last use has run. Under capture the objects are pinned instead (``pin=False``: their
     owner, held by the caller, keeps them alive for the graph)."""
-    with _life_lock:
+    _life_lock.acquire()
+    try:
         for o in objs:
             o._inflight -= 1
+    finally:
+        _life_lock.release()
     if capturing:
         if pin:
             for o in objs:
@@ -510,7 +520,7 @@ def stream_state(device: int, handle: int, capturing: bool = False, stream_obj=N
     collected, so a later stream that reuses the handle starts with fresh state."""
     if _dead:
         _drop_dead()
-    key = stream_key(device, handle)
+    key = (device, handle, 0) if handle > PER_THREAD else stream_key(device, handle)  # stream_key, inlined
     st = _states.get(key)
     if st is None:
         if capturing:

@@ -37,6 +37,8 @@ try:  # bound once: the per-call path must not pay an import statement
 except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` still imports without it
     _cupy = _ndarray = _Stream = _runtime = None
 
+_INT32, _FLOAT32 = np.dtype(np.int32), np.dtype(np.float32)
+
 KERNEL_PATH = "dsa/indexer.cu"
 SCAN_THREADS = 256  # threads of the selection (layout.cuh NT): the block, or half of a warp-specialized one
 MERGE_ROUND = SCAN_THREADS * 16  # keys the in-kernel merge appends per round (layout.cuh MERGE_ROUND)
@@ -402,7 +404,9 @@ class _Problem:
     device: int
     nbytes: tuple = ()        # bytes of q, k, weights, indices, scores (0 for a missing output)
     plan_key: tuple | None = None
-    held: tuple | None = None  # (switches, _DevicePlan, cache key) of the last call: used while cached, not retired
+    held: tuple | None = None  # (switches, _DevicePlan, cache key, _switch_texts()) of the last call: used while
+    # cached, not retired and the switches' texts are the same
+    checked: tuple = ()       # _check_memory's pointers and bytes of the last call that passed it
     target: str | None = None
     schedule: str | None = None
     key_split: int | None = None
@@ -624,6 +628,12 @@ def _switches(p: _Problem) -> tuple:
     return wgmma_allowed(p.target), env.flag("CAKE_RT_DSA_LINEINFO")
 
 
+def _switch_texts() -> tuple:
+    """The raw values of the variables ``_switches`` reads: a held plan is used while they are those it was held
+    under, without parsing them per call (a problem's target is fixed)."""
+    return env.text("CAKE_RT_DSA_MMA"), env.text("CAKE_RT_DSA_LINEINFO")
+
+
 def _plan_key(p: _Problem, key_split, target=None):
     """The plan cache key: shapes, topk, the metadata's bytes, causal, key split, and the switches that
     pick the program (``_switches``)."""
@@ -649,7 +659,8 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
     plan used on every step is not evicted before cold ones. A new plan is checked against the caller's
     ``workspace`` before it is uploaded."""
     held = p.held
-    if held is not None and not held[1].retired and held[0] == _switches(p):
+    texts = _switch_texts()  # before the switches are parsed: a change in between makes the next call look again
+    if held is not None and not held[1].retired and held[3] == texts:
         _plan_cache.touch(held[2])
         return held[1]
     key = _plan_key(p, key_split, target)
@@ -666,7 +677,7 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
         collect()
         dp = _DevicePlan(plan, cfg, p.device, handle, stream_obj)
         hit = _plan_cache.put(key, dp)
-    p.held = (key[-1], hit, key)
+    p.held = (key[-1], hit, key, texts)
     return hit
 
 
@@ -703,13 +714,6 @@ def _run(dp: _DevicePlan, args: tuple, tickets, schedule, handle: int) -> None:
         raise
 
 
-def _launch(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule, handle: int) -> None:
-    """Launch dsa_scan on stream ``handle`` (nothing when the plan has no work units)."""
-    args = _launch_args(dp, qkw, indices, scores, workspace, tickets, schedule)
-    if args is not None:
-        _run(dp, args, tickets, schedule, handle)
-
-
 def _needs_words(plan: DsaPlan, schedule) -> bool:
     return plan.nunits > 0 and (schedule == "ticket" or plan.nsplit > 0)
 
@@ -741,11 +745,16 @@ def _signature(q, k, weights, indices, scores, workspace, topk, cu_seqlens_q, cu
 def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: int) -> tuple:
     """Per call, before any launch: 16-byte alignment of every array, outputs overlapping no input and not
     each other, the workspace's first ``need`` bytes overlapping none of them (``ValueError`` naming the
-    argument). The arrays' shapes were checked when ``p`` was validated. Returns the pointers of q, k, w."""
+    argument). The arrays' shapes were checked when ``p`` was validated. Returns the pointers of q, k, w.
+    The checks read the pointers, ``need`` and the problem's sizes alone, so those of the last call that passed
+    them are kept (``p.checked``) and a call with the same ones passes without them."""
     qp, kp, wp = q.data.ptr, k.data.ptr, weights.data.ptr
     ip = 0 if indices is None else indices.data.ptr
     sp = 0 if scores is None else scores.data.ptr
     xp = workspace.data.ptr if (workspace is not None and need) else 0
+    key = (qp, kp, wp, ip, sp, xp, need)
+    if key == p.checked:
+        return qp, kp, wp
     if (qp | kp | wp | ip | sp | xp) % 16:
         for name, a in (("q", q), ("k", k), ("weights", weights), ("indices", indices), ("scores", scores),
                         ("workspace", workspace if xp else None)):
@@ -763,6 +772,7 @@ def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: 
                 kind = "another output" if other in outs else "an input"
                 raise ValueError(f"{on}: its memory overlaps {other[0]} ({kind}); outputs may not alias inputs or "
                                  f"each other: pass a separate array")
+    p.checked = key
     return qp, kp, wp
 
 
@@ -895,7 +905,7 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             if indices is None or scores is None:
                 # From the call's stream's pool (stream-ordered reuse); entering the stream is skipped when it
                 # is the current one already (a call with stream=None), as in ssd_combined.
-                if cupy.cuda.get_current_stream().ptr == handle:
+                if cupy.cuda.get_current_stream(p.device).ptr == handle:  # by device: no device query
                     indices, scores = _allocate_outputs(p, indices, scores)
                 else:
                     with st:
@@ -911,18 +921,21 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                     tickets = state_ticket_words(state, handle, p.device, nwords, st, capturing)
             if handle not in dp.ordered:
                 dp.order_after_upload(handle, capturing)
-            _launch(dp, qkw, indices, scores, ws, tickets, p.schedule, handle)
+            args = _launch_args(dp, qkw, indices, scores, ws, tickets, p.schedule)
+            if args is not None:  # None: no work units, nothing to launch
+                _run(dp, args, tickets, p.schedule, handle)
         finally:
             end_call(used, p.device, handle, capturing)
     return indices, scores
 
 
 def _allocate_outputs(p: _Problem, indices, scores) -> tuple:
-    """(indices, scores) on the current stream: int32 / float32 [T, topk], those not given allocated."""
+    """(indices, scores) on the current stream: int32 / float32 [T, topk], those not given allocated (by the
+    ``ndarray`` constructor that ``cupy.empty`` calls, without its Python frame, as ``ssd._allocate``)."""
     if indices is None:
-        indices = _cupy.empty((p.T, p.topk), dtype=np.int32)
+        indices = _ndarray((p.T, p.topk), _INT32)
     if scores is None:
-        scores = _cupy.empty((p.T, p.topk), dtype=np.float32)
+        scores = _ndarray((p.T, p.topk), _FLOAT32)
     return indices, scores
 
 
@@ -1018,7 +1031,7 @@ class DSAIndexerRunner:
         if rt.getDevice() == p.device and (stream is None or (
                 isinstance(stream, _Stream) and getattr(stream, "device_id", -1) == p.device
                 and getattr(stream, "_foreign_stream_ref", None) is None)):
-            handle = (_cupy.cuda.get_current_stream() if stream is None else stream).ptr
+            handle = (_cupy.cuda.get_current_stream(p.device) if stream is None else stream).ptr
             mem = self._per_stream.get(handle) if handle != PER_THREAD else None
             if mem is not None and rt.streamIsCapturing(handle) != rt.streamCaptureStatusActive:
                 launch, tickets, ev, _ = mem
