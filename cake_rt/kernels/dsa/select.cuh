@@ -14,6 +14,7 @@ struct DsaSelState {
     int need;         // rank of the k-th largest among keys matching `prefix` on `mask`
     int done;         // the bucket just chosen holds exactly `need` keys: K = prefix (low bits 0)
     uint64_t result;
+    uint32_t sink;    // hist_count's add for the keys outside a pass (never read)
 };
 
 CAKE_DEVICE unsigned dsa_lanemask_lt() {
@@ -37,8 +38,12 @@ CAKE_DEVICE int owned_bins_sum(const uint32_t* hist, int top, int per) {
 // Count a key into its bin (in: the key takes part in this pass). Plain shared-memory atomics with no
 // result used: independent from key to key (no vote or match chain per key), and lanes of a warp on one
 // word are combined by the hardware (ATOMS.POPC.INC), so a plateau of equal digits costs one add a warp.
-CAKE_DEVICE void hist_count(uint32_t* hist, bool in, unsigned bin) {
-    if (in) atomicAdd(hist + bin, 1u);
+// A key outside the pass adds to `sink` (a shared word nobody reads) instead of skipping the add: ptxas
+// branches around a conditional or predicated POPC.INC (BSSY / BRA / BSYNC, a divergence region per key
+// of every radix count), where a select of the address is one instruction; the keys outside a pass share
+// the one sink word, so a warp's adds to it are one combined add.
+CAKE_DEVICE void hist_count(uint32_t* hist, bool in, unsigned bin, uint32_t* sink) {
+    atomicAdd(in ? hist + bin : sink, 1u);
 }
 
 // Exclusive prefix sum of one int per thread, in thread order; `total` gets the block sum.
@@ -135,7 +140,7 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
             for (int e = 0; e < E; ++e) {
                 const int i = base + e * NT + tid;
                 const bool in = i < n && (xs[e] & mask) == prefix;
-                hist_count(hist, in, (unsigned)(xs[e] >> shift) & (unsigned)(nb - 1));
+                hist_count(hist, in, (unsigned)(xs[e] >> shift) & (unsigned)(nb - 1), &st->sink);
             }
         }
         dsa::sel_sync();
@@ -273,7 +278,7 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
             for (int e = 0; e < 4; ++e) {
                 const int i = (r * NT + tid) * 4 + e;
                 const bool in = i < n && (x[r][e] & mask) == prefix;
-                hist_count(hist, in, (unsigned)(x[r][e] >> shift) & (unsigned)(nb - 1));
+                hist_count(hist, in, (unsigned)(x[r][e] >> shift) & (unsigned)(nb - 1), &st->sink);
             }
         }
         dsa::sel_sync();
@@ -343,6 +348,7 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
 struct DsaMultiState {
     uint64_t prefix, mask;
     int need, done;
+    uint32_t sink;  // as DsaSelState's
 };
 
 // Exclusive prefix sums of NQ uint64 per thread at once (one barrier pair for all). scratch64: NQ * NT/32.
@@ -429,7 +435,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
                 for (int e = 0; e < 4; ++e) {
                     const int i = (r * NT + tid) * 4 + e;
                     const bool in = i < n[q] && (x[e] & mask[q]) == prefix[q];
-                    hist_count(hists + q * 2048, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1));
+                    hist_count(hists + q * 2048, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1), &ms[q].sink);
                 }
             }
         }

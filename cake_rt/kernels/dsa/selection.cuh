@@ -35,6 +35,8 @@ constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
+static_assert(sizeof(DsaSelState) <= Layout::scratch - Layout::st, "the selection's state before the scan scratch");
+static_assert(4 * sizeof(DsaMultiState) <= 128, "four queries' states before the scan words (pscratch, finish_unit)");
 
 // Stable in-order write of the keys x >= K among buf[0..n) (shared-memory version, any n; buf 16-byte
 // aligned). Sink(pos, x) receives each kept key with its output position. Safe in place: every round reads
