@@ -390,13 +390,18 @@ __device__ __forceinline__ void wg_rs_tb(float* d, const uint32_t a[4], uint64_t
     else wgmma_m64n128k16_f16_rs_tb(d, a, db, accumulate);
 #endif
 }
-// Wait for the group just committed; the accumulators are not touched before it lands.
+// Wait for the groups committed so far (wg_land) / for the group just committed (wg_wait); the accumulators are not
+// touched before they land.
 template <int R>
-__device__ __forceinline__ void wg_wait(float* d) {
-    wgmma_commit();
+__device__ __forceinline__ void wg_land(float* d) {
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int R>
+__device__ __forceinline__ void wg_wait(float* d) {
+    wgmma_commit();
+    wg_land<R>(d);
 }
 // Descriptor of 16 K columns k0.. of a K-major tile (k0 % 16 == 0): panel k0 / 64, 32 bytes per 16 columns.
 // Built from 32-bit halves (wgmma.cuh): the offset adds to the tile's low word, a constant per product (rebuilt
@@ -897,13 +902,19 @@ __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc)
 // Output GEMM pieces (warp strip: 16 token rows m0.., 64 columns as 8 n-tiles).
 
 #if SSD_WG
-// CB = C_i B_j^T, 64 x 64 (the warp's strip: rows m0..m0+15), K = the N state columns in order, 16 per product.
-__device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int, int) {
+// CB = C_i B_j^T, 64 x 64 (the warp's strip: rows m0..m0+15), K = the N state columns in order, 16 per product;
+// issued and landed apart (gemm_cb_issue, gemm_cb_land) where the math warpgroup has work for the wait.
+__device__ __forceinline__ void gemm_cb_issue(float (*cb)[4], const T* Cs, const T* Bs) {
     float* d = &cb[0][0];
     wgmma_fence();
 #pragma unroll
     for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k(Cs, k0), desc_k(Bs, k0), k0 > 0);
-    wg_wait<32>(d);
+    wgmma_commit();
+}
+__device__ __forceinline__ void gemm_cb_land(float (*cb)[4]) { wg_land<32>(&cb[0][0]); }
+__device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int, int) {
+    gemm_cb_issue(cb, Cs, Bs);
+    gemm_cb_land(cb);
 }
 // y_u += C S_u^T over the N state columns (S_u: round_T(S_prev) of unit u, [64][N] swizzled).
 template <int HB, bool S_F32>
@@ -1126,33 +1137,134 @@ struct MDiag {
 // Chunk outputs of every unit of the block (see the file header for the formula). S: the units' S_prev
 // (S_F32: fp32 [HB][64][LDF]; else T [HB][64][LDN]). Row block i accumulates over key sub-blocks j = 0..i
 // in order.
-// Epilogue of row block i (rows < valid of the 64 tokens from tok): y = acc + D x, times the z gate
-// (z * sigmoid(z) = z / (1 + 2^(-z log2 e))). X: the block's X_i (unit 0; the units follow). Every operand of a
-// unit is loaded before its first store of y (a store through a generic pointer may alias shared memory or D in
-// the compiler's view, so loads after it are not hoisted above it: one round trip per 8 columns otherwise).
-// sm_90a reads x and z from shared tiles (rows past `valid` are zero-filled) and calls `release()` once the last
-// unit's x and z are in registers, so their slots refill under this arithmetic; sm_80 loads z from global memory
-// and reads x as it goes (its register-held tiles leave no room for 32 more values) and calls it at the end.
-// sm_90a takes the D and z flags as template arguments: behind a runtime flag the compiler kept a branch around each
-// pair's gate, and every pair's chain (ex2, rcp, products) ran after the previous one's. sm_80 runs one instantiation
-// that reads them at run time (four spill its fp32 programs at 255 registers).
-template <int HB, bool HAS_D, bool HAS_Z, class Release>
-__device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
-                                                  long long tok_i, int valid_i, int u0, const Release& release) {
+#if SSD_WG
+// The z gate of row block i, silu(z) = z * sigmoid(z) = z / (1 + 2^(-z log2 e)) per element of every unit's z_i tile
+// (rows past `valid` are zero-filled: silu(0) = 0, never stored), into gz[u][half][t][k] (row m0 + g + 8 half, column
+// 8t + 2tg + k). It depends on z alone, so the math warpgroup forms it while the tensor cores run the diagonal step's
+// C_i B_i^T (two MUFU ops an element, 64 a thread: the epilogue's largest part, on no product's path there). The
+// values are pinned before the caller's wait so that the compiler does not sink them to their use in the epilogue.
+template <int HB>
+__device__ __forceinline__ void ssd_gate_rows(float (&gz)[HB][2][8][2], const SsdSmem& s) {
     const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
     const int g = lane >> 2, tg = lane & 3;
-    const bool hasD = HAS_D && (SSD_WG || (a.flags & SSD_F_D)), hasZ = HAS_Z && (SSD_WG || (a.flags & SSD_F_Z));
+    uint32_t zv[HB][2][8];  // 16-bit pairs, as stored
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+                zv[u][half][t] = *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, m0 + g + 8 * half, 8 * t + 2 * tg));
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                gz[u][half][t][0] = silu(lo16(zv[u][half][t]));
+                gz[u][half][t][1] = silu(hi16(zv[u][half][t]));
+                asm volatile("" : "+f"(gz[u][half][t][0]), "+f"(gz[u][half][t][1]));
+            }
+}
+
+// Epilogue of row block i (rows < valid of the 64 tokens from tok): y = acc + D x, times the gate gz (ssd_gate_rows;
+// HAS_Z). D_MODE: 0 no D, 1 a per-head D (dh: each unit's, loaded once a tile), 2 a per-headdim D (SSD_F_DP, read
+// here). X: the block's X_i (unit 0; the units follow), rows past `valid` zero-filled; `release()` is called once the
+// last unit's x is in registers, so its slot refills under this arithmetic. Every operand of a unit is loaded before
+// its first store of y (a store through a generic pointer may alias shared memory or D in the compiler's view, so
+// loads after it are not hoisted above it). Both halves' elements are formed before any store (rows past `valid` too,
+// not stored), so their chains interleave. The D and z flags are template arguments: behind a runtime flag the
+// compiler kept a branch around each pair, and the per-headdim D's loads ran predicated off in every row block.
+template <int HB, int D_MODE, bool HAS_Z, class Release>
+__device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, float (*y)[8][4], const float (*gz)[2][8][2],
+                                                  const float* dh, const T* X, long long tok_i, int valid_i, int u0,
+                                                  const Release& release) {
+    const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
+    const int g = lane >> 2, tg = lane & 3;
+    constexpr bool HAS_D = D_MODE != 0;
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
+        const T* Xi = X + u * SSD_SUB * SSD_LDX;
+        float dv[8][2];
+        uint32_t xv[2][8];  // 16-bit pairs, as stored
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            const int pc = 8 * t + 2 * tg;
+            dv[t][0] = dv[t][1] = dh[u];
+            if (D_MODE == 2) {
+                const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
+                dv[t][0] = d2.x; dv[t][1] = d2.y;
+            }
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+                xv[half][t] = HAS_D ? *(const uint32_t*)(Xi + tidx(SSD_LDX, m0 + g + 8 * half, pc)) : 0u;
+        }
+        if (u == HB - 1) release();
+        float o[2][8][2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
+                if (HAS_D) {
+                    o0 = __fmaf_rn(dv[t][0], lo16(xv[half][t]), o0);
+                    o1 = __fmaf_rn(dv[t][1], hi16(xv[half][t]), o1);
+                }
+                if (HAS_Z) {
+                    o0 = __fmul_rn(o0, gz[u][half][t][0]);
+                    o1 = __fmul_rn(o1, gz[u][half][t][1]);
+                }
+                o[half][t][0] = o0;
+                o[half][t][1] = o1;
+            }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = m0 + g + 8 * half;
+            if (r >= valid_i) continue;
+            const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
+#pragma unroll
+            for (int t = 0; t < 8; ++t) st_pair(a.y + row + 8 * t + 2 * tg, o[half][t][0], o[half][t][1]);
+        }
+    }
+}
+
+template <int HB, class Release>
+__device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, float (*y)[8][4], const float (*gz)[2][8][2],
+                                             const float* dh, const T* X, long long tok_i, int valid_i, int u0,
+                                             const Release& release) {
+    const int dm = !(a.flags & SSD_F_D) ? 0 : (a.flags & SSD_F_DP) ? 2 : 1;
+    if (a.flags & SSD_F_Z) {
+        if (dm == 1) ssd_epilogue_rows<HB, 1, true>(a, y, gz, dh, X, tok_i, valid_i, u0, release);
+        else if (dm == 2) ssd_epilogue_rows<HB, 2, true>(a, y, gz, dh, X, tok_i, valid_i, u0, release);
+        else ssd_epilogue_rows<HB, 0, true>(a, y, gz, dh, X, tok_i, valid_i, u0, release);
+    } else {
+        if (dm == 1) ssd_epilogue_rows<HB, 1, false>(a, y, gz, dh, X, tok_i, valid_i, u0, release);
+        else if (dm == 2) ssd_epilogue_rows<HB, 2, false>(a, y, gz, dh, X, tok_i, valid_i, u0, release);
+        else ssd_epilogue_rows<HB, 0, false>(a, y, gz, dh, X, tok_i, valid_i, u0, release);
+    }
+}
+#else
+// Epilogue of row block i (rows < valid of the 64 tokens from tok): y = acc + D x, times the z gate
+// (z * sigmoid(z) = z / (1 + 2^(-z log2 e))), stored half by half. X: the block's X_i (unit 0; the units follow),
+// read as it goes (the register-held tiles leave no room for 32 more values); z from global memory, every z value of a
+// unit loaded before its first store of y (a store through a generic pointer may alias D or z in the compiler's view,
+// so loads after it are not hoisted above it: one round trip per 8 columns otherwise). One instantiation reads the D
+// and z flags at run time (four spill the fp32 programs at 255 registers). `release()` at the end.
+template <int HB, class Release>
+__device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem&, float (*y)[8][4], const T* X,
+                                             long long tok_i, int valid_i, int u0, const Release& release) {
+    const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
+    const int g = lane >> 2, tg = lane & 3;
+    const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z;
     const bool perP = a.flags & SSD_F_DP;
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
         const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
         const T* Xi = X + u * SSD_SUB * SSD_LDX;
         float dv[8][2];
-#if SSD_WG
-        uint32_t xv[2][8], zv[2][8];  // 16-bit pairs, as stored (the values held packed: half the registers)
-#else
         float zv[2][8][2];
-#endif
         const float dh = (hasD && !perP) ? __ldg(a.D + h) : 0.0f;
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
@@ -1165,88 +1277,40 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, const SsdSme
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int r = m0 + g + 8 * half;
-#if SSD_WG
-                xv[half][t] = hasD ? *(const uint32_t*)(Xi + tidx(SSD_LDX, r, pc)) : 0u;
-                zv[half][t] = hasZ ? *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, r, pc)) : 0u;
-#else
                 zv[half][t][0] = zv[half][t][1] = 0.0f;
                 if (hasZ && r < valid_i) ld_pair(a.z + ((tok_i + r) * a.nheads + h) * SSD_P + p0 + pc,
                                                   zv[half][t][0], zv[half][t][1]);
-#endif
             }
         }
-#if SSD_WG
-        if (u == HB - 1) release();
-#endif
-        // sm_90a forms both halves' elements before any store (rows past `valid` too, from zero-filled operands, not
-        // stored), so the chains of all 32 interleave; sm_80 (x read as it goes, after the previous stores in the
-        // compiler's view) has no registers for that and stores each half as it forms it.
-#if SSD_WG
-        constexpr int HALVES = 2;
-#else
-        constexpr int HALVES = 1;
-#endif
 #pragma unroll
-        for (int h0 = 0; h0 < 2; h0 += HALVES) {
-            float o[HALVES][8][2];
+        for (int half = 0; half < 2; ++half) {
+            float o[8][2];
 #pragma unroll
-            for (int k = 0; k < HALVES; ++k) {
-                const int half = h0 + k;
-#pragma unroll
-                for (int t = 0; t < 8; ++t) {
-                    float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
-                    if (hasD) {
-#if SSD_WG
-                        const float x0 = lo16(xv[half][t]), x1 = hi16(xv[half][t]);
-#else
-                        float x0, x1;
-                        // (registers: the sm_80 tiles hold theirs)
-                        ld_pair(Xi + tidx(SSD_LDX, m0 + g + 8 * half, 8 * t + 2 * tg), x0, x1);
-#endif
-                        o0 = __fmaf_rn(dv[t][0], x0, o0);
-                        o1 = __fmaf_rn(dv[t][1], x1, o1);
-                    }
-                    if (hasZ) {
-#if SSD_WG
-                        const float z0 = lo16(zv[half][t]), z1 = hi16(zv[half][t]);
-#else
-                        const float z0 = zv[half][t][0], z1 = zv[half][t][1];
-#endif
-                        o0 = __fmul_rn(o0, silu(z0));
-                        o1 = __fmul_rn(o1, silu(z1));
-                    }
-                    o[k][t][0] = o0;
-                    o[k][t][1] = o1;
+            for (int t = 0; t < 8; ++t) {
+                float o0 = y[u][t][2 * half], o1 = y[u][t][2 * half + 1];
+                if (hasD) {
+                    float x0, x1;
+                    ld_pair(Xi + tidx(SSD_LDX, m0 + g + 8 * half, 8 * t + 2 * tg), x0, x1);
+                    o0 = __fmaf_rn(dv[t][0], x0, o0);
+                    o1 = __fmaf_rn(dv[t][1], x1, o1);
                 }
+                if (hasZ) {
+                    o0 = __fmul_rn(o0, silu(zv[half][t][0]));
+                    o1 = __fmul_rn(o1, silu(zv[half][t][1]));
+                }
+                o[t][0] = o0;
+                o[t][1] = o1;
             }
+            const int r = m0 + g + 8 * half;
+            if (r >= valid_i) continue;
+            const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
 #pragma unroll
-            for (int k = 0; k < HALVES; ++k) {
-                const int r = m0 + g + 8 * (h0 + k);
-                if (r >= valid_i) continue;
-                const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
-#pragma unroll
-                for (int t = 0; t < 8; ++t) st_pair(a.y + row + 8 * t + 2 * tg, o[k][t][0], o[k][t][1]);
-            }
+            for (int t = 0; t < 8; ++t) st_pair(a.y + row + 8 * t + 2 * tg, o[t][0], o[t][1]);
         }
     }
-#if !SSD_WG
     release();
-#endif
 }
-
-template <int HB, class Release>
-__device__ __forceinline__ void ssd_epilogue(const SsdArgs& a, const SsdSmem& s, float (*y)[8][4], const T* X,
-                                             long long tok_i, int valid_i, int u0, const Release& release) {
-#if SSD_WG
-    const bool hasD = a.flags & SSD_F_D, hasZ = a.flags & SSD_F_Z;
-    if (hasD && hasZ) ssd_epilogue_rows<HB, true, true>(a, s, y, X, tok_i, valid_i, u0, release);
-    else if (hasD) ssd_epilogue_rows<HB, true, false>(a, s, y, X, tok_i, valid_i, u0, release);
-    else if (hasZ) ssd_epilogue_rows<HB, false, true>(a, s, y, X, tok_i, valid_i, u0, release);
-    else ssd_epilogue_rows<HB, false, false>(a, s, y, X, tok_i, valid_i, u0, release);
-#else
-    ssd_epilogue_rows<HB, true, true>(a, s, y, X, tok_i, valid_i, u0, release);
 #endif
-}
 
 // acc *= 2^R_i: row block i's C S_prev^T scaled by the decay from the chunk start to the row block's start
 // (R_i: the cumsum at the row before it).
@@ -1345,58 +1409,66 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     const int g = lane >> 2;
     const int m0 = 16 * w;
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
+    const bool hasZ = a.flags & SSD_F_Z;
+    float dh[HB];  // a per-head D: one load a tile, its round trip under the first products
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+        dh[u] = (a.flags & SSD_F_D) && !(a.flags & SSD_F_DP) ? __ldg(a.D + unit_head(u0 + u)) : 0.0f;
     if (s_pipe) use_begin(s, BAR_FULL_S, (uint32_t)(p.s & 1));
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         float y[HB][8][4];
-        int buf = 0;
         use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1));
-        for (int j = 0; j <= i; ++j) {
-            buf = ring_slot<NBUF>(p.bx);
-            const uint32_t ph = ring_phase<NBUF>(p.bx);
-            if (j == 0) {
-                // acc = 2^R_i (C_i S_prev^T)
+        // acc = 2^R_i (C_i S_prev^T)
 #pragma unroll
-                for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
-                gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
-                if (s_pipe && i == nsub - 1) {  // the tile's last use of S_prev
-                    use_end(s, BAR_EMPTY_S);
-                    ++p.s;
-                }
-                if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
-            }
-            // CB = C_i B_j^T (the diagonal block: zero fragments above each warp's diagonal in M X)
-            const bool diag = j == i;
+        for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
+        gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
+        if (s_pipe && i == nsub - 1) {  // the tile's last use of S_prev
+            use_end(s, BAR_EMPTY_S);
+            ++p.s;
+        }
+        if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
+        // the steps left of the diagonal: CB = C_i B_j^T, acc += round_T(CB * c_s) X_j
+        for (int j = 0; j < i; ++j) {
+            const int buf = ring_slot<NBUF>(p.bx);
+            const uint32_t ph = ring_phase<NBUF>(p.bx);
             float cb[8][4];
             use_begin(s, BAR_FULL_B + buf, ph);
             gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
             use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph);
-            if (!diag) {
 #pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
-                                   s.cs[u * SSD_Q + i * SSD_SUB - 1]};
-                    gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
-                }
-                use_end(s, BAR_EMPTY_X + buf);
-                ++p.bx;
-            } else {
-                use_end(s, BAR_EMPTY_C);  // the row block's last use of C
-                ++p.c;
-                output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
+            for (int u = 0; u < HB; ++u) {
+                const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
+                               s.cs[u * SSD_Q + i * SSD_SUB - 1]};
+                gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
             }
+            use_end(s, BAR_EMPTY_X + buf);
+            ++p.bx;
         }
-        const bool hasZ = a.flags & SSD_F_Z;
-        if (hasZ) use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1));
-        // X_i (the last step was j == i) and z_i are released once the epilogue holds them in registers: the
-        // producer's next z and the next row block's diagonal X then land under the epilogue's arithmetic.
-        ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0, [&] {
-            if (hasZ) {
-                use_end(s, BAR_EMPTY_Z);
-                ++p.z;
-            }
+        // the diagonal step (j = i; zero fragments above each warp's diagonal in M X). z_i's gate is formed while
+        // the tensor cores run its C_i B_i^T, and z_i is released there: the producer's next z lands under the rest.
+        const int buf = ring_slot<NBUF>(p.bx);
+        const uint32_t ph = ring_phase<NBUF>(p.bx);
+        float cb[8][4], gz[HB][2][8][2];
+        use_begin(s, BAR_FULL_B + buf, ph);
+        gemm_cb_issue(cb, s.Cs, sB(s, buf));
+        if (hasZ) {
+            use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1));
+            ssd_gate_rows<HB>(gz, s);
+            use_end(s, BAR_EMPTY_Z);
+            ++p.z;
+        }
+        gemm_cb_land(cb);
+        use_end(s, BAR_EMPTY_B + buf);
+        use_begin(s, BAR_FULL_X + buf, ph);
+        use_end(s, BAR_EMPTY_C);  // the row block's last use of C
+        ++p.c;
+        output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
+        // X_i is released once the epilogue holds it in registers: the next row block's diagonal X then lands under
+        // the epilogue's arithmetic.
+        ssd_epilogue<HB>(a, y, gz, dh, sX(s, buf, 0), tok_i, valid_i, u0, [&] {
             use_end(s, BAR_EMPTY_X + buf);
             ++p.bx;
         });
