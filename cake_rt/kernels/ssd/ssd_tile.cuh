@@ -580,6 +580,14 @@ __device__ __forceinline__ void use_begin(const SsdSmem& s, int full, uint32_t p
     fence_proxy_async_shared();
 }
 __device__ __forceinline__ void use_end(const SsdSmem& s, int empty) { mbarrier_arrive(s.bar + empty); }
+// The same for a buffer the math warpgroup read with generic loads (ld.shared: x and z in the epilogue) that the
+// producer refills by tensor map (the async proxy): the proxy fence orders those reads before the copy that overwrites
+// them (its MEMBAR waits for the loads). Without it an arrive could overtake the thread's last loads of the buffer and
+// the next sub-block's copy land under them (seen: chunk-parallel y differing between runs in the columns read last).
+__device__ __forceinline__ void use_end_read(const SsdSmem& s, int empty) {
+    fence_proxy_async_shared();
+    mbarrier_arrive(s.bar + empty);
+}
 
 // Producer: the raw dt of a chunk for the prep (plain loads: a 16-bit dt is too narrow for cp.async).
 template <int HB>
@@ -937,8 +945,10 @@ __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, c
 // y += M X_j, M[r][c] = f(cb[r][c], r, c) as register A fragments (the accumulator fragments of n-tiles 2kk,
 // 2kk+1 are the A fragment of k-tile kk), X_j read transposed; k-tiles kk >= nk (this warp's rows see
 // nothing there) get zero fragments: the warpgroup issues all four products.
-template <class F>
-__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f) {
+// `under()` runs between the products' issue and their wait (work for the math warpgroup while the tensor cores run).
+template <class F, class U>
+__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f,
+                                        const U& under) {
     const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
     uint32_t af[4][4];
 #pragma unroll
@@ -956,7 +966,13 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wg_rs_tb<64>(d, af[kk], desc_mn(Xs, 16 * kk, 0), 1);
-    wg_wait<32>(d);
+    wgmma_commit();
+    under();
+    wg_land<32>(d);
+}
+template <class F>
+__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f) {
+    gemm_mx(y, cb, Xs, nk, f, [] {});
 }
 #else
 // CB strip: cb[t] = C[m0.., :] B[8t.., :]^T over the N state columns, n-tiles t < nt (even) only.
@@ -1108,6 +1124,13 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
     }
 #endif
 }
+// (the sm_90a form's work under the products: here after them)
+template <class F, class U>
+__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f,
+                                        const U& under) {
+    gemm_mx(y, cb, Xs, nk, f);
+    under();
+}
 
 #endif  // SSD_WG
 
@@ -1140,31 +1163,28 @@ struct MDiag {
 #if SSD_WG
 // The z gate of row block i, silu(z) = z * sigmoid(z) = z / (1 + 2^(-z log2 e)) per element of every unit's z_i tile
 // (rows past `valid` are zero-filled: silu(0) = 0, never stored), into gz[u][half][t][k] (row m0 + g + 8 half, column
-// 8t + 2tg + k). It depends on z alone, so the math warpgroup forms it while the tensor cores run the diagonal step's
-// C_i B_i^T (two MUFU ops an element, 64 a thread: the epilogue's largest part, on no product's path there). The
-// values are pinned before the caller's wait so that the compiler does not sink them to their use in the epilogue.
-template <int HB>
+// 8t + 2tg + k); HALF: the warp's rows g (0) or g + 8 (1). It depends on z alone, so the math warpgroup forms it while
+// the tensor cores run the diagonal step's products (two MUFU ops an element, 64 a thread: the epilogue's largest part):
+// half 0 under C_i B_i^T, half 1 under M X_i. The values are pinned before the caller's wait so that the compiler
+// does not sink them to their use in the epilogue.
+template <int HB, int HALF>
 __device__ __forceinline__ void ssd_gate_rows(float (&gz)[HB][2][8][2], const SsdSmem& s) {
     const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
     const int g = lane >> 2, tg = lane & 3;
-    uint32_t zv[HB][2][8];  // 16-bit pairs, as stored
+    uint32_t zv[HB][8];  // 16-bit pairs, as stored
 #pragma unroll
     for (int u = 0; u < HB; ++u)
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
-#pragma unroll
-            for (int t = 0; t < 8; ++t)
-                zv[u][half][t] = *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, m0 + g + 8 * half, 8 * t + 2 * tg));
+        for (int t = 0; t < 8; ++t)
+            zv[u][t] = *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, m0 + g + 8 * HALF, 8 * t + 2 * tg));
 #pragma unroll
     for (int u = 0; u < HB; ++u)
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                gz[u][half][t][0] = silu(lo16(zv[u][half][t]));
-                gz[u][half][t][1] = silu(hi16(zv[u][half][t]));
-                asm volatile("" : "+f"(gz[u][half][t][0]), "+f"(gz[u][half][t][1]));
-            }
+        for (int t = 0; t < 8; ++t) {
+            gz[u][HALF][t][0] = silu(lo16(zv[u][t]));
+            gz[u][HALF][t][1] = silu(hi16(zv[u][t]));
+            asm volatile("" : "+f"(gz[u][HALF][t][0]), "+f"(gz[u][HALF][t][1]));
+        }
 }
 
 // Epilogue of row block i (rows < valid of the 64 tokens from tok): y = acc + D x, times the gate gz (ssd_gate_rows;
@@ -1327,10 +1347,11 @@ __device__ __forceinline__ void scale_by_row_decay(float (&y)[HB][8][4], const f
 }
 
 // The diagonal step of row block i: acc *= 2^(cs_t - R_i) (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T),
-// then acc += (C_i B_i^T * L) X_i over the n-tiles at or left of each warp's diagonal.
-template <int HB>
+// then acc += (C_i B_i^T * L) X_i over the n-tiles at or left of each warp's diagonal; `under()` runs under the first
+// unit's product (gemm_mx).
+template <int HB, class U>
 __device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const float (&cb)[8][4], const SsdSmem& s,
-                                                     int buf, int i, int m0, int g, int w) {
+                                                     int buf, int i, int m0, int g, int w, const U& under) {
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
         const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
@@ -1343,7 +1364,8 @@ __device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const
             y[u][t][2] = __fmul_rn(y[u][t][2], r1); y[u][t][3] = __fmul_rn(y[u][t][3], r1);
         }
         const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
-        gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
+        if (u == 0) gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f, under);
+        else gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
     }
 }
 
@@ -1448,7 +1470,8 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             ++p.bx;
         }
         // the diagonal step (j = i; zero fragments above each warp's diagonal in M X). z_i's gate is formed while
-        // the tensor cores run its C_i B_i^T, and z_i is released there: the producer's next z lands under the rest.
+        // the tensor cores run its products, half under C_i B_i^T and half under M X_i, and z_i is released there:
+        // the producer's next z lands under the rest.
         const int buf = ring_slot<NBUF>(p.bx);
         const uint32_t ph = ring_phase<NBUF>(p.bx);
         float cb[8][4], gz[HB][2][8][2];
@@ -1456,20 +1479,24 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         gemm_cb_issue(cb, s.Cs, sB(s, buf));
         if (hasZ) {
             use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1));
-            ssd_gate_rows<HB>(gz, s);
-            use_end(s, BAR_EMPTY_Z);
-            ++p.z;
+            ssd_gate_rows<HB, 0>(gz, s);
         }
         gemm_cb_land(cb);
         use_end(s, BAR_EMPTY_B + buf);
         use_begin(s, BAR_FULL_X + buf, ph);
         use_end(s, BAR_EMPTY_C);  // the row block's last use of C
         ++p.c;
-        output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
+        output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w, [&] {
+            if (hasZ) {
+                ssd_gate_rows<HB, 1>(gz, s);
+                use_end_read(s, BAR_EMPTY_Z);
+                ++p.z;
+            }
+        });
         // X_i is released once the epilogue holds it in registers: the next row block's diagonal X then lands under
         // the epilogue's arithmetic.
         ssd_epilogue<HB>(a, y, gz, dh, sX(s, buf, 0), tok_i, valid_i, u0, [&] {
-            use_end(s, BAR_EMPTY_X + buf);
+            use_end_read(s, BAR_EMPTY_X + buf);
             ++p.bx;
         });
     }
@@ -1545,7 +1572,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                     gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
                 }
             } else {
-                output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w);
+                output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w, [] {});
             }
         }
         ssd_epilogue<HB>(a, s, y, sX(s, buf, 0), tok_i, valid_i, u0, [] {});
