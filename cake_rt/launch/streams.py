@@ -268,16 +268,17 @@ class Guarded:
     def end(self, handle: int, capturing: bool, pin: bool = True) -> None:
         """After the launches of a call on stream ``handle``: record the release event; under capture pin
         the object instead (``pin=False``: its owner, held by the caller, keeps it alive for the graph)."""
-        with _life_lock:
-            self._inflight -= 1
-        if capturing:
-            if pin:
-                self.pin()
-            return
-        ev = self._events.get(handle)
-        if ev is None:
-            ev = self._events[handle] = cupy.cuda.Event(block=False, disable_timing=True)
-        runtime.eventRecord(ev.ptr, handle)
+        try:
+            if capturing:
+                if pin:
+                    self.pin()
+                return
+            ev = self._events.get(handle)
+            if ev is None:
+                ev = self._events[handle] = cupy.cuda.Event(block=False, disable_timing=True)
+            runtime.eventRecord(ev.ptr, handle)
+        finally:
+            _end_inflight((self,))
 
     def abort(self) -> None:
         """``end`` for a call that raised before launching anything."""
@@ -333,24 +334,37 @@ def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) 
     record of it (by any call on that stream) only moves its completion later, so an object is never judged
     idle before its own last use has run. Under capture the objects are pinned instead (``pin=False``: their
     owner, held by the caller, keeps them alive for the graph)."""
+    try:
+        if capturing:
+            if pin:
+                for o in objs:
+                    o.pin()
+            return
+        key = (device, handle, 0) if handle > PER_THREAD else stream_key(device, handle)  # stream_key, inlined
+        ev = _call_events.get(key)
+        if ev is None:
+            key, ev = stream_event(device, handle)
+        runtime.eventRecord(ev.ptr, handle)
+        for o in objs:
+            o._events[key] = ev
+    finally:
+        _end_inflight(objs)
+
+
+def _end_inflight(objs) -> None:
+    """The in-flight count of each object drops after the call's event is recorded and kept (or the object pinned):
+    an object is judged idle by its count first, so another thread's ``collect`` never sees it idle before the event
+    covers the call's work. A retired object that is no longer in the retirement list (another thread retired and
+    collected it between the call's lookup and ``begin_call``, while nothing was in flight) goes back in it, so it is
+    freed only after this call's work."""
     _life_lock.acquire()
     try:
         for o in objs:
             o._inflight -= 1
+            if o.retired and not o.pinned and not any(r is o for r in _retired):
+                _retired.append(o)
     finally:
         _life_lock.release()
-    if capturing:
-        if pin:
-            for o in objs:
-                o.pin()
-        return
-    key = (device, handle, 0) if handle > PER_THREAD else stream_key(device, handle)  # stream_key, inlined
-    ev = _call_events.get(key)
-    if ev is None:
-        key, ev = stream_event(device, handle)
-    runtime.eventRecord(ev.ptr, handle)
-    for o in objs:
-        o._events[key] = ev
 
 
 def stream_event(device: int, handle: int):
@@ -368,10 +382,11 @@ def collect() -> int:
     """Free retired objects whose work has completed; returns how many are still waiting."""
     with _life_lock:
         waiting = list(_retired)
-    keep = [obj for obj in waiting if not obj.idle()]
+    gone = {id(obj) for obj in waiting if obj.idle()}
     with _life_lock:
-        gone = set(map(id, waiting)) - set(map(id, keep))
-        _retired[:] = [o for o in _retired if id(o) not in gone]
+        # Asked again under the lock (as end_call drops a count): a call that took an object after the first look
+        # has it in flight, or has its event recorded, by now.
+        _retired[:] = [o for o in _retired if id(o) not in gone or not o.idle()]
         return len(_retired)
 
 

@@ -1,0 +1,90 @@
+"""Lifetimes against a concurrent eviction, on the CPU stand-ins (``scripts/host_time.py --cpu``): a library object a
+call uses (a DSA plan, an SSD segment table) may be retired by another thread at any moment of the call, and it must
+still be freed only after the work that call queued (architecture spec, "Lifetimes"). The other thread is simulated
+deterministically: a hook at the racing moment evicts and collects, as that thread would."""
+from test_host_path_cpu import STUBS, run_with_cpu_stubs
+
+COMMON = STUBS + r'''
+import gc, weakref
+from cupy_backends.cuda.api import runtime
+import cake_rt
+from cake_rt.interop import BF16
+import cake_rt.ops.ssd as ssd
+import cake_rt.ops.dsa as dsa
+from cake_rt.launch import streams
+Event = type(streams.stream_event(0, s.ptr)[1])  # the stand-in event class: done unless told otherwise
+
+def tracked(obj):
+    """Whether a retired object still waits in the retirement list (freed only once its events are done)."""
+    return any(o is obj for o in streams._retired)
+'''
+
+SSD_RECORD_SCRIPT = COMMON + r'''
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="exact", stream=s)
+call()
+p = ssd._last_call[1]
+table = p.held_table
+# Another thread evicts the table (and collects) while this call records its stream's event: the table's kernel is
+# queued, so the table must wait for that event.
+record = runtime.eventRecord
+def racing_record(ev, handle):
+    ssd._tables.clear()
+    streams.collect()
+    record(ev, handle)
+runtime.eventRecord = racing_record
+call()
+runtime.eventRecord = record
+assert table.retired
+Event.done = False           # the launch has not run yet
+streams.collect()
+assert tracked(table), "a table retired while its call recorded the event was freed before that call's work ran"
+Event.done = True
+streams.collect()
+assert not tracked(table)    # and freed once it has
+print("ok")
+'''
+
+DSA_LOOKUP_SCRIPT = COMMON + r'''
+T, Tkv = 64, 300
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, 16), np.int32)); sc = make(np.empty((T, 16), np.float32))
+call = lambda: cake_rt.dsa_indexer_det_topk(q, k, w, 16, indices=idx, scores=sc, stream=s)
+call()
+p = next(v for v in dsa._problems.values() if v.held is not None)
+dp = p.held[1]
+# Another thread evicts the plan (and collects it: nothing is in flight yet) after this call took it from its problem
+# and before the call began using it; the call launches with it, so it must wait for this call's event.
+stream_state = dsa.stream_state
+def racing_stream_state(*a, **kw):
+    dsa._plan_cache.clear()
+    streams.collect()
+    return stream_state(*a, **kw)
+dsa.stream_state = racing_stream_state
+call()
+dsa.stream_state = stream_state
+assert dp.retired
+Event.done = False
+streams.collect()
+assert tracked(dp), "a plan retired between its lookup and the call's begin was freed before the call's work ran"
+ref = weakref.ref(dp)
+del dp
+call()                       # the problem looks its plan up again and drops the retired one
+gc.collect()
+assert ref() is not None     # still alive: its event has not completed
+Event.done = True
+streams.collect()
+gc.collect()
+assert ref() is None         # freed once it has
+print("ok")
+'''
+
+
+def test_an_object_retired_while_its_call_records_waits_for_that_call():
+    run_with_cpu_stubs(SSD_RECORD_SCRIPT)
+
+
+def test_an_object_retired_between_lookup_and_begin_waits_for_the_call():
+    run_with_cpu_stubs(DSA_LOOKUP_SCRIPT)
