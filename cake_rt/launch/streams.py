@@ -120,7 +120,9 @@ def check_handle(handle: int, device: int, name: str = "stream") -> int:
 
 def forget_handle(handle: int) -> None:
     """Drop a handle from the validated set (a stream the caller destroyed)."""
-    for key in [k for k in _validated if k[1] == int(handle)]:
+    # The keys copied first (list() of a dict runs without releasing the GIL): another thread's check_handle may add
+    # one while they are compared.
+    for key in [k for k in list(_validated) if k[1] == int(handle)]:
         _validated.pop(key, None)
 
 
@@ -519,8 +521,11 @@ _dead: list = []  # keys of states whose CuPy stream object was collected (appen
 
 
 def _drop_dead() -> None:
-    while _dead:
-        key = _dead.pop()
+    while True:
+        try:
+            key = _dead.pop()
+        except IndexError:  # empty, or another thread's call took the last key after this one saw it
+            return
         with _states._lock:
             st = _states._d.pop(key, None)
         if st is not None:
@@ -563,7 +568,9 @@ def release_stream(stream) -> None:
     ``MAX_STREAM_STATES`` states are kept)."""
     handle = int(getattr(stream, "ptr", stream))
     with _states._lock:
-        keys = [k for k in _states._d if k[1] == handle]
+        # The keys copied first: a lookup in another thread reorders the LRU without this lock (a mutation to an
+        # iterator of it), so they are compared on a copy that list() takes without releasing the GIL.
+        keys = [k for k in list(_states._d) if k[1] == handle]
         vals = [_states._d.pop(k) for k in keys]
     for v in vals:
         v.retire()
