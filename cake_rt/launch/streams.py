@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import threading
 
 import numpy as np
@@ -192,10 +193,24 @@ def current_device(dev: int):
     return cupy.cuda.Device(dev)
 
 
+_thread = threading.local()
+_thread_count = itertools.count(1)
+
+
+def thread_token() -> int:
+    """A number of the calling host thread, never given to another thread of the process: ``threading.get_ident``
+    is reused by a thread started after one exits, while the exited thread's per-thread default stream may still
+    have work queued (a new thread's stream must neither share its state nor skip waiting for its uploads)."""
+    t = getattr(_thread, "token", None)
+    if t is None:
+        t = _thread.token = next(_thread_count)
+    return t
+
+
 def stream_key(device: int, handle: int):
     """The key of a stream's library state: the per-thread default stream is one stream per host thread."""
     if handle == PER_THREAD:
-        return (device, PER_THREAD, threading.get_ident())
+        return (device, PER_THREAD, thread_token())
     if handle == LEGACY:
         handle = 0
     return (device, handle, 0)
@@ -415,16 +430,24 @@ class UploadedTable(Guarded):
         self.ptr = self.array.data.ptr
         self.ready = cupy.cuda.Event(block=False, disable_timing=True)
         runtime.eventRecord(self.ready.ptr, handle)
-        self.ordered = {handle}  # streams already ordered after the upload
+        # Streams already ordered after the upload. The per-thread default stream is another stream in every thread:
+        # it is entered as (PER_THREAD, thread), never as its handle, so a caller's ``handle in ordered`` test always
+        # sends it here.
+        self.ordered = {_ordered_key(handle)}
 
     def order_after_upload(self, handle: int, capturing: bool) -> None:
         """Make stream ``handle`` wait for the upload (once per stream)."""
-        if handle in self.ordered:
+        key = _ordered_key(handle)
+        if key in self.ordered:
             return
         # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
         runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
         if not capturing:  # a graph node orders the replays, not later eager calls on the stream
-            self.ordered.add(handle)
+            self.ordered.add(key)
+
+
+def _ordered_key(handle: int):
+    return (PER_THREAD, thread_token()) if handle == PER_THREAD else handle
 
 
 class GuardedLRU:
