@@ -14,13 +14,22 @@ pytest.importorskip("cupy")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # What every script below starts with: the CPU stand-ins of scripts/host_time.py (its path is argv[1]) installed, ``make``
-# (a host array's device stand-in) and ``s`` (a stream) defined.
+# (a host array's device stand-in), ``s`` (a stream) and ``refused`` defined.
 STUBS = r'''
 import importlib.util, sys
 import numpy as np
 spec = importlib.util.spec_from_file_location("host_time", sys.argv[1])
 ht = importlib.util.module_from_spec(spec); spec.loader.exec_module(ht)
 make, s = ht.install_cpu_stubs()
+
+def refused(fn, match):
+    """``fn()`` raises a ValueError whose message starts with ``match``."""
+    try:
+        fn()
+    except ValueError as exc:
+        assert str(exc).startswith(match), (str(exc), match)
+        return
+    raise AssertionError(f"not refused: {match}")
 '''
 
 SCRIPT = STUBS + r'''
@@ -33,14 +42,6 @@ import cake_rt.ops.dsa as dsa
 
 records = []
 runtime.eventRecord = lambda ev, handle: records.append(handle)
-
-def refused(fn, match):
-    try:
-        fn()
-    except ValueError as exc:
-        assert str(exc).startswith(match), (str(exc), match)
-        return
-    raise AssertionError(f"not refused: {match}")
 
 # ---- SSD
 L, H, P, N = 256, 4, 64, 64
@@ -441,7 +442,7 @@ assert need > 0, need
 small = make(np.empty(need - 16, np.uint8))
 idx = make(np.empty((T, 8), np.int32)); sc = make(np.empty((T, 8), np.float32))
 
-def refused(fn):
+def refused_before_upload(fn):
     uploads.clear(); allocs.clear()
     cupy.cuda.set_allocator(counting_allocate)
     try:
@@ -454,14 +455,14 @@ def refused(fn):
         cupy.cuda.set_allocator(allocate)
     assert uploads == [] and allocs == [], (uploads, allocs)
 
-refused(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, 8, key_split=256, workspace=small, indices=idx, scores=sc,
-                                             stream=s))
-refused(lambda: cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 8, key_split=256, workspace=small, indices=idx,
-                                                     scores=sc, stream=s))
+refused_before_upload(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, 8, key_split=256, workspace=small, indices=idx,
+                                                           scores=sc, stream=s))
+refused_before_upload(lambda: cake_rt.prepare_dsa_indexer_det_topk(q, k, w, 8, key_split=256, workspace=small,
+                                                                   indices=idx, scores=sc, stream=s))
 assert len(dsa._plan_cache) == 0  # nothing cached by the refused calls
 runtime.streamIsCapturing = lambda handle: runtime.streamCaptureStatusActive
-refused(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, 8, key_split=256, workspace=small, indices=idx, scores=sc,
-                                             stream=s))
+refused_before_upload(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, 8, key_split=256, workspace=small, indices=idx,
+                                                           scores=sc, stream=s))
 print("ok")
 '''
 
