@@ -344,6 +344,21 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
 }
 
 // ---- Several queries at once: the passes of NQ buffers share their barriers and scans. ----
+//
+// The per-query loops below are not unrolled (one copy of each body, the query a register): the routines are
+// inlined in two places of the selection role (the compactions, NQ = CB; the final selection, NQ = BQ), and an
+// unrolled count is ~400 instructions a query, more code than the role's instruction fetch keeps up with.
+// Per-query values held in registers are read through pick() (a select per query, no local-memory array).
+
+// a[q] for a block-uniform q known only at run time.
+template <class T, int NQ>
+CAKE_DEVICE T pick(const T (&a)[NQ], int q) {
+    T v = a[0];
+#pragma unroll
+    for (int i = 1; i < NQ; ++i)
+        if (q == i) v = a[i];
+    return v;
+}
 
 struct DsaMultiState {
     uint64_t prefix, mask;
@@ -410,7 +425,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
-#pragma unroll
+#pragma unroll 1
         for (int q = 0; q < NQ; ++q)
             if ((todo >> q) & 1u)
                 for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
@@ -423,19 +438,22 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
             mask[q] = ms[q].mask;
             need[q] = ms[q].need;
         }
-#pragma unroll
+#pragma unroll 1
         for (int q = 0; q < NQ; ++q) {
             if (!((todo >> q) & 1u)) continue;  // block-uniform
             const uint64_t* buf = bufs + (size_t)q * stride;
+            const int nq = pick(n, q);
+            const uint64_t pq = pick(prefix, q), mq = pick(mask, q);
+            uint32_t* hq = hists + q * 2048;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 uint64_t x[4];
-                dsa_load4<NT, false>(x, buf, n[q], r);  // a histogram: the keys' order is free
+                dsa_load4<NT, false>(x, buf, nq, r);  // a histogram: the keys' order is free
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int i = (r * NT + tid) * 4 + e;
-                    const bool in = i < n[q] && (x[e] & mask[q]) == prefix[q];
-                    hist_count(hists + q * 2048, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1), &ms[q].sink);
+                    const bool in = i < nq && (x[e] & mq) == pq;
+                    hist_count(hq, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1), &ms[q].sink);
                 }
             }
         }
@@ -454,17 +472,18 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         }
         uint64_t total;
         const uint64_t ex = block_excl_scan_u64<NT>(v, scratch64, total);
-#pragma unroll
+#pragma unroll 1
         for (int q = 0; q < NQ; ++q) {
             const int above = (int)((ex >> (16 * q)) & 0xffffull);
-            if (((todo >> q) & 1u) && tid < owners && above < need[q] && above + s[q] >= need[q]) {
+            const int nd = pick(need, q), sq = pick(s, q);
+            if (((todo >> q) & 1u) && tid < owners && above < nd && above + sq >= nd) {
                 int cum = above;
                 for (int b = top - 1; b >= top - per; --b) {
                     const int c = (int)hists[q * 2048 + b];
-                    if (cum + c >= need[q]) {
-                        const int nneed = need[q] - cum;
-                        ms[q].prefix = prefix[q] | ((uint64_t)b << shift);
-                        ms[q].mask = mask[q] | ((uint64_t)(nb - 1) << shift);
+                    if (cum + c >= nd) {
+                        const int nneed = nd - cum;
+                        ms[q].prefix = pick(prefix, q) | ((uint64_t)b << shift);
+                        ms[q].mask = pick(mask, q) | ((uint64_t)(nb - 1) << shift);
                         ms[q].need = nneed;
                         ms[q].done = (c - nneed <= slack) ? 1 : 0;
                         break;
@@ -493,40 +512,52 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
     static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
     uint64_t v[NQ];
 #pragma unroll
+    for (int q = 0; q < NQ; ++q) v[q] = 0ull;
+#pragma unroll 1
     for (int q = 0; q < NQ; ++q) {
-        v[q] = 0ull;
-        if (!((todo >> q) & 1u)) continue;
+        if (!((todo >> q) & 1u)) continue;  // block-uniform
         const uint64_t* buf = bufs + (size_t)q * stride;
+        const int nq = pick(n, q);
+        const uint64_t Kq = pick(K, q);
+        uint64_t vq = 0ull;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             uint64_t x[4];
-            dsa_load4<NT, false>(x, buf, n[q], r);  // a count: the keys' order is free
+            dsa_load4<NT, false>(x, buf, nq, r);  // a count: the keys' order is free
             int c = 0;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < n[q] && x[e] >= K[q]) ? 1 : 0;
-            v[q] |= (uint64_t)c << (16 * r);
+            for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < nq && x[e] >= Kq) ? 1 : 0;
+            vq |= (uint64_t)c << (16 * r);
         }
+#pragma unroll
+        for (int i = 0; i < NQ; ++i)
+            if (q == i) v[i] = vq;
     }
     uint64_t ex[NQ], tot[NQ];
     multi_scan_u64<NT, NQ>(v, scratch64, ex, tot);
 #pragma unroll
+    for (int q = 0; q < NQ; ++q) kept[q] = 0;
+#pragma unroll 1
     for (int q = 0; q < NQ; ++q) {
-        kept[q] = 0;
         if (!((todo >> q) & 1u)) continue;  // block-uniform
         const uint64_t* buf = bufs + (size_t)q * stride;
+        const int nq = pick(n, q);
+        const uint64_t Kq = pick(K, q), exq = pick(ex, q), totq = pick(tot, q);
         uint64_t x[R][4];
 #pragma unroll
-        for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n[q], r);
+        for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, nq, r);
         if (IN_PLACE) dsa::sel_sync();
         int base = 0;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            int pos = base + (int)((ex[q] >> (16 * r)) & 0xffffull);
+            int pos = base + (int)((exq >> (16 * r)) & 0xffffull);
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                if ((r * NT + dsa::sel_tid()) * 4 + e < n[q] && x[r][e] >= K[q]) sink(q, pos++, x[r][e]);
-            base += (int)((tot[q] >> (16 * r)) & 0xffffull);
+                if ((r * NT + dsa::sel_tid()) * 4 + e < nq && x[r][e] >= Kq) sink(q, pos++, x[r][e]);
+            base += (int)((totq >> (16 * r)) & 0xffffull);
         }
-        kept[q] = base;
+#pragma unroll
+        for (int i = 0; i < NQ; ++i)
+            if (q == i) kept[i] = base;
     }
 }
