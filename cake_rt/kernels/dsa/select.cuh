@@ -345,10 +345,12 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
 
 // ---- Several queries at once: the passes of NQ buffers share their barriers and scans. ----
 //
-// The per-query loops below are not unrolled (one copy of each body, the query a register): the routines are
-// inlined in two places of the selection role (the compactions, NQ = CB; the final selection, NQ = BQ), and an
-// unrolled count is ~400 instructions a query, more code than the role's instruction fetch keeps up with.
-// Per-query values held in registers are read through pick() (a select per query, no local-memory array).
+// The per-query loops of the passes and of the keep's count are not unrolled (one copy of each body, the query a
+// register): the routines are inlined in two places of the selection role (the compactions, NQ = CB; the final
+// selection, NQ = BQ), and an unrolled count is ~400 instructions a query, more code than the role's instruction
+// fetch keeps up with. The keep's write loop stays unrolled: rolled, its live per-query scans tip ptxas into
+// spilling the product role's unit loop (H = 48, D = 128). Per-query values held in registers are read through
+// pick() (a select per query, no local-memory array).
 
 // a[q] for a block-uniform q known only at run time.
 template <class T, int NQ>
@@ -537,7 +539,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
     multi_scan_u64<NT, NQ>(v, scratch64, ex, tot);
 #pragma unroll
     for (int q = 0; q < NQ; ++q) kept[q] = 0;
-#pragma unroll 1
+#pragma unroll
     for (int q = 0; q < NQ; ++q) {
         if (!((todo >> q) & 1u)) continue;  // block-uniform
         const uint64_t* buf = bufs + (size_t)q * stride;
