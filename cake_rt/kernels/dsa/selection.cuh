@@ -226,7 +226,7 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
         if (s.cnt[qq] > CAP - TILE) m |= 1u << qq;
     if (m) {  // block-uniform
         if constexpr (MULTI_COMPACT) {
-#pragma unroll
+#pragma unroll 1
             for (int b0 = 0; b0 < BQ; b0 += CB) {
                 unsigned bm = (m >> b0) & ((1u << CB) - 1u);
                 if (!bm) continue;
