@@ -345,21 +345,38 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
 
 // ---- Several queries at once: the passes of NQ buffers share their barriers and scans. ----
 //
-// The per-query loops of the passes and of the keep's count are not unrolled (one copy of each body, the query a
-// register): the routines are inlined in two places of the selection role (the compactions, NQ = CB; the final
-// selection, NQ = BQ), and an unrolled count is ~400 instructions a query, more code than the role's instruction
-// fetch keeps up with. The keep's write loop stays unrolled: rolled, its live per-query scans tip ptxas into
-// spilling the product role's unit loop (H = 48, D = 128). Per-query values held in registers are read through
-// pick() (a select per query, no local-memory array).
+// Where a block holds more than two queries (DSA_ROLL_QUERIES), the per-query loops of the passes and of the keep's
+// count are not unrolled (one copy of each body, the query a register): the routines are inlined in two places of the
+// selection role (the compactions, NQ = CB; the final selection, NQ = BQ), and unrolled, their code at H = 32 is more
+// than the role's instruction fetch keeps up with (S1 +5% rolled, docs/dsa.md round 17). At two queries a block
+// (H = 48, 64) the unrolled code is half as large and the rolled loops' extra selects and lost overlap between queries
+// cost more than the fetch gains (S1 / S2 -2%), so they stay unrolled. The keep's write loop stays unrolled
+// everywhere: rolled, its live per-query scans tip ptxas into spilling the product role's unit loop (H = 48,
+// D = 128). Per-query values held in registers are read through pick() and put().
+constexpr bool DSA_ROLL_QUERIES = dsa::BQ > 2;
 
-// a[q] for a block-uniform q known only at run time.
+// a[q] for a block-uniform q: a select per entry where the loops are rolled (q known only at run time), the entry
+// itself where they are unrolled (q a constant).
 template <class T, int NQ>
 CAKE_DEVICE T pick(const T (&a)[NQ], int q) {
+    if constexpr (!DSA_ROLL_QUERIES) return a[q];
     T v = a[0];
 #pragma unroll
     for (int i = 1; i < NQ; ++i)
         if (q == i) v = a[i];
     return v;
+}
+
+// a[q] = v, the same way.
+template <class T, int NQ>
+CAKE_DEVICE void put(T (&a)[NQ], int q, T v) {
+    if constexpr (!DSA_ROLL_QUERIES) {
+        a[q] = v;
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < NQ; ++i)
+        if (q == i) a[i] = v;
 }
 
 struct DsaMultiState {
@@ -427,7 +444,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
-#pragma unroll 1
+#pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
         for (int q = 0; q < NQ; ++q)
             if ((todo >> q) & 1u)
                 for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
@@ -440,7 +457,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
             mask[q] = ms[q].mask;
             need[q] = ms[q].need;
         }
-#pragma unroll 1
+#pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
         for (int q = 0; q < NQ; ++q) {
             if (!((todo >> q) & 1u)) continue;  // block-uniform
             const uint64_t* buf = bufs + (size_t)q * stride;
@@ -474,7 +491,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         }
         uint64_t total;
         const uint64_t ex = block_excl_scan_u64<NT>(v, scratch64, total);
-#pragma unroll 1
+#pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
         for (int q = 0; q < NQ; ++q) {
             const int above = (int)((ex >> (16 * q)) & 0xffffull);
             const int nd = pick(need, q), sq = pick(s, q);
@@ -515,7 +532,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
     uint64_t v[NQ];
 #pragma unroll
     for (int q = 0; q < NQ; ++q) v[q] = 0ull;
-#pragma unroll 1
+#pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
     for (int q = 0; q < NQ; ++q) {
         if (!((todo >> q) & 1u)) continue;  // block-uniform
         const uint64_t* buf = bufs + (size_t)q * stride;
@@ -531,9 +548,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
             for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < nq && x[e] >= Kq) ? 1 : 0;
             vq |= (uint64_t)c << (16 * r);
         }
-#pragma unroll
-        for (int i = 0; i < NQ; ++i)
-            if (q == i) v[i] = vq;
+        put(v, q, vq);
     }
     uint64_t ex[NQ], tot[NQ];
     multi_scan_u64<NT, NQ>(v, scratch64, ex, tot);
@@ -558,8 +573,6 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
                 if ((r * NT + dsa::sel_tid()) * 4 + e < nq && x[r][e] >= Kq) sink(q, pos++, x[r][e]);
             base += (int)((totq >> (16 * r)) & 0xffffull);
         }
-#pragma unroll
-        for (int i = 0; i < NQ; ++i)
-            if (q == i) kept[i] = base;
+        put(kept, q, base);
     }
 }

@@ -226,7 +226,7 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
         if (s.cnt[qq] > CAP - TILE) m |= 1u << qq;
     if (m) {  // block-uniform
         if constexpr (MULTI_COMPACT) {
-#pragma unroll 1
+#pragma unroll (DSA_ROLL_QUERIES ? 1 : (BQ + CB - 1) / CB)
             for (int b0 = 0; b0 < BQ; b0 += CB) {
                 unsigned bm = (m >> b0) & ((1u << CB) - 1u);
                 if (!bm) continue;
@@ -305,9 +305,9 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
         multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
                                                 [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
         sel_sync();  // the kept keys of every query are in place
-#pragma unroll 1
-        for (int q = 0; q < un.nq; ++q)
-            write_out_row(s.cand + q * CAP, pick(kept, q), un.q0 + q, topk, out_idx, out_sc);
+#pragma unroll (DSA_ROLL_QUERIES ? 1 : BQ)
+        for (int q = 0; q < (DSA_ROLL_QUERIES ? un.nq : BQ); ++q)
+            if (q < un.nq) write_out_row(s.cand + q * CAP, pick(kept, q), un.q0 + q, topk, out_idx, out_sc);
         sel_sync();
     } else {
         (void)hists;
