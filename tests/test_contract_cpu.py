@@ -67,16 +67,18 @@ def _dsa_inputs(T=32, Tkv=100, H=32, D=64):
     return fake((T, H, D), BF16), fake((Tkv, D), BF16, 1 << 24), fake((T, H), np.float32, 2 << 24)
 
 
-@pytest.mark.parametrize("which, bad, name", [
-    ("weights", None, "weights"), ("weights", 3, "weights"), ("k", None, "k"), ("q", None, "q"),
-    ("q", np.empty((0, 32, 64))[:, :, :, None], "q"), ("weights", np.empty((32, 32, 1)), "weights")])
-def test_dsa_workspace_bytes_names_a_bad_array(which, bad, name):
+@pytest.mark.parametrize("which, bad, name, error", [
+    ("weights", None, "weights", TypeError), ("weights", 3, "weights", TypeError), ("k", None, "k", TypeError),
+    ("q", None, "q", TypeError), ("q", np.empty((0, 32, 64))[:, :, :, None], "q", ValueError),
+    ("weights", np.empty((32, 32, 1)), "weights", ValueError)])
+def test_dsa_workspace_bytes_names_a_bad_array(which, bad, name, error):
+    """No shape at all is the wrong kind (TypeError, as the op itself says); a wrong shape is a ValueError."""
     from cake_rt.ops.dsa import dsa_indexer_workspace_bytes
 
     q, k, w = _dsa_inputs()
     args = dict(q=q, k=k, weights=w)
     args[which] = bad
-    with pytest.raises(ValueError, match=f"^{name}: "):
+    with pytest.raises(error, match=f"^{name}: "):
         dsa_indexer_workspace_bytes(args["q"], args["k"], args["weights"], 8)
 
 
@@ -249,3 +251,13 @@ def test_host_tensor_metadata_is_host_metadata_under_capture(monkeypatch):
     ssd._refuse_device_metadata_under_capture(x, None, (("cu_seqlens", _CpuTensor([0, 100])),))  # host: passes
     with pytest.raises(ValueError, match="^cu_seqlens: device metadata cannot be read during CUDA graph capture"):
         ssd._refuse_device_metadata_under_capture(x, None, (("cu_seqlens", fake((2,), np.int32)),))
+
+
+def test_dsa_workspace_bytes_names_an_argument_without_a_shape():
+    from cake_rt.ops.dsa import dsa_indexer_workspace_bytes
+
+    q = fake((64, 32, 128), BF16)
+    k = fake((256, 128), BF16, 1 << 24)
+    w = fake((64, 32), np.float32, 2 << 24)
+    with pytest.raises(TypeError, match=r"^q: expected an array or an object with \.shape .*got tuple"):
+        dsa_indexer_workspace_bytes((64, 32, 128), k, w, 16)

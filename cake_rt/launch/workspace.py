@@ -12,7 +12,7 @@ report the limit to the caller.
 from __future__ import annotations
 
 from .arch import device_index
-from .streams import Buffer, CaptureError, external_stream, is_capturing, resolve, stream_state, stream_states
+from .streams import Buffer, CaptureError, external_stream, is_capturing, resolve, stream_state
 
 
 class WorkspaceCapExceeded(ValueError):
@@ -69,8 +69,3 @@ def get_workspace(key: str, nbytes: int, *, cap=None, device=None, stream=None):
         state = stream_state(dev, handle, capturing, s)
         return state_workspace(state, key, nbytes, cap=cap, handle=handle, stream_obj=s, capturing=capturing)
 
-
-def workspace_bytes_held(device=None) -> int:
-    """Total bytes held by cake-rt workspaces on ``device`` (all live stream states)."""
-    dev = device_index(device)
-    return sum(b.nbytes for st in stream_states().values() if st.key[0] == dev for b in st.workspaces.values())

@@ -791,12 +791,15 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
     topk = _check_topk(topk)
     _check_schedule(None, key_split)
     def shape_of(a, name, want):
+        if not hasattr(a, "shape"):
+            raise TypeError(f"{name}: expected an array or an object with .shape (shape {want}), got "
+                            f"{type(a).__name__}")
         try:
             shape = tuple(int(v) for v in a.shape)
         except Exception:
             shape = None
         if shape is None or len(shape) != want.count(",") + 1 or min(shape) < 0:
-            raise ValueError(f"{name}: expected shape {want}, got {getattr(a, 'shape', a)!r}")
+            raise ValueError(f"{name}: expected shape {want}, got {a.shape!r}")
         return shape
 
     T, H, D = shape_of(q, "q", "[T, H, D]")
