@@ -2,17 +2,18 @@
 exit status 2 and one line naming what is wrong, never a traceback (no GPU needed)."""
 import copy
 import json
-import pathlib
 
 import pytest
 
-from cake_rt.bench import cli
-
-SAVED = pathlib.Path(__file__).resolve().parents[2] / "bench" / "results" / "h200_2026-12-01_ssd_varlen.json"
+from cake_rt.bench import cli, report
+from cake_rt.bench.suites import build_plan
+from test_bench_report import fake_doc
 
 
 def _doc():
-    return json.loads(SAVED.read_text())
+    """A valid document (an SSD and a DSA row with peers) as strict JSON reads it back."""
+    doc = report.finalize(fake_doc(build_plan("all", rows=["varlen", "S1"], heads=(64,))))
+    return json.loads(json.dumps(doc, allow_nan=False))
 
 
 def _set(path, value):
