@@ -76,6 +76,30 @@ CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
     return (warp ? scratch[warp - 1] : 0) + x - v;
 }
 
+// One radix pass's choice: the bin among a thread's owned bins [top - per, top) of `hist` (nb bins of the digit at
+// `shift`) that holds the need-th largest counted key, `above` counted keys lying above these bins (the caller
+// checked above < need <= above + their sum). Writes the next pass's state to st: prefix and mask extended by the
+// bin's digit, need ranked within the bin, done = stops(c, nneed) for the bin's c keys of which the nneed-th largest
+// is wanted (its lowest key is then K). multi_kth_largest's per-query walk is the same logic, but through take_bin
+// its machine code changes (scripts/sass-diff), so it keeps its own loop.
+template <class Stops>
+CAKE_DEVICE void take_bin(DsaSelState* st, const uint32_t* hist, int top, int per, int above, int need, uint64_t prefix,
+                          uint64_t mask, int shift, int nb, Stops stops) {
+    int cum = above;
+    for (int b = top - 1; b >= top - per; --b) {
+        const int c = (int)hist[b];
+        if (cum + c >= need) {
+            const int nneed = need - cum;
+            st->prefix = prefix | ((uint64_t)b << shift);
+            st->mask = mask | ((uint64_t)(nb - 1) << shift);
+            st->need = nneed;
+            st->done = stops(c, nneed) ? 1 : 0;
+            break;
+        }
+        cum += c;
+    }
+}
+
 // The k-th largest key K of buf[0..n) (1 <= k <= n): exactly k keys are >= K, or K may be lowered to
 // the bucket floor when the bucket holding the k-th key is taken whole (still exactly k keys >= K).
 // MSB-first radix select, 11/11/10-bit digits per 32-bit half; stops as soon as the boundary bucket
@@ -129,21 +153,9 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
-        if (tid < owners && above < need && above + s >= need) {
-            int cum = above;
-            for (int b = top - 1; b >= top - per; --b) {
-                const int c = (int)hist[b];
-                if (cum + c >= need) {
-                    const int nneed = need - cum;
-                    st->prefix = prefix | ((uint64_t)b << shift);
-                    st->mask = mask | ((uint64_t)(nb - 1) << shift);
-                    st->need = nneed;
-                    st->done = (c == nneed) ? 1 : 0;
-                    break;
-                }
-                cum += c;
-            }
-        }
+        if (tid < owners && above < need && above + s >= need)
+            take_bin(st, hist, top, per, above, need, prefix, mask, shift, nb,
+                     [](int c, int nneed) { return c == nneed; });  // the bin holds exactly the keys still needed
         dsa::sel_sync();
         if (st->done) break;
     }
@@ -280,21 +292,9 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
-        if (tid < owners && above < need && above + s >= need) {
-            int cum = above;
-            for (int b = top - 1; b >= top - per; --b) {
-                const int c = (int)hist[b];
-                if (cum + c >= need) {
-                    const int nneed = need - cum;
-                    st->prefix = prefix | ((uint64_t)b << shift);
-                    st->mask = mask | ((uint64_t)(nb - 1) << shift);
-                    st->need = nneed;
-                    st->done = (c - nneed <= slack) ? 1 : 0;  // keys of the bucket below the k-th: c - nneed
-                    break;
-                }
-                cum += c;
-            }
-        }
+        if (tid < owners && above < need && above + s >= need)
+            take_bin(st, hist, top, per, above, need, prefix, mask, shift, nb,
+                     [slack](int c, int nneed) { return c - nneed <= slack; });  // keys of the bin below the k-th
         dsa::sel_sync();
         if (st->done) break;
     }
