@@ -461,6 +461,28 @@ __device__ SSD_TILE_COPY_INLINE void load_tile_async(T* dst, int ld_dst, const T
 #endif
 }
 
+// cp.async copies, rows >= valid zero-filled, of the 64-token sub-block starting at token `tok`: B columns
+// n0..n0+NCOLS into buffer `buf` (copy_b_async), and the rows of units u0..u0+HB of x or z (src) into adjacent
+// tiles at dst (copy_units_async). Every sub-block's copy on sm_80; on sm_90a a partial sub-block's (whole ones take
+// TMA: tma_tile).
+template <int NCOLS>
+__device__ __forceinline__ void copy_b_async(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid,
+                                             int grp, int n0) {
+    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
+                           (long long)a.ngroups * SSD_N, valid, n0);
+}
+template <int HB>
+__device__ __forceinline__ void copy_units_async(const SsdArgs& a, T* dst, const T* src, long long tok, int valid,
+                                                 int u0) {
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int uu = u0 + u;
+        load_tile_async<SSD_PB>(dst + u * SSD_SUB * SSD_LDX, SSD_LDX,
+                                src + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu), (long long)a.nheads * SSD_P,
+                                valid);
+    }
+}
+
 #if SSD_WG
 // Producer: a tile of 64 token rows and NP * 64 columns whose rows are all inside the segment (valid == 64): NP boxes
 // of `map` (rows tok.., columns col.., col + 64, ...) into consecutive 8 KiB panels at dst, by one elected thread,
@@ -488,8 +510,7 @@ __device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int b
         tma_tile<NCOLS / 64>(a.tm_B, sB(s, buf) + tidx(SSD_LDN, 0, n0), grp * SSD_N + n0, tok, full);
         return;
     }
-    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
-                           (long long)a.ngroups * SSD_N, valid, n0);
+    copy_b_async<NCOLS>(a, s, buf, tok, valid, grp, n0);
     mbarrier_arrive_cp_async(full);
 }
 __device__ __forceinline__ void load_c(const SsdArgs& a, T* dst, long long tok, int valid, int grp, uint64_t* full) {
@@ -508,14 +529,7 @@ __device__ __forceinline__ void load_units(const SsdArgs& a, T* dst, long long t
         tma_tile<HB>(Z ? a.tm_z : a.tm_x, dst, u0 * SSD_PB, tok, full);
         return;
     }
-    const T* src = Z ? a.z : a.x;
-#pragma unroll
-    for (int u = 0; u < HB; ++u) {
-        const int uu = u0 + u;
-        load_tile_async<SSD_PB>(dst + u * SSD_SUB * SSD_PB, SSD_LDX,
-                                src + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu), (long long)a.nheads * SSD_P,
-                                valid);
-    }
+    copy_units_async<HB>(a, dst, Z ? a.z : a.x, tok, valid, u0);
     mbarrier_arrive_cp_async(full);
 }
 template <int HB>
@@ -524,29 +538,13 @@ __device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int b
     load_units<HB, false>(a, sX(s, buf, 0), tok, valid, u0, full);
 }
 #else
-// Copy B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token sub-block starting at
-// token `tok` into buffer `buf`.
-template <int NCOLS>
-__device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
-                                       int n0) {
-    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
-                           (long long)a.ngroups * SSD_N, valid, n0);
-}
-template <int HB>
-__device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int u0) {
-#pragma unroll
-    for (int u = 0; u < HB; ++u) {
-        const int uu = u0 + u;
-        load_tile_async<SSD_PB>(sX(s, buf, u), SSD_LDX, a.x + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu),
-                                (long long)a.nheads * SSD_P, valid);
-    }
-}
-// The same as one cp.async commit group.
+// B columns n0..n0+NCOLS and the X rows of every unit of the block for the sub-block at `tok` into buffer `buf`,
+// as one cp.async commit group.
 template <int HB, int NCOLS>
 __device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
                                          int u0, int n0) {
-    load_b<NCOLS>(a, s, buf, tok, valid, grp, n0);
-    load_x<HB>(a, s, buf, tok, valid, u0);
+    copy_b_async<NCOLS>(a, s, buf, tok, valid, grp, n0);
+    copy_units_async<HB>(a, sX(s, buf, 0), a.x, tok, valid, u0);
     cp_async_commit();
 }
 #endif
