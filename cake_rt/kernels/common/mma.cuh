@@ -41,10 +41,6 @@ CAKE_DEVICE void ldmatrix_x4_trans(uint32_t r[4], const void* smem_row) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(smem_row)));
 }
-CAKE_DEVICE void ldmatrix_x2_trans(uint32_t r[2], const void* smem_row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(smem_u32(smem_row)));
-}
 
 // Asynchronous 16-byte global -> shared copy (sm_80+), bypassing L1.
 CAKE_DEVICE void cp_async_16(void* smem, const void* gmem) {

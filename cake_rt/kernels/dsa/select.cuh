@@ -46,28 +46,29 @@ CAKE_DEVICE void hist_count(uint32_t* hist, bool in, unsigned bin, uint32_t* sin
     atomicAdd(in ? hist + bin : sink, 1u);
 }
 
+// Inclusive prefix sum of x over the lanes of a warp, in lane order (5 shuffle steps); V: int or uint64_t.
+template <class V>
+CAKE_DEVICE V warp_incl_scan(V x, int lane) {
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const V y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+
 // Exclusive prefix sum of one int per thread, in thread order; `total` gets the block sum.
 // `scratch` holds at least NT/32 ints. Starts with a barrier, so back-to-back calls are safe.
 template <int NT>
 CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
     constexpr int NW = NT / 32;
     const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
-    int x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
+    const int x = warp_incl_scan(v, lane);
     dsa::sel_sync();
     if (lane == 31) scratch[warp] = x;
     dsa::sel_sync();
     if (warp == 0) {
-        int s = lane < NW ? scratch[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, s, o);
-            if (lane >= o) s += y;
-        }
+        const int s = warp_incl_scan(lane < NW ? scratch[lane] : 0, lane);
         if (lane < NW) scratch[lane] = s;
     }
     dsa::sel_sync();
@@ -75,28 +76,28 @@ CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
     return (warp ? scratch[warp - 1] : 0) + x - v;
 }
 
-// Same for a 0/1 flag, with ballots instead of shuffles.
-template <int NT>
-CAKE_DEVICE int block_excl_scan_flag(bool f, int* scratch, int& total) {
-    constexpr int NW = NT / 32;
-    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
-    const unsigned b = __ballot_sync(0xffffffffu, f);
-    const int before_in_warp = __popc(b & dsa_lanemask_lt());
-    dsa::sel_sync();
-    if (lane == 0) scratch[warp] = __popc(b);
-    dsa::sel_sync();
-    if (warp == 0) {
-        int s = lane < NW ? scratch[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, s, o);
-            if (lane >= o) s += y;
+// One radix pass's choice: the bin among a thread's owned bins [top - per, top) of `hist` (nb bins of the digit at
+// `shift`) that holds the need-th largest counted key, `above` counted keys lying above these bins (the caller
+// checked above < need <= above + their sum). Writes the next pass's state to st: prefix and mask extended by the
+// bin's digit, need ranked within the bin, done = stops(c, nneed) for the bin's c keys of which the nneed-th largest
+// is wanted (its lowest key is then K). multi_kth_largest's per-query walk is the same logic, but through take_bin
+// its machine code changes (scripts/sass-diff), so it keeps its own loop.
+template <class Stops>
+CAKE_DEVICE void take_bin(DsaSelState* st, const uint32_t* hist, int top, int per, int above, int need, uint64_t prefix,
+                          uint64_t mask, int shift, int nb, Stops stops) {
+    int cum = above;
+    for (int b = top - 1; b >= top - per; --b) {
+        const int c = (int)hist[b];
+        if (cum + c >= need) {
+            const int nneed = need - cum;
+            st->prefix = prefix | ((uint64_t)b << shift);
+            st->mask = mask | ((uint64_t)(nb - 1) << shift);
+            st->need = nneed;
+            st->done = stops(c, nneed) ? 1 : 0;
+            break;
         }
-        if (lane < NW) scratch[lane] = s;
+        cum += c;
     }
-    dsa::sel_sync();
-    total = scratch[NW - 1];
-    return (warp ? scratch[warp - 1] : 0) + before_in_warp;
 }
 
 // The k-th largest key K of buf[0..n) (1 <= k <= n): exactly k keys are >= K, or K may be lowered to
@@ -152,21 +153,9 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
-        if (tid < owners && above < need && above + s >= need) {
-            int cum = above;
-            for (int b = top - 1; b >= top - per; --b) {
-                const int c = (int)hist[b];
-                if (cum + c >= need) {
-                    const int nneed = need - cum;
-                    st->prefix = prefix | ((uint64_t)b << shift);
-                    st->mask = mask | ((uint64_t)(nb - 1) << shift);
-                    st->need = nneed;
-                    st->done = (c == nneed) ? 1 : 0;
-                    break;
-                }
-                cum += c;
-            }
-        }
+        if (tid < owners && above < need && above + s >= need)
+            take_bin(st, hist, top, per, above, need, prefix, mask, shift, nb,
+                     [](int c, int nneed) { return c == nneed; });  // the bin holds exactly the keys still needed
         dsa::sel_sync();
         if (st->done) break;
     }
@@ -183,31 +172,45 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
 // exactly k keys are >= the returned K, so the kept set (hence every output) is the same.
 // ---------------------------------------------------------------------------------------------------
 
-// Exclusive prefix sum of one uint64 per thread, in thread order; `total` gets the block sum. Two barriers:
-// every thread sums the warp totals it needs. `scratch64` holds NT/32 uint64 (8-byte aligned). Starts
-// with a barrier, so it may follow any other use of the scratch words.
-template <int NT>
-CAKE_DEVICE uint64_t block_excl_scan_u64(uint64_t v, uint64_t* scratch64, uint64_t& total) {
+// Exclusive prefix sums of NQ uint64 per thread at once, in thread order; tot[q] gets the block sum of v[q]. One
+// barrier pair for all: every thread sums the warp totals it needs. `scratch64` holds NQ * NT/32 uint64 (8-byte
+// aligned). Starts with a barrier, so it may follow any other use of the scratch words.
+template <int NT, int NQ>
+CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, uint64_t (&ex)[NQ],
+                                uint64_t (&tot)[NQ]) {
     constexpr int NW = NT / 32;
     const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
-    uint64_t x = v;
+    uint64_t x[NQ];
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint64_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
+    for (int q = 0; q < NQ; ++q) x[q] = warp_incl_scan(v[q], lane);
+    dsa::sel_sync();
+    if (lane == 31) {
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) scratch64[q * NW + warp] = x[q];
     }
     dsa::sel_sync();
-    if (lane == 31) scratch64[warp] = x;
-    dsa::sel_sync();
-    uint64_t before = 0ull, all = 0ull;
 #pragma unroll
-    for (int w = 0; w < NW; ++w) {
-        const uint64_t s = scratch64[w];
-        if (w < warp) before += s;
-        all += s;
+    for (int q = 0; q < NQ; ++q) {
+        uint64_t before = 0ull, all = 0ull;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) {
+            const uint64_t s = scratch64[q * NW + w];
+            if (w < warp) before += s;
+            all += s;
+        }
+        ex[q] = before + x[q] - v[q];
+        tot[q] = all;
     }
-    total = all;
-    return before + x - v;
+}
+
+// One uint64 per thread: multi_scan_u64 of one value (scratch64: NT/32 uint64).
+template <int NT>
+CAKE_DEVICE uint64_t block_excl_scan_u64(uint64_t v, uint64_t* scratch64, uint64_t& total) {
+    const uint64_t vs[1] = {v};
+    uint64_t ex[1], tot[1];
+    multi_scan_u64<NT, 1>(vs, scratch64, ex, tot);
+    total = tot[0];
+    return ex[0];
 }
 
 // Four keys of round r of a buffer (the register layout above: buf[(r * NT + tid) * 4 + e]), 0 past n.
@@ -289,21 +292,9 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         if (tid < owners) s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
-        if (tid < owners && above < need && above + s >= need) {
-            int cum = above;
-            for (int b = top - 1; b >= top - per; --b) {
-                const int c = (int)hist[b];
-                if (cum + c >= need) {
-                    const int nneed = need - cum;
-                    st->prefix = prefix | ((uint64_t)b << shift);
-                    st->mask = mask | ((uint64_t)(nb - 1) << shift);
-                    st->need = nneed;
-                    st->done = (c - nneed <= slack) ? 1 : 0;  // keys of the bucket below the k-th: c - nneed
-                    break;
-                }
-                cum += c;
-            }
-        }
+        if (tid < owners && above < need && above + s >= need)
+            take_bin(st, hist, top, per, above, need, prefix, mask, shift, nb,
+                     [slack](int c, int nneed) { return c - nneed <= slack; });  // keys of the bin below the k-th
         dsa::sel_sync();
         if (st->done) break;
     }
@@ -384,43 +375,6 @@ struct DsaMultiState {
     int need, done;
     uint32_t sink;  // as DsaSelState's
 };
-
-// Exclusive prefix sums of NQ uint64 per thread at once (one barrier pair for all). scratch64: NQ * NT/32.
-template <int NT, int NQ>
-CAKE_DEVICE void multi_scan_u64(const uint64_t (&v)[NQ], uint64_t* scratch64, uint64_t (&ex)[NQ],
-                                uint64_t (&tot)[NQ]) {
-    constexpr int NW = NT / 32;
-    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
-    uint64_t x[NQ];
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) {
-        x[q] = v[q];
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const uint64_t y = __shfl_up_sync(0xffffffffu, x[q], o);
-            if (lane >= o) x[q] += y;
-        }
-    }
-    dsa::sel_sync();
-    if (lane == 31) {
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) scratch64[q * NW + warp] = x[q];
-    }
-    dsa::sel_sync();
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) {
-        uint64_t before = 0ull, all = 0ull;
-#pragma unroll
-        for (int w = 0; w < NW; ++w) {
-            const uint64_t s = scratch64[q * NW + w];
-            if (w < warp) before += s;
-            all += s;
-        }
-        ex[q] = before + x[q] - v[q];
-        tot[q] = all;
-    }
-}
-
 
 // block_kth_largest for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4) whose bit is set in
 // `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one

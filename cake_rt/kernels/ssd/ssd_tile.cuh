@@ -461,6 +461,28 @@ __device__ SSD_TILE_COPY_INLINE void load_tile_async(T* dst, int ld_dst, const T
 #endif
 }
 
+// cp.async copies, rows >= valid zero-filled, of the 64-token sub-block starting at token `tok`: B columns
+// n0..n0+NCOLS into buffer `buf` (copy_b_async), and the rows of units u0..u0+HB of x or z (src) into adjacent
+// tiles at dst (copy_units_async). Every sub-block's copy on sm_80; on sm_90a a partial sub-block's (whole ones take
+// TMA: tma_tile).
+template <int NCOLS>
+__device__ __forceinline__ void copy_b_async(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid,
+                                             int grp, int n0) {
+    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
+                           (long long)a.ngroups * SSD_N, valid, n0);
+}
+template <int HB>
+__device__ __forceinline__ void copy_units_async(const SsdArgs& a, T* dst, const T* src, long long tok, int valid,
+                                                 int u0) {
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int uu = u0 + u;
+        load_tile_async<SSD_PB>(dst + u * SSD_SUB * SSD_LDX, SSD_LDX,
+                                src + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu), (long long)a.nheads * SSD_P,
+                                valid);
+    }
+}
+
 #if SSD_WG
 // Producer: a tile of 64 token rows and NP * 64 columns whose rows are all inside the segment (valid == 64): NP boxes
 // of `map` (rows tok.., columns col.., col + 64, ...) into consecutive 8 KiB panels at dst, by one elected thread,
@@ -488,8 +510,7 @@ __device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int b
         tma_tile<NCOLS / 64>(a.tm_B, sB(s, buf) + tidx(SSD_LDN, 0, n0), grp * SSD_N + n0, tok, full);
         return;
     }
-    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
-                           (long long)a.ngroups * SSD_N, valid, n0);
+    copy_b_async<NCOLS>(a, s, buf, tok, valid, grp, n0);
     mbarrier_arrive_cp_async(full);
 }
 __device__ __forceinline__ void load_c(const SsdArgs& a, T* dst, long long tok, int valid, int grp, uint64_t* full) {
@@ -508,14 +529,7 @@ __device__ __forceinline__ void load_units(const SsdArgs& a, T* dst, long long t
         tma_tile<HB>(Z ? a.tm_z : a.tm_x, dst, u0 * SSD_PB, tok, full);
         return;
     }
-    const T* src = Z ? a.z : a.x;
-#pragma unroll
-    for (int u = 0; u < HB; ++u) {
-        const int uu = u0 + u;
-        load_tile_async<SSD_PB>(dst + u * SSD_SUB * SSD_PB, SSD_LDX,
-                                src + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu), (long long)a.nheads * SSD_P,
-                                valid);
-    }
+    copy_units_async<HB>(a, dst, Z ? a.z : a.x, tok, valid, u0);
     mbarrier_arrive_cp_async(full);
 }
 template <int HB>
@@ -524,29 +538,13 @@ __device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int b
     load_units<HB, false>(a, sX(s, buf, 0), tok, valid, u0, full);
 }
 #else
-// Copy B columns n0..n0+NCOLS and the X rows of every unit of the block for the 64-token sub-block starting at
-// token `tok` into buffer `buf`.
-template <int NCOLS>
-__device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
-                                       int n0) {
-    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
-                           (long long)a.ngroups * SSD_N, valid, n0);
-}
-template <int HB>
-__device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int u0) {
-#pragma unroll
-    for (int u = 0; u < HB; ++u) {
-        const int uu = u0 + u;
-        load_tile_async<SSD_PB>(sX(s, buf, u), SSD_LDX, a.x + (tok * a.nheads + unit_head(uu)) * SSD_P + unit_p0(uu),
-                                (long long)a.nheads * SSD_P, valid);
-    }
-}
-// The same as one cp.async commit group.
+// B columns n0..n0+NCOLS and the X rows of every unit of the block for the sub-block at `tok` into buffer `buf`,
+// as one cp.async commit group.
 template <int HB, int NCOLS>
 __device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
                                          int u0, int n0) {
-    load_b<NCOLS>(a, s, buf, tok, valid, grp, n0);
-    load_x<HB>(a, s, buf, tok, valid, u0);
+    copy_b_async<NCOLS>(a, s, buf, tok, valid, grp, n0);
+    copy_units_async<HB>(a, sX(s, buf, 0), a.x, tok, valid, u0);
     cp_async_commit();
 }
 #endif
@@ -975,21 +973,27 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
     gemm_mx(y, cb, Xs, nk, f, [] {});
 }
 #else
-// CB strip: cb[t] = C[m0.., :] B[8t.., :]^T over the N state columns, n-tiles t < nt (even) only.
-__device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int m0, int nt) {
-    zero_tiles<8>(cb);
-#if SSD_IS_F32
+// acc[j] += C[m0.., :] X_j^T over the N state columns, for the 8-row tiles X_j of an operand X that holds units of
+// 64 rows (tile j: rows 8 (j % 8).. of unit j / 8, at X + (j / 8) * USTRIDE, leading dimension LD), tiles j < nt
+// only (nt even). X_F32 on 16-bit inputs: X is fp32 and its B fragments are packed (round_T) from it, which gives
+// the operand bits an ldmatrix of round_T(X) gives. The CB strip (gemm_cb) and the inter-chunk term (gemm_inter) are
+// this product.
+template <int J, int LD, int USTRIDE, bool X_F32>
+__device__ __forceinline__ void gemm_c_tiles(float (*acc)[4], const T* Cs, int m0, const void* X, int nt) {
     const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+#if SSD_IS_F32
+    const float* Xf = (const float*)X;
     for (int k = 0; k < SSD_N; ++k) {
         const float a0 = Cs[(m0 + g) * SSD_LDN + k], a1 = Cs[(m0 + g + 8) * SSD_LDN + k];
 #pragma unroll
-        for (int t = 0; t < 8; ++t) {
-            if (t < nt) {
-                const float b0 = Bs[(8 * t + 2 * tg) * SSD_LDN + k], b1 = Bs[(8 * t + 2 * tg + 1) * SSD_LDN + k];
-                cb[t][0] = __fmaf_rn(a0, b0, cb[t][0]);
-                cb[t][1] = __fmaf_rn(a0, b1, cb[t][1]);
-                cb[t][2] = __fmaf_rn(a1, b0, cb[t][2]);
-                cb[t][3] = __fmaf_rn(a1, b1, cb[t][3]);
+        for (int j = 0; j < J; ++j) {
+            if (j < nt) {
+                const float b0 = Xf[(j / 8) * USTRIDE + (8 * (j % 8) + 2 * tg) * LD + k];
+                const float b1 = Xf[(j / 8) * USTRIDE + (8 * (j % 8) + 2 * tg + 1) * LD + k];
+                acc[j][0] = __fmaf_rn(a0, b0, acc[j][0]);
+                acc[j][1] = __fmaf_rn(a0, b1, acc[j][1]);
+                acc[j][2] = __fmaf_rn(a1, b0, acc[j][2]);
+                acc[j][3] = __fmaf_rn(a1, b1, acc[j][3]);
             }
         }
     }
@@ -999,57 +1003,13 @@ __device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs
         uint32_t av[4];
         ldA_rm(av, Cs, SSD_LDN, m0, k0);
 #pragma unroll
-        for (int t = 0; t < 8; t += 2) {
-            if (t < nt) {
+        for (int j = 0; j < J; j += 2) {
+            if (j < nt) {
                 uint32_t b[4];
-                ldB_nk(b, Bs, SSD_LDN, 8 * t, k0);
-                mma16816(cb[t], av, b);
-                mma16816(cb[t + 1], av, b + 2);
-            }
-        }
-    }
-#endif
-}
-
-// Inter-chunk term of every unit: y[u][t] += C[m0.., :] round_T(S_u[8t.., :])^T over the N state columns.
-// S_F32: S_u is the fp32 state [64][LDF] (exact scan: fragments packed from it); else round_T(S_prev)
-// [64][LDN] (chunk-parallel: ldmatrix). Both give the same operand bits.
-template <int HB, bool S_F32>
-__device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int m0, const unsigned char* S) {
-    constexpr int SLD = S_F32 ? SSD_LDF : SSD_LDN;
-    constexpr int SUNIT = SSD_PB * SLD;
-    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
-#if SSD_IS_F32
-    const float* Sf = (const float*)S;
-    for (int k = 0; k < SSD_N; ++k) {
-        const float a0 = Cs[(m0 + g) * SSD_LDN + k], a1 = Cs[(m0 + g + 8) * SSD_LDN + k];
-#pragma unroll
-        for (int u = 0; u < HB; ++u) {
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                const float b0 = Sf[u * SUNIT + (8 * t + 2 * tg) * SLD + k];
-                const float b1 = Sf[u * SUNIT + (8 * t + 2 * tg + 1) * SLD + k];
-                y[u][t][0] = __fmaf_rn(a0, b0, y[u][t][0]);
-                y[u][t][1] = __fmaf_rn(a0, b1, y[u][t][1]);
-                y[u][t][2] = __fmaf_rn(a1, b0, y[u][t][2]);
-                y[u][t][3] = __fmaf_rn(a1, b1, y[u][t][3]);
-            }
-        }
-    }
-#else
-#pragma unroll SSD_KUNROLL
-    for (int k0 = 0; k0 < SSD_N; k0 += 16) {
-        uint32_t av[4];
-        ldA_rm(av, Cs, SSD_LDN, m0, k0);
-#pragma unroll
-        for (int u = 0; u < HB; ++u) {
-#pragma unroll
-            for (int t = 0; t < 8; t += 2) {
-                uint32_t b[4];
-                if (S_F32) {
-                    // B fragment (k = state column, n = headdim row): rows 8t + g and 8t + 8 + g of S
-                    const float* r0 = (const float*)S + u * SUNIT + (8 * t + g) * SLD + k0 + 2 * tg;
-                    const float* r1 = r0 + 8 * SLD;
+                if (X_F32) {
+                    // B fragment (k = state column, n = headdim row): rows 8 (j % 8) + g and + 8 + g of the unit
+                    const float* r0 = (const float*)X + (j / 8) * USTRIDE + (8 * (j % 8) + g) * LD + k0 + 2 * tg;
+                    const float* r1 = r0 + 8 * LD;
                     const float2 v00 = *(const float2*)r0, v01 = *(const float2*)(r0 + 8);
                     const float2 v10 = *(const float2*)r1, v11 = *(const float2*)(r1 + 8);
                     b[0] = pack2(v00.x, v00.y);
@@ -1057,14 +1017,29 @@ __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int m0
                     b[2] = pack2(v10.x, v10.y);
                     b[3] = pack2(v11.x, v11.y);
                 } else {
-                    ldB_nk(b, (const T*)S + u * SUNIT, SSD_LDN, 8 * t, k0);
+                    ldB_nk(b, (const T*)X + (j / 8) * USTRIDE, LD, 8 * (j % 8), k0);
                 }
-                mma16816(y[u][t], av, b);
-                mma16816(y[u][t + 1], av, b + 2);
+                mma16816(acc[j], av, b);
+                mma16816(acc[j + 1], av, b + 2);
             }
         }
     }
 #endif
+}
+
+// CB strip: cb[t] = C[m0.., :] B[8t.., :]^T over the N state columns, n-tiles t < nt (even) only.
+__device__ __forceinline__ void gemm_cb(float (*cb)[4], const T* Cs, const T* Bs, int m0, int nt) {
+    zero_tiles<8>(cb);
+    gemm_c_tiles<8, SSD_LDN, 0, false>(cb, Cs, m0, Bs, nt);
+}
+
+// Inter-chunk term of every unit: y[u][t] += C[m0.., :] round_T(S_u[8t.., :])^T over the N state columns.
+// S_F32: S_u is the fp32 state [64][LDF] (exact scan: fragments packed from it); else round_T(S_prev)
+// [64][LDN] (chunk-parallel: ldmatrix). Both give the same operand bits. y[u][t] is tile 8u + t of the product.
+template <int HB, bool S_F32>
+__device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int m0, const unsigned char* S) {
+    constexpr int SLD = S_F32 ? SSD_LDF : SSD_LDN;
+    gemm_c_tiles<8 * HB, SLD, SSD_PB * SLD, S_F32>(reinterpret_cast<float (*)[4]>(y), Cs, m0, S, 8 * HB);
 }
 
 // y[t] += M X_j for the 16-row strip, M[r][c] = f(cb[r][c], r, c) (r: strip row 0..15, c: column 0..63 of the
