@@ -295,10 +295,7 @@ class Guarded:
                 ev = self._events[handle] = cupy.cuda.Event(block=False, disable_timing=True)
             runtime.eventRecord(ev.ptr, handle)
         finally:
-            with _life_lock:  # after the record, as in end_call
-                self._inflight -= 1
-                if self.retired:
-                    _track_again(self)
+            _drop_inflight((self,))  # after the record, as in end_call
 
     def abort(self) -> None:
         """``end`` for a call that raised before launching anything."""
@@ -370,22 +367,21 @@ def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) 
     finally:
         # The counts drop after the event is recorded and kept (or the objects pinned): an object is judged idle by
         # its count first, so another thread's collect never sees it idle before the event covers this call's work.
-        _life_lock.acquire()
-        try:
-            for o in objs:
-                o._inflight -= 1
-                if o.retired:
-                    _track_again(o)
-        finally:
-            _life_lock.release()
+        _drop_inflight(objs)
 
 
-def _track_again(o) -> None:
-    """(Under ``_life_lock``, after a call that used ``o``.) A retired object that is no longer in the retirement list
-    (another thread retired and collected it between the call's lookup and ``begin_call``, while nothing was in flight)
-    goes back in it, so it is freed only after the call's work."""
-    if not o.pinned and not any(r is o for r in _retired):
-        _retired.append(o)
+def _drop_inflight(objs) -> None:
+    """The end of a call that used ``objs``: each one's in-flight count drops, and a retired object that is no longer
+    in the retirement list (another thread retired and collected it between the call's lookup and ``begin_call``,
+    while nothing was in flight) goes back in it, so it is freed only after the call's work."""
+    _life_lock.acquire()
+    try:
+        for o in objs:
+            o._inflight -= 1
+            if o.retired and not o.pinned and not any(r is o for r in _retired):
+                _retired.append(o)
+    finally:
+        _life_lock.release()
 
 
 def stream_event(device: int, handle: int):
