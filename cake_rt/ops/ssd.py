@@ -722,13 +722,11 @@ def slice_units(c: _Problem, hb: int, cap: int, slots: int) -> int:
     if most == 0 or most >= units:
         return most
     nslices = -(-units // most)
-    items = c.nseg * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))   # phase-2 items of one unit
 
     def rounds(n: int) -> tuple:
-        grid = max(1, min(slots, max(c.total_chunks * n // hb, items * n)))   # the planner's grid
-        sizes = [n] * (units // n) + ([units % n] if units % n else [])
-        return (sum(-(-(c.total_chunks * k // hb) // grid) for k in sizes),
-                sum(-(-(items * k) // grid) for k in sizes))
+        grid = chunkpar_grid(c, n, hb, slots)
+        work = [chunkpar_work(c, k, hb) for k in [n] * (units // n) + ([units % n] if units % n else [])]
+        return sum(-(-tiles // grid) for tiles, _ in work), sum(-(-items // grid) for _, items in work)
 
     best, best_rounds = most, rounds(most)
     for n in range(most - hb, 0, -hb):
@@ -738,6 +736,17 @@ def slice_units(c: _Problem, hb: int, cap: int, slots: int) -> int:
         if r < best_rounds:
             best, best_rounds = n, r
     return best
+
+
+def chunkpar_work(c: _Problem, units: int, hb: int) -> tuple:
+    """(phase-1 / phase-3 tiles, phase-2 items) of a chunk-parallel slice of ``units`` units."""
+    return c.total_chunks * units // hb, c.nseg * units * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
+
+
+def chunkpar_grid(c: _Problem, units: int, hb: int, slots: int) -> int:
+    """The chunk-parallel grid for slices of ``units`` units: as many CTAs as a phase has work, at most ``slots``
+    (the co-resident CTAs)."""
+    return max(1, min(max(chunkpar_work(c, units, hb)), slots))
 
 
 def workspace_bytes(c: _Problem, units: int | None = None) -> int:
@@ -837,9 +846,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines = defs if fam == "chunkpar" else defs_x
     plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
-        tiles = c.total_chunks * su // hb  # phase 1's and phase 3's items
-        phase2 = c.nseg * su * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
-        plan.grid = max(1, min(max(tiles, phase2), capacity))
+        plan.grid = chunkpar_grid(c, su, hb, capacity)
     return plan
 
 
