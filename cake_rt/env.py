@@ -8,7 +8,8 @@
                                  (an explicit ``family=`` argument wins); read on every call.
     CAKE_RT_SSD_WORKSPACE_CAP    byte cap of the SSD chunk-parallel workspace (default 256 MiB).
     CAKE_RT_DSA_MMA              ``sync``: the mma.sync DSA scan program on Hopper instead of wgmma (A/B runs).
-    CAKE_RT_DSA_LINEINFO         on: compile the DSA kernels with ``-lineinfo`` (compute-sanitizer source lines).
+    CAKE_RT_LINEINFO             on: compile every kernel with ``-lineinfo`` (source lines for compute-sanitizer
+                                 and ncu); read when a program is loaded for a problem.
     CAKE_RT_GIT_HASH             the commit a bench run's tree was copied from, recorded in the run's JSON
                                  (wins over the tree's ``.git``: a copied working tree).
 
@@ -27,7 +28,7 @@ SWITCHES = {
     "CAKE_RT_SSD_CHUNK_PARALLEL": "auto | always | never: override of the SSD family choice",
     "CAKE_RT_SSD_WORKSPACE_CAP": "byte cap of the SSD chunk-parallel workspace",
     "CAKE_RT_DSA_MMA": "sync: the mma.sync DSA scan on Hopper instead of wgmma",
-    "CAKE_RT_DSA_LINEINFO": "boolean: compile the DSA kernels with -lineinfo",
+    "CAKE_RT_LINEINFO": "boolean: compile every kernel with -lineinfo",
     "CAKE_RT_GIT_HASH": "commit recorded by cake-rt bench (wins over the tree's .git: copied trees)",
 }
 

@@ -3,7 +3,8 @@
 Each op lists its programs for a target (``cake_rt.ops.ssd.programs``, ``cake_rt.ops.dsa.programs``:
 ``[(source path relative to cake_rt/kernels, defines)]``); the ones not yet in the cache are compiled in
 parallel processes (NVRTC runs on the CPU; no GPU needed when the target is given). A later first call of
-an op finds its program in the cache and compiles nothing.
+an op finds its program in the cache and compiles nothing. Programs are compiled with the options a call would
+load them with (``-lineinfo`` under CAKE_RT_LINEINFO).
 
 ``shapes`` narrows the list to what a workload needs: each entry is ``KEY=VALUE,KEY=VALUE`` (all must
 match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
@@ -95,21 +96,21 @@ def _name(path: str) -> str:
 def is_cached(path: str, defines: dict, target: str) -> bool:
     """Whether the disk cache already holds this program."""
     from . import env
-    from .launch.compile import cache_key, load_source
+    from .launch.compile import cache_key, debug_options, load_source
 
     d = env.cache_dir()
     if d is None:
         return False
-    key = cache_key(load_source(path), name=_name(path), target=target, defines=defines)
+    key = cache_key(load_source(path), name=_name(path), target=target, defines=defines, options=debug_options())
     return (d / f"{key}.cubin").is_file()
 
 
 def _compile_one(job):
     path, defines, target = job
-    from .launch.compile import compile_cubin, load_source
+    from .launch.compile import compile_cubin, debug_options, load_source
 
-    t0 = time.monotonic()
-    compile_cubin(load_source(path), name=_name(path), target=target, defines=defines)
+    t0 = time.monotonic()  # the options a call would load the program with (CAKE_RT_LINEINFO: a spawned worker inherits it)
+    compile_cubin(load_source(path), name=_name(path), target=target, defines=defines, options=debug_options())
     return time.monotonic() - t0
 
 

@@ -15,11 +15,11 @@ def test_one_rule_for_on(monkeypatch, value, want):
 
 
 def test_unset_is_off_and_garbage_is_named(monkeypatch):
-    monkeypatch.delenv("CAKE_RT_DSA_LINEINFO", raising=False)
-    assert env.flag("CAKE_RT_DSA_LINEINFO") is False
-    monkeypatch.setenv("CAKE_RT_DSA_LINEINFO", "maybe")
-    with pytest.raises(ValueError, match="CAKE_RT_DSA_LINEINFO"):
-        env.flag("CAKE_RT_DSA_LINEINFO")
+    monkeypatch.delenv("CAKE_RT_LINEINFO", raising=False)
+    assert env.flag("CAKE_RT_LINEINFO") is False
+    monkeypatch.setenv("CAKE_RT_LINEINFO", "maybe")
+    with pytest.raises(ValueError, match="CAKE_RT_LINEINFO"):
+        env.flag("CAKE_RT_LINEINFO")
 
 
 def test_unknown_switch_is_refused():

@@ -45,6 +45,24 @@ def test_warmup_compiles_once_then_finds_the_cache(monkeypatch, tmp_path):
     assert warmup.clear_cache() == 1 and warmup.cache_summary()["files"] == 0
 
 
+def test_warmup_compiles_with_the_options_a_call_loads(monkeypatch, tmp_path):
+    """Under CAKE_RT_LINEINFO a call loads its program with -lineinfo: warmup compiles and finds that program, a
+    separate cache entry from the plain one."""
+    from cake_rt.launch.compile import cache_key, load_source
+
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    shapes = warmup.parse_shapes(["family=exact,dtype=float32,SSD_DT=2,SSD_SD=2,headdim=64,dstate=64,chunk=64"])
+    (_, path, defines), = warmup.programs(("ssd",), "sm_90a", shapes)
+    monkeypatch.setenv("CAKE_RT_LINEINFO", "1")
+    assert warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)["compiled"] == 1
+    key = cache_key(load_source(path), name="ssd_combined.cu", target="sm_90a", defines=defines,
+                    options=("-lineinfo",))
+    assert (tmp_path / f"{key}.cubin").is_file()
+    monkeypatch.delenv("CAKE_RT_LINEINFO")
+    assert not warmup.is_cached(path, defines, "sm_90a")
+    assert warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)["compiled"] == 1
+
+
 def test_warmup_refuses_without_a_disk_cache(monkeypatch):
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", "off")
     with pytest.raises(RuntimeError, match="cache is off"):

@@ -533,6 +533,15 @@ def clear_kernel_memo() -> None:
     _kernel_memo.clear()
 
 
+def debug_options() -> tuple:
+    """The diagnostic NVRTC options the environment asks for (never on by default): ``-lineinfo`` under
+    CAKE_RT_LINEINFO, for compute-sanitizer's and ncu's source lines. Ops pass them to ``get_kernel`` when they load
+    a program for a problem."""
+    from .. import env
+
+    return ("-lineinfo",) if env.flag("CAKE_RT_LINEINFO") else ()
+
+
 def get_kernel(path, kernel_name: str, *, defines=None, options=(), device=None) -> Kernel:
     """Compile (or fetch from cache) ``path`` for ``device``'s exact target and return one of its kernels.
 

@@ -563,11 +563,11 @@ class _DevicePlan(UploadedTable):
     other streams wait for it once, freed after the kernels that read it) plus its packed launch."""
 
     def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int, handle: int, stream_obj=None):
-        from ..launch.compile import get_kernel
+        from ..launch.compile import debug_options, get_kernel
         from ..launch.grid import occupancy_per_sm
 
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
-        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=_debug_options(), device=dev)
+        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=debug_options(), device=dev)
         occ = occupancy_per_sm(scan, cfg.threads, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")
@@ -610,11 +610,6 @@ class _DevicePlan(UploadedTable):
         return hit
 
 
-def _debug_options():
-    """Diagnostics (never on by default): CAKE_RT_DSA_LINEINFO=1 adds -lineinfo (sanitizer source lines)."""
-    return ("-lineinfo",) if env.flag("CAKE_RT_DSA_LINEINFO") else ()
-
-
 _PLAN_CACHE_SIZE = 64
 _plan_cache = GuardedLRU(_PLAN_CACHE_SIZE)
 _plan_lock = threading.Lock()
@@ -625,13 +620,13 @@ _MEMO_SIZE = 256
 
 def _switches(p: _Problem) -> tuple:
     """The switches that pick the program, read on every call: (wgmma allowed, -lineinfo)."""
-    return wgmma_allowed(p.target), env.flag("CAKE_RT_DSA_LINEINFO")
+    return wgmma_allowed(p.target), env.flag("CAKE_RT_LINEINFO")
 
 
 def _switch_texts() -> tuple:
     """The raw values of the variables ``_switches`` reads: a held plan is used while they are those it was held
     under, without parsing them per call (a problem's target is fixed)."""
-    return env.text("CAKE_RT_DSA_MMA"), env.text("CAKE_RT_DSA_LINEINFO")
+    return env.text("CAKE_RT_DSA_MMA"), env.text("CAKE_RT_LINEINFO")
 
 
 def _plan_key(p: _Problem, key_split, target=None):

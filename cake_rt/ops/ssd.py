@@ -774,9 +774,10 @@ def _env_mode() -> str:
 
 def _kernel(c: _Problem, defs: dict):
     """The kernel of the loaded program (``get_kernel`` memoizes it per device, source, kernel and defines)."""
-    from ..launch.compile import get_kernel
+    from ..launch.compile import debug_options, get_kernel
 
-    return get_kernel(KERNEL_PATH, KERNELS[defs["SSD_FAMILY"]], defines=defs, device=c.device)
+    return get_kernel(KERNEL_PATH, KERNELS[defs["SSD_FAMILY"]], defines=defs, options=debug_options(),
+                      device=c.device)
 
 
 def cta_threads(defs: dict) -> int:
