@@ -88,3 +88,43 @@ def test_an_object_retired_while_its_call_records_waits_for_that_call():
 
 def test_an_object_retired_between_lookup_and_begin_waits_for_the_call():
     run_with_cpu_stubs(DSA_LOOKUP_SCRIPT)
+
+
+DSA_GROWTH_SCRIPT = COMMON + r'''
+from cake_rt.launch.workspace import state_workspace
+T, Tkv, K = 4, 30466, 2048        # a split tail: its parts merge through the stream's workspace
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+call = lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=s)
+call()
+seen = {}
+# Another thread's call on the same stream grows the workspace (and collects) after this call took the workspace's
+# address and before it launches: the grown-out buffer must wait for this call's work.
+launch_args = dsa._launch_args
+def racing_launch_args(dp, qkw, indices, scores, ws, tickets, schedule):
+    assert ws is not None, "the case must use the stream's workspace"
+    state = streams.stream_state(0, s.ptr, False, s)
+    state.begin()                                  # the other thread's call
+    state_workspace(state, "dsa_indexer", 2 * ws.nbytes, handle=s.ptr, stream_obj=s)
+    streams.collect()
+    state.end(s.ptr, False)
+    old = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws]
+    seen["waiting"] = len(old) == 1
+    return launch_args(dp, qkw, indices, scores, ws, tickets, schedule)
+dsa._launch_args = racing_launch_args
+call()
+dsa._launch_args = launch_args
+assert seen["waiting"], "a workspace grown out of while a call held its address was freed before that call launched"
+old = [o for o in streams._retired if isinstance(o, streams.Buffer)]
+Event.done = False           # the call's launch has not run yet
+streams.collect()
+assert old and all(tracked(o) for o in old)
+Event.done = True
+streams.collect()
+assert not any(tracked(o) for o in old)   # freed once the call's work has run
+print("ok")
+'''
+
+
+def test_a_workspace_grown_out_of_during_a_call_waits_for_that_call():
+    run_with_cpu_stubs(DSA_GROWTH_SCRIPT)

@@ -505,13 +505,19 @@ class GuardedLRU:
 
 
 class Buffer(Guarded):
-    """One guarded device array (a grown-out workspace, an uploaded table)."""
+    """One guarded device array (a grown-out workspace, an uploaded table). ``after``: a ``Guarded`` whose calls
+    may hold the array's address without having begun on the buffer itself (a stream's state, for the workspace it
+    grew out of): the buffer is idle only once that object is idle too."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "after")
 
-    def __init__(self, array):
+    def __init__(self, array, after=None):
         super().__init__()
         self.array = array
+        self.after = after
+
+    def idle(self) -> bool:
+        return super().idle() and (self.after is None or self.after.idle())
 
 
 # ----------------------------------------------------------------------------------------------------
