@@ -358,7 +358,25 @@ CAKE_DEVICE T pick(const T (&a)[NQ], int q) {
     return v;
 }
 
-// a[q] = v, the same way.
+// q's 16-bit field of `packed` (the values of a[] below 65536, a[q] << 16 q), where the loops are rolled: a shift of a
+// register, no select per entry; a[q] itself where they are unrolled.
+template <int NQ>
+CAKE_DEVICE int pick16(const int (&a)[NQ], uint64_t packed, int q) {
+    if constexpr (!DSA_ROLL_QUERIES) return a[q];
+    return (int)((packed >> (16 * q)) & 0xffffull);
+}
+
+// The 16-bit fields of a[] (each value below 65536) in one word, for pick16.
+template <int NQ>
+CAKE_DEVICE uint64_t pack16(const int (&a)[NQ]) {
+    static_assert(NQ <= 4, "four 16-bit fields per uint64");
+    uint64_t v = 0ull;
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) v |= (uint64_t)a[q] << (16 * q);
+    return v;
+}
+
+// a[q] = v, the same way as pick.
 template <class T, int NQ>
 CAKE_DEVICE void put(T (&a)[NQ], int q, T v) {
     if constexpr (!DSA_ROLL_QUERIES) {
@@ -392,6 +410,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         ms[tid].need = k;
         ms[tid].done = ((active >> tid) & 1u) ? 0 : 1;
     }
+    const uint64_t ns = pack16(n);  // n[q] <= R * NT * 4 < 65536
     unsigned todo = active;
 #pragma unroll 1
     for (int p = 0; p < 6 && todo; ++p) {
@@ -403,6 +422,9 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
             if ((todo >> q) & 1u)
                 for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
         dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
+        // Where the loops are rolled, a query's prefix and mask are read from its state where they are used (the count,
+        // and the one thread that takes its bin: nobody writes the states before the decision), and the needs are
+        // packed for pick16, so the rolled bodies select nothing; unrolled, the registers are read.
         uint64_t prefix[NQ], mask[NQ];
         int need[NQ];
 #pragma unroll
@@ -411,12 +433,13 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
             mask[q] = ms[q].mask;
             need[q] = ms[q].need;
         }
+        const uint64_t needs = pack16(need);  // need[q] <= n[q]
 #pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
         for (int q = 0; q < NQ; ++q) {
             if (!((todo >> q) & 1u)) continue;  // block-uniform
             const uint64_t* buf = bufs + (size_t)q * stride;
-            const int nq = pick(n, q);
-            const uint64_t pq = pick(prefix, q), mq = pick(mask, q);
+            const int nq = pick16(n, ns, q);
+            const uint64_t pq = DSA_ROLL_QUERIES ? ms[q].prefix : prefix[q], mq = DSA_ROLL_QUERIES ? ms[q].mask : mask[q];
             uint32_t* hq = hists + q * 2048;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -448,15 +471,15 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
 #pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
         for (int q = 0; q < NQ; ++q) {
             const int above = (int)((ex >> (16 * q)) & 0xffffull);
-            const int nd = pick(need, q), sq = pick(s, q);
+            const int nd = pick16(need, needs, q), sq = pick16(s, v, q);
             if (((todo >> q) & 1u) && tid < owners && above < nd && above + sq >= nd) {
                 int cum = above;
                 for (int b = top - 1; b >= top - per; --b) {
                     const int c = (int)hists[q * 2048 + b];
                     if (cum + c >= nd) {
                         const int nneed = nd - cum;
-                        ms[q].prefix = pick(prefix, q) | ((uint64_t)b << shift);
-                        ms[q].mask = pick(mask, q) | ((uint64_t)(nb - 1) << shift);
+                        ms[q].prefix = (DSA_ROLL_QUERIES ? ms[q].prefix : prefix[q]) | ((uint64_t)b << shift);
+                        ms[q].mask = (DSA_ROLL_QUERIES ? ms[q].mask : mask[q]) | ((uint64_t)(nb - 1) << shift);
                         ms[q].need = nneed;
                         ms[q].done = (c - nneed <= slack) ? 1 : 0;
                         break;
@@ -483,6 +506,7 @@ template <int NT, int R, int NQ, bool IN_PLACE, class Sink>
 CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int (&n)[NQ], unsigned todo,
                                     const uint64_t (&K)[NQ], uint64_t* scratch64, int (&kept)[NQ], Sink sink) {
     static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
+    const uint64_t ns = pack16(n);  // n[q] <= R * NT * 4 < 65536
     uint64_t v[NQ];
 #pragma unroll
     for (int q = 0; q < NQ; ++q) v[q] = 0ull;
@@ -490,7 +514,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
     for (int q = 0; q < NQ; ++q) {
         if (!((todo >> q) & 1u)) continue;  // block-uniform
         const uint64_t* buf = bufs + (size_t)q * stride;
-        const int nq = pick(n, q);
+        const int nq = pick16(n, ns, q);
         const uint64_t Kq = pick(K, q);
         uint64_t vq = 0ull;
 #pragma unroll
