@@ -92,6 +92,7 @@ struct Layout {
     static constexpr int merge_keys = sc / 8;                      // merge buffer capacity (kt .. sc)
 };
 static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0, "alignment of the operand tiles");
+static_assert(Layout::chist % 16 == 0 && Layout::hist % 16 == 0, "the histograms' 16-byte loads (owned_bins_sum)");
 static_assert(Layout::pstart % 16 == 0 && 384 <= (NT + 4) * 4, "a joint compaction's states and scan words");
 static_assert(Layout::empty % 8 == 0 && Layout::empty + RING * 8 <= Layout::lo, "the mbarriers");
 

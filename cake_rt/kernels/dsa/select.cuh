@@ -23,16 +23,36 @@ CAKE_DEVICE unsigned dsa_lanemask_lt() {
     return m;
 }
 
-// Sum of the `per` histogram words hist[top - per .. top) a thread owns in the bin scans below (per: a
-// power of two; top = (a multiple of 32) - tid * per). Owners' ranges start `per` words apart, so walking
-// every range from its top puts a warp's 32 reads of one step in 32 / per banks (a per-way conflict for
-// per = 4, 8); lane l walks its range rotated by l * per / 32 words, which spreads each step's 32 reads
-// over 32 distinct banks. Integer adds: the sum does not depend on the order.
+// Sum of the `per` histogram words hist[top - per .. top) a thread owns in the bin scans below (per = 4 or 8: a
+// digit's 1024 or 2048 bins over the 256 selection threads; top - per a multiple of per, hist 16-byte aligned), in
+// 16-byte loads: one for 4 words, two for 8. Owners' ranges lie side by side, so a warp's 16-byte loads of 4 words
+// cover its 512 bytes without a bank conflict; with 8 words lanes with bit 2 set load their halves in the other
+// order (dsa_load4's), so each load's 8-lane phases cover 128 distinct bytes. Integer adds: the sum does not depend
+// on the order.
+static_assert(dsa::NT == 256, "a digit's 1024 or 2048 bins are 4 or 8 a selection thread");
 CAKE_DEVICE int owned_bins_sum(const uint32_t* hist, int top, int per) {
-    const int rot = ((int)(dsa::sel_tid() & 31) * per) >> 5;
-    int s = 0;
-    for (int k = 0; k < per; ++k) s += (int)hist[top - 1 - ((k + rot) & (per - 1))];
-    return s;
+    const uint4* h = reinterpret_cast<const uint4*>(hist + top - per);
+    if (per == 4) {
+        const uint4 a = h[0];
+        return (int)(a.x + a.y + a.z + a.w);
+    }
+    const int first = (dsa::sel_tid() >> 2) & 1;
+    const uint4 a = h[first], b = h[1 - first];
+    return (int)(a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w);
+}
+
+// Zero the bins owned_bins_sum reads (hist[top - per .. top), the same 16-byte accesses in the same order): the
+// owners' ranges cover a digit's bins.
+CAKE_DEVICE void zero_owned_bins(uint32_t* hist, int top, int per) {
+    uint4* h = reinterpret_cast<uint4*>(hist + top - per);
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    if (per == 4) {
+        h[0] = z;
+        return;
+    }
+    const int first = (dsa::sel_tid() >> 2) & 1;
+    h[first] = z;
+    h[1 - first] = z;
 }
 
 // Count a key into its bin (in: the key takes part in this pass). Plain shared-memory atomics with no
@@ -125,7 +145,10 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
-        for (int i = tid; i < nb; i += NT) hist[i] = 0u;
+        // Thread t owns the t-th chunk of bins counted from the top digit down.
+        const int per = nb / NT;  // every thread owns bins (owned_bins_sum)
+        const int top = nb - tid * per;  // bins [top - per, top)
+        zero_owned_bins(hist, top, per);
         const uint64_t prefix = st->prefix, mask = st->mask;
         const int need = st->need;
         dsa::sel_sync();
@@ -145,15 +168,10 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
             }
         }
         dsa::sel_sync();
-        // Thread t owns the t-th chunk of bins counted from the top digit down.
-        const int per = nb >= NT ? nb / NT : 1;
-        const int owners = nb / per;
-        int s = 0;
-        const int top = nb - tid * per;  // bins [top - per, top)
-        if (tid < owners) s = owned_bins_sum(hist, top, per);
+        const int s = owned_bins_sum(hist, top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
-        if (tid < owners && above < need && above + s >= need)
+        if (above < need && above + s >= need)
             take_bin(st, hist, top, per, above, need, prefix, mask, shift, nb,
                      [](int c, int nneed) { return c == nneed; });  // the bin holds exactly the keys still needed
         dsa::sel_sync();
@@ -271,7 +289,9 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
-        for (int i = tid; i < nb; i += NT) hist[i] = 0u;
+        const int per = nb / NT;  // every thread owns bins (owned_bins_sum)
+        const int bins_top = nb - tid * per;  // bins [bins_top - per, bins_top), counted from the top digit down
+        zero_owned_bins(hist, bins_top, per);
         dsa::sel_sync();  // hist zeroed; st of the previous pass (or the init) visible
         const uint64_t prefix = st->prefix, mask = st->mask;
         const int need = st->need;
@@ -285,15 +305,11 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
             }
         }
         dsa::sel_sync();
-        const int per = nb >= NT ? nb / NT : 1;
-        const int owners = nb / per;
-        int s = 0;
-        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
-        if (tid < owners) s = owned_bins_sum(hist, top, per);
+        const int s = owned_bins_sum(hist, bins_top, per);
         int total;
         const int above = block_excl_scan<NT>(s, scratch, total);
-        if (tid < owners && above < need && above + s >= need)
-            take_bin(st, hist, top, per, above, need, prefix, mask, shift, nb,
+        if (above < need && above + s >= need)
+            take_bin(st, hist, bins_top, per, above, need, prefix, mask, shift, nb,
                      [slack](int c, int nneed) { return c - nneed <= slack; });  // keys of the bin below the k-th
         dsa::sel_sync();
         if (st->done) break;
@@ -417,10 +433,11 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         const int shift = (p == 0) ? 53 : (p == 1) ? 42 : (p == 2) ? 32 : (p == 3) ? 21 : (p == 4) ? 10 : 0;
         const int bits = (p == 2 || p == 5) ? 10 : 11;
         const int nb = 1 << bits;
+        const int per = nb / NT;  // every thread owns bins (owned_bins_sum)
+        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
 #pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
         for (int q = 0; q < NQ; ++q)
-            if ((todo >> q) & 1u)
-                for (int i = tid; i < nb; i += NT) hists[q * 2048 + i] = 0u;
+            if ((todo >> q) & 1u) zero_owned_bins(hists + q * 2048, top, per);
         dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
         // Where the loops are rolled, a query's prefix and mask are read from its state where they are used (the count,
         // and the one thread that takes its bin: nobody writes the states before the decision), and the needs are
@@ -454,15 +471,12 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
             }
         }
         dsa::sel_sync();
-        const int per = nb >= NT ? nb / NT : 1;
-        const int owners = nb / per;
-        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
         int s[NQ];
         uint64_t v = 0ull;
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
             s[q] = 0;
-            if (((todo >> q) & 1u) && tid < owners)
+            if ((todo >> q) & 1u)
                 s[q] = owned_bins_sum(hists + q * 2048, top, per);
             v |= (uint64_t)s[q] << (16 * q);  // a bin sum is at most n[q] < 65536
         }
@@ -472,7 +486,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         for (int q = 0; q < NQ; ++q) {
             const int above = (int)((ex >> (16 * q)) & 0xffffull);
             const int nd = pick16(need, needs, q), sq = pick16(s, v, q);
-            if (((todo >> q) & 1u) && tid < owners && above < nd && above + sq >= nd) {
+            if (((todo >> q) & 1u) && above < nd && above + sq >= nd) {
                 int cum = above;
                 for (int b = top - 1; b >= top - per; --b) {
                     const int c = (int)hists[q * 2048 + b];
