@@ -359,7 +359,8 @@ CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, i
 // (H = 48, 64) the unrolled code is half as large and the rolled loops' extra selects and lost overlap between queries
 // cost more than the fetch gains (S1 / S2 -2%), so they stay unrolled. The keep's write loop stays unrolled
 // everywhere: rolled, its live per-query scans tip ptxas into spilling the product role's unit loop (H = 48,
-// D = 128). Per-query values held in registers are read through pick() and put().
+// D = 128). A rolled body reads a query's count, need and bin sum from 16-bit fields of one word (pick16) and its
+// prefix and mask from its state; other per-query values held in registers through pick() and put().
 constexpr bool DSA_ROLL_QUERIES = dsa::BQ > 2;
 
 // a[q] for a block-uniform q: a select per entry where the loops are rolled (q known only at run time), the entry
