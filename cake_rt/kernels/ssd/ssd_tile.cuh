@@ -862,8 +862,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
         for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
         for (int j = 0; j < nsub; ++j) {
             const int buf = OWN ? R::slot(p.st) : ring_slot<NBUF>(p.bx);
-            const uint32_t ph = OWN ? R::phase(p.st) : ring_phase<NBUF>(p.bx);
-            use_begin(s, (OWN ? BAR_STATE_FULL_X : BAR_FULL_X) + buf, ph);
+            use_begin(s, (OWN ? BAR_STATE_FULL_X : BAR_FULL_X) + buf, OWN ? R::phase(p.st) : ring_phase<NBUF>(p.bx));
             const T* Bs = OWN ? R::b(s, buf) : sB(s, buf);
             // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
             uint32_t af[HB][SSD_SUB / 16][4];
@@ -874,7 +873,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
                     wx_fragment(af[u][k], OWN ? R::x(s, buf) + u * SSD_SUB * SSD_LDX : sX(s, buf, u),
                                 s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
             }
-            use_begin(s, (OWN ? BAR_STATE_FULL_B : BAR_FULL_B) + buf, ph);
+            use_begin(s, (OWN ? BAR_STATE_FULL_B : BAR_FULL_B) + buf, OWN ? R::phase(p.st) : ring_phase<NBUF>(p.bx));
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < SSD_SUB / 16; ++k)
