@@ -48,8 +48,7 @@ FAMILIES = ("exact", "chunkpar")  # kernel SSD_FAMILY 0, 1
 KERNELS = ("ssd_exact", "ssd_chunkpar")  # the kernel of a program, by SSD_FAMILY
 THREADS = 128                   # the math warpgroup: 4 warps (kernel: SSD_THREADS)
 WG_THREADS = 256                # sm_90a: the math warpgroup and the producer warpgroup (kernel: SSD_CTA_THREADS)
-PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and the slice epoch (kernel: SSD_NBARS)
-STATE_PIPE_WORDS = 12           # sm_90a chunk-parallel: phase 1's ring, 3 mbarriers a slot (kernel: BAR_STATE_*)
+PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and the slice epoch (kernel: SSD_NBARS + 1)
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
@@ -597,11 +596,10 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
     if wg:  # the raw dt staged by the producer in place of the off-diagonal factors (chunk-parallel: twice as large,
         # phase 3's saved cs and dt'); the mbarriers, 8-byte aligned
-        # (chunk-parallel: one more X tile, phase 1's ring)
         tile_n = SUB * dstate * 2
-        tiles = tile_n + nbuf * tile_n + (nbuf + 1 + (0 if exact else 1)) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n
+        tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
         body = tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 4 * hb * chunk) + arrays
-        return 1024 + (body + 7) // 8 * 8 + 8 * (PIPE_WORDS + (0 if exact else STATE_PIPE_WORDS))
+        return 1024 + (body + 7) // 8 * 8 + 8 * PIPE_WORDS
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8
     c_off = (arrays + 15) // 16 * 16

@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
             produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, nullptr, -1);
-            produce_state<HB, NBUF, NB, false>(a, s, pipe, ctok, l, u0);
+            produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
         cp_async_drain();
         return;
@@ -146,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
         ExactSink<HB, NB> sink{&s};
 #if SSD_WG
         ssd_chunk_output<HB, NBUF, true>(a, s, pipe, ctok, l, u0, false);
-        ssd_chunk_state<HB, NBUF, NB, false>(a, s, pipe, l, sink);
+        ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
 #else
         ssd_chunk_output<HB, NBUF, true>(a, s, ctok, l, u0);
         ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
@@ -303,7 +303,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
-    ssd_pipe_init<SsdLayout<HB, NBUF, false>::NBARS>(s);
+    ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
         setmaxnreg_dec<SSD_LOAD_REGS>();
         int epochs = 0;  // slices with tiles here: one BAR_EPOCH phase each (the math thread 0 arrives for the same)
@@ -311,13 +311,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int un = min(slice_units, units - us);
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
-            produce_enter_state<HB, NBUF>(s, pipe);
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
-                produce_state<HB, NBUF, NB, true>(a, s, pipe, t.ctok, t.l, t.u0);
+                produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
-            produce_enter_output<HB, NBUF>(s, pipe);
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
@@ -348,7 +346,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
             LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
-            ssd_chunk_state<HB, NBUF, NB, true>(a, s, pipe, l, sink);
+            ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
 #else
             ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
 #endif

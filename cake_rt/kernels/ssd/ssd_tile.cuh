@@ -145,32 +145,19 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_FULL_DT 14  // the chunk's raw dt (as float), read by the prep
 #define BAR_EMPTY_DT 15
 #define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
-#define SSD_NBARS 17    // the exact scan's; chunk-parallel adds phase 1's ring (BAR_STATE_*)
-// Chunk-parallel phase 1 has its own B / X ring (ssd_chunk_state's loads only), of NBUF + SSD_STATE_EXTRA slots: in
-// phase 1 the C, S_prev and z tiles are idle, so slot k's B is the k-th BYTES_N tile from C (C, B[NBUF], S) and its X
-// the k-th X slot from X (X[NBUF], z, one more X tile). Its barriers follow BAR_EPOCH, one set of SSD_STATE_MAX each.
-#ifndef SSD_STATE_EXTRA
-#define SSD_STATE_EXTRA 2
-#endif
-#define SSD_STATE_MAX 4                                  // slots of the largest ring (NBUF 2)
-#define BAR_STATE_FULL_B 17                              // [slots] B of the slot landed
-#define BAR_STATE_FULL_X (BAR_STATE_FULL_B + SSD_STATE_MAX)  // [slots] X of the slot landed
-#define BAR_STATE_EMPTY (BAR_STATE_FULL_X + SSD_STATE_MAX)   // [slots] the math warpgroup is done with B and X
-#define SSD_NBARS_CHUNKPAR (BAR_STATE_EMPTY + SSD_STATE_MAX)
+#define SSD_NBARS 17
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
-// whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays. Chunk-parallel: C, B, S_prev
-// adjacent and X, z and the ring's extra X adjacent (phase 1's ring slots: see SSD_STATE_EXTRA).
+// whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
 template <int HB, int NBUF, bool EXACT>
 struct SsdLayout {
     static constexpr int BYTES_N = SSD_SUB * SSD_N * 2;
     static constexpr int BYTES_X = SSD_SUB * SSD_PB * 2;
     static constexpr int C = 0;                                    // T [64][N]      C of the row block
     static constexpr int B = C + BYTES_N;                          // T [NBUF][64][N]
-    static constexpr int X = B + NBUF * BYTES_N + (EXACT ? 0 : HB * BYTES_N);  // T [NBUF][HB][64][64]
-    static constexpr int S = EXACT ? X + NBUF * HB * BYTES_X : B + NBUF * BYTES_N;  // T [HB][64][N]  round_T(S_prev)
-    static constexpr int Z = EXACT ? S + HB * BYTES_N : X + NBUF * HB * BYTES_X;    // T [HB][64][64] z of the row block
-    static constexpr int XE = Z + HB * BYTES_X;                    // chunk-parallel: T [HB][64][64] phase 1's last X slot
-    static constexpr int SF = XE + (EXACT ? 0 : HB * BYTES_X);     // exact: float [HB][64][LDF]
+    static constexpr int X = B + NBUF * BYTES_N;                   // T [NBUF][HB][64][64]
+    static constexpr int S = X + NBUF * HB * BYTES_X;              // T [HB][64][N]  round_T(S_prev)
+    static constexpr int Z = S + HB * BYTES_N;                     // T [HB][64][64] z of the row block
+    static constexpr int SF = Z + HB * BYTES_X;                    // exact: float [HB][64][LDF]
     static constexpr int cs = SF + (EXACT ? HB * SSD_PB * SSD_LDF * 4 : 0);
     static constexpr int dtv = cs + 4 * HB * SSD_Q;
     static constexpr int w = dtv + 4 * HB * SSD_Q;
@@ -178,9 +165,8 @@ struct SsdLayout {
                                                                    // chunk-parallel [HB][2][Q]: phase 3's cs and dt'
     static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT ? 1 : 2);
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
-    static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [NBARS] mbarriers
-    static constexpr int NBARS = EXACT ? SSD_NBARS : SSD_NBARS_CHUNKPAR;
-    static constexpr int bytes = bar + 8 * NBARS;
+    static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers
+    static constexpr int bytes = bar + 8 * SSD_NBARS;
 };
 #else
 template <int HB, int NBUF, bool EXACT>
@@ -476,12 +462,13 @@ __device__ SSD_TILE_COPY_INLINE void load_tile_async(T* dst, int ld_dst, const T
 }
 
 // cp.async copies, rows >= valid zero-filled, of the 64-token sub-block starting at token `tok`: B columns
-// n0..n0+NCOLS into the B tile at dst (copy_b_async), and the rows of units u0..u0+HB of x or z (src) into adjacent
+// n0..n0+NCOLS into buffer `buf` (copy_b_async), and the rows of units u0..u0+HB of x or z (src) into adjacent
 // tiles at dst (copy_units_async). Every sub-block's copy on sm_80; on sm_90a a partial sub-block's (whole ones take
 // TMA: tma_tile).
 template <int NCOLS>
-__device__ __forceinline__ void copy_b_async(const SsdArgs& a, T* dst, long long tok, int valid, int grp, int n0) {
-    load_tile_async<NCOLS>(dst, SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
+__device__ __forceinline__ void copy_b_async(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid,
+                                             int grp, int n0) {
+    load_tile_async<NCOLS>(sB(s, buf), SSD_LDN, a.Bm + (tok * a.ngroups + grp) * SSD_N + n0,
                            (long long)a.ngroups * SSD_N, valid, n0);
 }
 template <int HB>
@@ -514,16 +501,16 @@ __device__ __forceinline__ void tma_tile(const CakeTensorMap* map, T* dst, int c
         mbarrier_arrive(full);
     }
 }
-// Copy B columns n0..n0+NCOLS (into the B tile at dst), the X rows of every unit of the block, C or z of the 64-token
-// sub-block starting at token `tok` into their buffers, completing a phase of `full`.
+// Copy B columns n0..n0+NCOLS, the X rows of every unit of the block, C or z of the 64-token sub-block starting at
+// token `tok` into their buffers, completing a phase of `full`.
 template <int NCOLS>
-__device__ __forceinline__ void load_b(const SsdArgs& a, T* dst, long long tok, int valid, int grp, int n0,
-                                       uint64_t* full) {
+__device__ __forceinline__ void load_b(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
+                                       int n0, uint64_t* full) {
     if (valid == SSD_SUB) {
-        tma_tile<NCOLS / 64>(a.tm_B, dst + tidx(SSD_LDN, 0, n0), grp * SSD_N + n0, tok, full);
+        tma_tile<NCOLS / 64>(a.tm_B, sB(s, buf) + tidx(SSD_LDN, 0, n0), grp * SSD_N + n0, tok, full);
         return;
     }
-    copy_b_async<NCOLS>(a, dst, tok, valid, grp, n0);
+    copy_b_async<NCOLS>(a, s, buf, tok, valid, grp, n0);
     mbarrier_arrive_cp_async(full);
 }
 __device__ __forceinline__ void load_c(const SsdArgs& a, T* dst, long long tok, int valid, int grp, uint64_t* full) {
@@ -556,7 +543,7 @@ __device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int b
 template <int HB, int NCOLS>
 __device__ __forceinline__ void issue_bx(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int grp,
                                          int u0, int n0) {
-    copy_b_async<NCOLS>(a, sB(s, buf), tok, valid, grp, n0);
+    copy_b_async<NCOLS>(a, s, buf, tok, valid, grp, n0);
     copy_units_async<HB>(a, sX(s, buf, 0), a.x, tok, valid, u0);
     cp_async_commit();
 }
@@ -571,10 +558,9 @@ __device__ __forceinline__ void math_sync() {
 #endif
 }
 
-// Loads so far per buffer of the sm_90a pipeline (see "The load pipeline"): B / X ring, C, z, S_prev, dt, and
-// chunk-parallel phase 1's B / X ring (st).
+// Loads so far per buffer of the sm_90a pipeline (see "The load pipeline"): B / X ring, C, z, S_prev, dt.
 struct SsdPipe {
-    int bx, c, z, s, dt, st;
+    int bx, c, z, s, dt;
 };
 #if SSD_WG
 // The load pipeline (sm_90a). The producer warpgroup issues every tile copy in the order the math warpgroup
@@ -772,76 +758,26 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     const int slot = ring_slot<NBUF>(k);
     const uint32_t ph = ring_phase<NBUF>(k);
     fill_begin(s, BAR_EMPTY_B + slot, ph);
-    load_b<NCOLS>(a, sB(s, slot), tok, valid, grp, n0, s.bar + BAR_FULL_B + slot);
+    load_b<NCOLS>(a, s, slot, tok, valid, grp, n0, s.bar + BAR_FULL_B + slot);
     fill_begin(s, BAR_EMPTY_X + slot, ph);
     load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
     ++k;
 }
-// Chunk-parallel phase 1's own ring (see SSD_STATE_EXTRA): fill k goes to slot k % SLOTS, the (k / SLOTS)-th use of
-// its barriers. B and X of a slot are freed together (by then the state product has landed).
-template <int HB, int NBUF>
-struct StateRing {
-    static constexpr int SLOTS = NBUF + SSD_STATE_EXTRA;
-    static_assert(SLOTS <= SSD_STATE_MAX, "the ring's barriers");
-    static __device__ __forceinline__ int slot(int k) { return k % SLOTS; }
-    static __device__ __forceinline__ uint32_t phase(int k) { return (uint32_t)((k / SLOTS) & 1); }
-    static __device__ __forceinline__ T* b(const SsdSmem& s, int slot) { return s.Cs + slot * (SSD_SUB * SSD_N); }
-    static __device__ __forceinline__ T* x(const SsdSmem& s, int slot) { return s.X0 + slot * (HB * SSD_SUB * SSD_LDX); }
-};
-// Producer: the loads of ssd_chunk_state, in its order, into the shared B / X ring (OWN false: the exact scan) or
-// chunk-parallel phase 1's own ring (OWN true).
-template <int HB, int NBUF, int NB, bool OWN>
+// Producer: the loads of ssd_chunk_state, in its order.
+template <int HB, int NBUF, int NB>
 __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                               int u0) {
-    typedef StateRing<HB, NBUF> R;
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int n0 = 0; n0 < SSD_N; n0 += NB)
-        for (int j = 0; j < nsub; ++j) {
-            const long long tok = ctok + j * SSD_SUB;
-            const int valid = min(SSD_SUB, l - j * SSD_SUB);
-            if (!OWN) {
-                produce_bx<HB, NBUF, NB>(a, s, p.bx, tok, valid, grp, u0, n0);
-                continue;
-            }
-            const int slot = R::slot(p.st);
-            fill_begin(s, BAR_STATE_EMPTY + slot, R::phase(p.st));
-            load_b<NB>(a, R::b(s, slot), tok, valid, grp, n0, s.bar + BAR_STATE_FULL_B + slot);
-            load_units<HB, false>(a, R::x(s, slot), tok, valid, u0, s.bar + BAR_STATE_FULL_X + slot);
-            ++p.st;
-        }
-}
-// Producer, chunk-parallel: phase 1's ring lies over phase 3's buffers. Before a slice's first phase-1 fill it waits
-// until the math warpgroup has freed every phase-3 buffer under the ring (C, S_prev, z, the B / X slots), before its
-// first phase-3 fill every ring slot: the wait the next fill of each buffer makes (a wait consumes no phase, so that
-// fill passes it again).
-template <int HB, int NBUF>
-__device__ __forceinline__ void produce_enter_state(const SsdSmem& s, const SsdPipe& p) {
-    fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
-    fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
-    fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
-#pragma unroll
-    for (int b = 0; b < NBUF; ++b) {
-        const int k = p.bx + ((b - p.bx) & (NBUF - 1));  // the next fill of slot b
-        fill_begin(s, BAR_EMPTY_B + b, ring_phase<NBUF>(k));
-        fill_begin(s, BAR_EMPTY_X + b, ring_phase<NBUF>(k));
-    }
-}
-template <int HB, int NBUF>
-__device__ __forceinline__ void produce_enter_output(const SsdSmem& s, const SsdPipe& p) {
-    typedef StateRing<HB, NBUF> R;
-#pragma unroll
-    for (int r = 0; r < R::SLOTS; ++r) {
-        const int k = p.st + (r - R::slot(p.st) + R::SLOTS) % R::SLOTS;  // the next fill of slot r
-        fill_begin(s, BAR_STATE_EMPTY + r, R::phase(k));
-    }
+        for (int j = 0; j < nsub; ++j)
+            produce_bx<HB, NBUF, NB>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
 }
 
 // Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
-template <int NBARS = SSD_NBARS>
 __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
     if (threadIdx.x == 0) {
-        for (int b = 0; b < NBARS; ++b) mbarrier_init(s.bar + b, b == BAR_EPOCH ? 1 : SSD_THREADS);
+        for (int b = 0; b < SSD_NBARS; ++b) mbarrier_init(s.bar + b, b == BAR_EPOCH ? 1 : SSD_THREADS);
     }
     __syncthreads();
 }
@@ -849,10 +785,8 @@ __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
 // by the math warpgroup on its FULL barrier, which every fill the producer makes is (so none lands after the exit).
 __device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// OWN: the ring of produce_state (false: the shared B / X ring, the exact scan; true: chunk-parallel phase 1's own).
-template <int HB, int NBUF, int NB, bool OWN, class Sink>
+template <int HB, int NBUF, int NB, class Sink>
 __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s, SsdPipe& p, int l, Sink& sink) {
-    typedef StateRing<HB, NBUF> R;
     constexpr int NT = NB / 8;
     const int m0 = 16 * (threadIdx.x >> 5);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
@@ -861,19 +795,17 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
 #pragma unroll
         for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
         for (int j = 0; j < nsub; ++j) {
-            const int buf = OWN ? R::slot(p.st) : ring_slot<NBUF>(p.bx);
-            use_begin(s, (OWN ? BAR_STATE_FULL_X : BAR_FULL_X) + buf, OWN ? R::phase(p.st) : ring_phase<NBUF>(p.bx));
-            const T* Bs = OWN ? R::b(s, buf) : sB(s, buf);
+            const int buf = ring_slot<NBUF>(p.bx);
+            use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx));
+            const T* Bs = sB(s, buf);
             // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
             uint32_t af[HB][SSD_SUB / 16][4];
 #pragma unroll
             for (int k = 0; k < SSD_SUB / 16; ++k) {
 #pragma unroll
-                for (int u = 0; u < HB; ++u)
-                    wx_fragment(af[u][k], OWN ? R::x(s, buf) + u * SSD_SUB * SSD_LDX : sX(s, buf, u),
-                                s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
+                for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
             }
-            use_begin(s, (OWN ? BAR_STATE_FULL_B : BAR_FULL_B) + buf, OWN ? R::phase(p.st) : ring_phase<NBUF>(p.bx));
+            use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx));
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < SSD_SUB / 16; ++k)
@@ -887,14 +819,9 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
-            if (OWN) {
-                use_end(s, BAR_STATE_EMPTY + buf);
-                ++p.st;
-            } else {
-                use_end(s, BAR_EMPTY_B + buf);
-                use_end(s, BAR_EMPTY_X + buf);
-                ++p.bx;
-            }
+            use_end(s, BAR_EMPTY_B + buf);
+            use_end(s, BAR_EMPTY_X + buf);
+            ++p.bx;
         }
         sink(n0, acc);
     }
