@@ -572,10 +572,13 @@ __device__ __forceinline__ uint32_t ring_phase(int k) { return (uint32_t)((NBUF 
 // Producer: wait for the consumers to free a buffer / arrive on its full barrier when this thread's copies land.
 __device__ __forceinline__ void fill_begin(const SsdSmem& s, int empty, uint32_t phase) { mbarrier_wait_parity(s.bar + empty, phase ^ 1u); }
 __device__ __forceinline__ void fill_end(const SsdSmem& s, int full) { mbarrier_arrive_cp_async(s.bar + full); }
-// Math warpgroup: wait for a buffer (cp.async data is then read by wgmma: the async proxy) / free it.
-__device__ __forceinline__ void use_begin(const SsdSmem& s, int full, uint32_t phase) {
+// Math warpgroup: wait for a buffer / free it. A tensor-map copy (the async proxy) is seen by wgmma and by generic loads
+// once its full barrier's phase completes; a cp.async fill (the generic proxy: a partial sub-block, S_prev) read by
+// wgmma (the async proxy) needs the proxy fence after the wait (`cp_wgmma`). The fence is not free: its MEMBAR waits
+// for the thread's outstanding memory operations, the previous row block's stores of y among them.
+__device__ __forceinline__ void use_begin(const SsdSmem& s, int full, uint32_t phase, bool cp_wgmma) {
     mbarrier_wait_parity(s.bar + full, phase);
-    fence_proxy_async_shared();
+    if (cp_wgmma) fence_proxy_async_shared();
 }
 __device__ __forceinline__ void use_end(const SsdSmem& s, int empty) { mbarrier_arrive(s.bar + empty); }
 // The same for a buffer the math warpgroup read with generic loads (ld.shared: x and z in the epilogue) that the
@@ -796,7 +799,8 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
         for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
         for (int j = 0; j < nsub; ++j) {
             const int buf = ring_slot<NBUF>(p.bx);
-            use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx));
+            const bool cp = l - j * SSD_SUB < SSD_SUB;  // a partial sub-block: cp.async fills
+            use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx), false);  // (read by ldmatrix)
             const T* Bs = sB(s, buf);
             // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
             uint32_t af[HB][SSD_SUB / 16][4];
@@ -805,7 +809,7 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
 #pragma unroll
                 for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
             }
-            use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx));
+            use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx), cp);
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < SSD_SUB / 16; ++k)
@@ -1411,12 +1415,12 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
 #pragma unroll
     for (int u = 0; u < HB; ++u)
         dh[u] = (a.flags & SSD_F_D) && !(a.flags & SSD_F_DP) ? __ldg(a.D + unit_head(u0 + u)) : 0.0f;
-    if (s_pipe) use_begin(s, BAR_FULL_S, (uint32_t)(p.s & 1));
+    if (s_pipe) use_begin(s, BAR_FULL_S, (uint32_t)(p.s & 1), true);
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         float y[HB][8][4];
-        use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1));
+        use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1), valid_i < SSD_SUB);
         // acc = 2^R_i (C_i S_prev^T)
 #pragma unroll
         for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
@@ -1431,10 +1435,10 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             const int buf = ring_slot<NBUF>(p.bx);
             const uint32_t ph = ring_phase<NBUF>(p.bx);
             float cb[8][4];
-            use_begin(s, BAR_FULL_B + buf, ph);
+            use_begin(s, BAR_FULL_B + buf, ph, false);  // (j < i: a whole sub-block, a tensor-map copy)
             gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
             use_end(s, BAR_EMPTY_B + buf);
-            use_begin(s, BAR_FULL_X + buf, ph);
+            use_begin(s, BAR_FULL_X + buf, ph, false);
 #pragma unroll
             for (int u = 0; u < HB; ++u) {
                 const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
@@ -1450,15 +1454,15 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         const int buf = ring_slot<NBUF>(p.bx);
         const uint32_t ph = ring_phase<NBUF>(p.bx);
         float cb[8][4], gz[HB][2][8][2];
-        use_begin(s, BAR_FULL_B + buf, ph);
+        use_begin(s, BAR_FULL_B + buf, ph, valid_i < SSD_SUB);
         gemm_cb_issue(cb, s.Cs, sB(s, buf));
         if (hasZ) {
-            use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1));
+            use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1), false);  // (read by ld.shared)
             ssd_gate_rows<HB, 0>(gz, s);
         }
         gemm_cb_land(cb);
         use_end(s, BAR_EMPTY_B + buf);
-        use_begin(s, BAR_FULL_X + buf, ph);
+        use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
         use_end(s, BAR_EMPTY_C);  // the row block's last use of C
         ++p.c;
         output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w, [&] {
