@@ -331,3 +331,66 @@ def test_flops_bytes_seed_row():
     fl, nb = ops.ssd_flops_bytes(batch=1, seqlen=32768, nheads=8, headdim=64, dstate=128, ngroups=1, chunk_size=256)
     assert abs(nb - 118e6) / 118e6 < 0.05
     assert 13e9 < fl < 15e9
+
+
+def test_schedule_rule():
+    pred = {"exact": 900.0, "chunkpar": 300.0, "chained": 250.0}
+    assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=True)[0] == "chained"
+    assert ops.select_schedule(predicted={**pred, "chained": 310.0}, three_fits=True, chain_fits=True)[0] == "three-phase"
+    assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=False)[0] == "three-phase"
+    assert ops.select_schedule(predicted={**pred, "chained": 999.0}, three_fits=False, chain_fits=True)[0] == "chained"
+    for force in ops.SCHEDULES:
+        assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=True, force=force) == (
+            force, f"forced {force}")
+
+
+def _suite_row(b, L, H, Q):
+    c = _with_table(_validate(b=1, L=b * L, H=H, G=1, N=128), b * L, Q)
+    c.nseg, c.max_chunks = b, c.total_chunks // b
+    return c
+
+
+# The suite rows (batch, seqlen, heads, chunk) and the schedule the H200 model picks: a short chain (the longest
+# segment's chunks) runs behind phase 1; seed's 128 chunks on 8 units would wait a link each.
+SUITE_SCHEDULES = {"seed": ((1, 32768, 8, 256), "three-phase"), "m2-2.7b": ((1, 8192, 80, 256), "chained"),
+                   "m2-2.7b-b8": ((8, 2048, 80, 256), "chained")}
+
+
+@pytest.mark.parametrize("row", sorted(SUITE_SCHEDULES))
+def test_h200_schedule_of_suite_rows(row):
+    (b, L, H, Q), want = SUITE_SCHEDULES[row]
+    c = _suite_row(b, L, H, Q)
+    cap = ops.DEFAULT_WORKSPACE_CAP
+    su3, suc = ops.slice_units(c, 1, cap, 264), ops.slice_units(c, 1, cap, 264, True)
+    pred = ops.predict_us(ops.COST_MODELS[(9, 0)], nseg=b, nheads=H, headdim=64, dstate=128, chunk=Q,
+                          max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=132,
+                          ws_bytes=ops.workspace_bytes(c), coop_slots=264, slices=-(-H // su3),
+                          chain_ws_bytes=ops.workspace_bytes(c, chained=True), chain_slices=-(-H // suc))
+    assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=True)[0] == want
+    assert "chained" not in ops.predict_us(ops.COST_MODELS[(9, 0)], nseg=b, nheads=H, headdim=64, dstate=128,
+                                           chunk=Q, max_chunks=c.max_chunks, total_chunks=c.total_chunks,
+                                           sm_count=132, ws_bytes=ops.workspace_bytes(c))
+
+
+def test_chained_workspace_and_slices():
+    # no fp32 local states nor decays: S_prev, prep and a ring of RING states per unit; nemotron-h (128 heads x 128
+    # chunks of 128) needs 2 slices under the default cap instead of 4
+    c = _suite_row(1, 16384, 128, 128)
+    cap = ops.DEFAULT_WORKSPACE_CAP
+    ue = 64 * 128
+    assert ops.workspace_parts(c, 16, True) == (16 * ops.RING * ue * 4, 128 * 16 * ue * 2, 0, 128 * 16 * 2 * 128 * 4)
+    assert ops.workspace_bytes(c, 16, True) == sum(ops.workspace_parts(c, 16, True))
+    assert ops.workspace_bytes(c, 16, True) < ops.workspace_bytes(c, 16)
+    suc, su3 = ops.slice_units(c, 1, cap, 264, True), ops.slice_units(c, 1, cap, 264)
+    assert -(-128 // suc) == 2 and -(-128 // su3) == 4
+    for su in (suc, ops.cap_slice_units(c, 1, cap, True)):
+        assert ops.workspace_bytes(c, su, True) <= cap
+    assert ops.workspace_bytes(c, ops.cap_slice_units(c, 1, cap, True) + 1, True) > cap
+    assert ops.chunkpar_work(c, 16, 1, True) == (128 * 16, 0)
+
+
+def test_ticket_words_of_a_launch():
+    assert ops.ticket_words(80, False) == 4
+    for units in (1, 2, 6, 64, 80, 128):
+        n = ops.ticket_words(units, True)
+        assert n >= 4 + ops.RING * units and n & (n - 1) == 0 and n < 2 * (4 + ops.RING * units)
