@@ -186,8 +186,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 //   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
 // or chained (phase 2 done by the phase-1 tiles, no grid barrier between phases 1 and 3): the tile of chunk c waits
 // for S_{c-1} of its unit (from an L2-resident ring of fp32 states), steps S_c = fma(decay, S_{c-1}, S_loc) (the
-// same function and operands as phase 2, so the same bits), writes round_T(S_{c-1}) and the returned states where
-// phase 2 writes them and S_c into the ring for chunk c + 1. Its workspace is S_prev, prep and the ring.
+// same function and operands as phase 2, so the same bits), writes S_c into the ring for chunk c + 1, then
+// round_T(S_c) as chunk c + 1's S_prev and the returned states where phase 2 writes them. Its workspace is S_prev, prep
+// and the ring.
 // Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
 // [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
 // its chunks one after another, so a batch of chunk loads reads one contiguous run (chained: the ring
@@ -310,7 +311,9 @@ __device__ __forceinline__ void store_prev2(T* q, float v0, float v1) {
 }
 
 // The chained schedule's phase-1 sink: S_c = fma(decay, S_{c-1}, S_loc) on the thread's accumulator elements,
-// S_{c-1} from the ring (or the initial state, or zero, at the segment's first chunk).
+// S_{c-1} from the ring (or the initial state, or zero, at the segment's first chunk). Only the ring's loads and
+// stores sit between the wait and the words; round_T(S_c) (chunk c + 1's S_prev, so the tile that has S_c writes it)
+// and the returned states follow the words.
 template <int HB, int NB>
 struct ChainSink {
     const SsdArgs* a;
@@ -318,6 +321,7 @@ struct ChainSink {
     float* ring;          // the slice's ring [un][SSD_RING][UE]
     unsigned* words;      // its words [un][SSD_RING]
     T* prev;              // the tile's S_prev in the workspace (its first unit)
+    int next_prev;        // units from there to chunk c + 1's S_prev of the same unit (the slice's units)
     const long long* seg;
     long long c;          // global chunk
     int cc, nch;          // chunk in its segment, the segment's chunks
@@ -341,17 +345,14 @@ struct ChainSink {
         }
         const long long init_idx = seg[SEG_INIT];
         const bool from_init = first && (a->flags & SSD_F_INIT) && init_idx >= 0;
-        const bool ckpt = a->chunk_out != nullptr && (cc + 1) * SSD_Q <= (int)seg[SEG_LEN];
-        const long long fi = last && a->final_out ? seg[SEG_FINAL] : -1;
-        const long long vi = last && a->varlen_out ? seg[SEG_VARLEN] : -1;
         const long long off = ((long long)pass * SSD_THREADS + threadIdx.x) * (NB / 2);
+        // On the chain: S_{c-1} in, S_c = fma(decay, S_{c-1}, S_loc) (in acc), S_c out to the ring.
 #pragma unroll
         for (int u = 0; u < HB; ++u) {
-            const int h = unit_head(u0 + u), pb = unit_p0(u0 + u);
             const float decay = s->dec[u];
-            const float4* src = (const float4*)(ring + ((long long)(uu0 + u) * SSD_RING + (c + SSD_RING - 1) % SSD_RING) * SSD_UE + off);
-            float4* dst = (float4*)(ring + ((long long)(uu0 + u) * SSD_RING + c % SSD_RING) * SSD_UE + off);
-            T* pv = prev + (long long)u * SSD_UE;
+            const long long slot = (long long)(uu0 + u) * SSD_RING;
+            const float4* src = (const float4*)(ring + (slot + (c + SSD_RING - 1) % SSD_RING) * SSD_UE + off);
+            float4* dst = (float4*)(ring + (slot + c % SSD_RING) * SSD_UE + off);
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 const int n = n0 + 8 * t + 2 * tg;
@@ -359,27 +360,24 @@ struct ChainSink {
                 if (!first) {
                     const float4 v = __ldcg(src + t);
                     S[0] = v.x; S[1] = v.y; S[2] = v.z; S[3] = v.w;
-                } else if (from_init) {
+                } else {  // the segment's first chunk writes its own S_prev (later ones get it from their predecessor)
+                    if (from_init) {
+                        const int h = unit_head(u0 + u), pb = unit_p0(u0 + u);
 #pragma unroll
-                    for (int q = 0; q < 4; ++q)
-                        S[q] = sd_to_float(a->init[ssd_state_index(init_idx, a->nheads, h, pb + m0 + g + 8 * (q >> 1)) + n + (q & 1)]);
+                        for (int q = 0; q < 4; ++q)
+                            S[q] = sd_to_float(a->init[ssd_state_index(init_idx, a->nheads, h, pb + m0 + g + 8 * (q >> 1)) +
+                                                       n + (q & 1)]);
+                    }
+                    T* pv = prev + (long long)u * SSD_UE;
+                    store_prev2(pv + (m0 + g) * SSD_N + n, S[0], S[1]);
+                    store_prev2(pv + (m0 + g + 8) * SSD_N + n, S[2], S[3]);
                 }
-                store_prev2(pv + (m0 + g) * SSD_N + n, S[0], S[1]);
-                store_prev2(pv + (m0 + g + 8) * SSD_N + n, S[2], S[3]);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[u][t][q] = ssd_state_step(decay, S[q], acc[u][t][q]);
                 if (!last) __stcg(dst + t, make_float4(acc[u][t][0], acc[u][t][1], acc[u][t][2], acc[u][t][3]));
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int p = pb + m0 + g + 8 * (q >> 1), nq = n + (q & 1);
-                    const SDT v = sd_from_float(acc[u][t][q]);
-                    if (ckpt) a->chunk_out[ssd_state_index(seg[SEG_CKPT0] + cc, a->nheads, h, p) + nq] = v;
-                    if (fi >= 0) a->final_out[ssd_state_index(fi, a->nheads, h, p) + nq] = v;
-                    if (vi >= 0) a->varlen_out[ssd_state_index(vi, a->nheads, h, p) + nq] = v;
-                }
             }
         }
-        if (pass == PASSES - 1) {  // publish: every thread's stores, the barrier, then one fence and the words
+        if (pass == PASSES - 1) {  // publish: every thread's ring stores, the barrier, then one fence and the words
             math_sync();
             if (threadIdx.x == 0) {
                 __threadfence();
@@ -388,6 +386,31 @@ struct ChainSink {
                     unsigned* w = words + (uu0 + u) * SSD_RING;
                     if (!first) st_release_gpu(w + (c - 1) % SSD_RING, ring_free(c - 1 + SSD_RING, a->total_chunks));
                     st_release_gpu(w + c % SSD_RING, last ? ring_free(c + SSD_RING, a->total_chunks) : ring_full(c));
+                }
+            }
+        }
+        // Off the chain (after the words on the last pass): round_T(S_c), chunk c + 1's S_prev, and the returned states.
+        const bool ckpt = a->chunk_out != nullptr && (cc + 1) * SSD_Q <= (int)seg[SEG_LEN];
+        const long long fi = last && a->final_out ? seg[SEG_FINAL] : -1;
+        const long long vi = last && a->varlen_out ? seg[SEG_VARLEN] : -1;
+#pragma unroll
+        for (int u = 0; u < HB; ++u) {
+            const int h = unit_head(u0 + u), pb = unit_p0(u0 + u);
+            T* pn = prev + (long long)(next_prev + u) * SSD_UE;
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                const int n = n0 + 8 * t + 2 * tg;
+                if (!last) {
+                    store_prev2(pn + (m0 + g) * SSD_N + n, acc[u][t][0], acc[u][t][1]);
+                    store_prev2(pn + (m0 + g + 8) * SSD_N + n, acc[u][t][2], acc[u][t][3]);
+                }
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int p = pb + m0 + g + 8 * (q >> 1), nq = n + (q & 1);
+                    const SDT v = sd_from_float(acc[u][t][q]);
+                    if (ckpt) a->chunk_out[ssd_state_index(seg[SEG_CKPT0] + cc, a->nheads, h, p) + nq] = v;
+                    if (fi >= 0) a->final_out[ssd_state_index(fi, a->nheads, h, p) + nq] = v;
+                    if (vi >= 0) a->varlen_out[ssd_state_index(vi, a->nheads, h, p) + nq] = v;
                 }
             }
         }
@@ -490,7 +513,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
             if (chained) {
                 const long long* seg = a.table + a.table[(long long)a.nseg * 9 + c] * 8;
-                ChainSink<HB, NB> sink{&a, &s, ws_states, barrier + 4, ws_prev + (c * un + (u0 - us)) * UE, seg, c,
+                ChainSink<HB, NB> sink{&a, &s, ws_states, barrier + 4, ws_prev + (c * un + (u0 - us)) * UE, un, seg, c,
                                        (int)(c - seg[SEG_CHUNK0]), ((int)seg[SEG_LEN] + SSD_Q - 1) / SSD_Q, u0 - us, u0};
 #if SSD_WG
                 ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
