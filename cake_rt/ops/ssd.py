@@ -52,11 +52,10 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
-RING = 2                        # chained schedule: fp32 state slots per unit in the ring (kernel: SSD_RING)
 # Chained schedule (docs/ssd.md "Phase 2 chained into phase 1"): the serial link of a (segment, unit) chain, poll,
-# ring load, step, stores, fence, release (us; H200, measured), and the share of the tile work that phase 1 is (the
-# chain hides behind it when it is shorter).
-CHAIN_LINK_US = 1.5
+# slot load, step, stores, fence, release (us; H200, measured: 6.1 with one unit, 7.0 with eight), and the share of the
+# tile work that phase 1 is (the chains hide behind it when their layers are as wide as the grid).
+CHAIN_LINK_US = 6.0
 CHAIN_PHASE1_SHARE = 0.27
 SCHEDULES = ("three-phase", "chained")
 HEADDIMS = (64, 128)
@@ -81,9 +80,12 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 #   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * scan steps per CTA
 #              + 3 * workspace bytes / bw + p_slice * slices                   (phase 1 writes S_loc, phase 2
 #              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
-#   chained  = p0 + tile work (as chunkpar) + the chains' excess over phase 1 + 2 * chained workspace bytes / bw
-#              + p_slice * chained slices; the excess: slices x longest segment's chunks x CHAIN_LINK_US less
-#              CHAIN_PHASE1_SHARE of the tile work, at least 0 (the chains run during phase 1; what is left waits)
+#   chained  = p0 + tile work (as chunkpar) + the chains' excess + 2 * chained workspace bytes / bw
+#              + p_slice * chained slices; the excess: slices x longest segment's chunks x CHAIN_LINK_US, less
+#              CHAIN_PHASE1_SHARE of the tile work when the thinnest layer of tiles (the segments of the most chunks
+#              x the units) fills the grid, at least 0: a narrower layer has a chain's tiles in one round of the grid,
+#              where each waits for the one before, its CTA idle (the first call: m2-2.7b, 80 tiles a layer, took
+#              174 us more chained, 32 links of ~5.4 us)
 # Built-in constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows,
 # the residuals); ``cake-rt calibrate`` fits and saves them for another GPU model (``cost_model_for``).
 @dataclasses.dataclass(frozen=True)
@@ -189,11 +191,12 @@ def _exact_rounds(items: float, tiles: float, max_chunks: int, slots: int) -> fl
 def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
                max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None,
                hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1,
-               chain_ws_bytes: int | None = None, chain_slices: int = 1) -> dict:
+               chain_ws_bytes: int | None = None, chain_slices: int = 1, chain_layer_tiles: int = 0) -> dict:
     """Predicted microseconds of each family for a call's quantities (``hb`` / ``hbx``: units per CTA of
     the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given); with
     ``chain_ws_bytes`` (the chained schedule's workspace for all units) also the chunk-parallel kernel's chained
-    schedule ("chained"; "chunkpar" is its three-phase schedule)."""
+    schedule ("chained"; "chunkpar" is its three-phase schedule; ``chain_layer_tiles``: the tiles of its thinnest layer
+    in a slice)."""
     units = nheads * (headdim // UNIT_ROWS)
     slots_x = exact_slots if exact_slots else 2 * sm_count
     items = nseg * units / hbx
@@ -209,7 +212,8 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
                 + model.p_slice * slices)
     pred = {"exact": exact, "chunkpar": chunkpar}
     if chain_ws_bytes is not None:
-        excess = max(0.0, chain_slices * max_chunks * CHAIN_LINK_US - CHAIN_PHASE1_SHARE * tile_work)
+        hidden = CHAIN_PHASE1_SHARE * tile_work if chain_layer_tiles >= slots else 0.0
+        excess = max(0.0, chain_slices * max_chunks * CHAIN_LINK_US - hidden)
         pred["chained"] = (model.p0 + tile_work + excess + 2.0 * chain_ws_bytes / model.bw_bytes_per_us
                            + model.p_slice * chain_slices)
     return pred
@@ -283,7 +287,7 @@ def select_schedule(*, predicted: dict, three_fits: bool, chain_fits: bool, forc
     """The chunk-parallel schedule (pure; CPU-testable): (schedule, reason). ``predicted``: ``predict_us`` with the
     chained prediction; ``*_fits``: whether a slice of that schedule fits the workspace cap; ``force`` (tests:
     ``_FORCE_SCHEDULE``) names one. Chained when its prediction is lower (its serial chain, one link per chunk of the
-    longest segment, is shorter than what phase 2 and its grid barrier cost) or when only it fits."""
+    longest segment, hides behind phase 1: its layers are as wide as the grid) or when only it fits."""
     if force is not None:
         return force, f"forced {force}"
     if not chain_fits:
@@ -328,7 +332,8 @@ class _Problem:
     flags: int
     lo: float
     hi: float
-    table: np.ndarray     # int64: segments [nseg][8], order [nseg], chunk -> segment [total_chunks]
+    table: np.ndarray     # int64: segments [nseg][8], order [nseg], chunk -> segment [total_chunks], layer order
+                          # [total_chunks]
     nseg: int
     total_chunks: int
     max_chunks: int
@@ -339,6 +344,7 @@ class _Problem:
     want_varlen: bool
     want_chunks: bool
     device: int
+    last_layer_segments: int = 1  # segments of max_chunks chunks (_last_layer_segments)
     table_key: tuple = ()     # (device, table bytes): the device-table cache key (bytes hash once)
     in_spans: tuple = ()      # (index in _ARRAYS, bytes) of each input with bytes, for the per-call overlap check
     out_nbytes: int = 0       # bytes of out
@@ -394,8 +400,18 @@ def _build_table(segs, seqlen, chunk, varlen):
         max_chunks = max(max_chunks, nch)
     lens = rec[:, 1]
     order = np.argsort(-lens, kind="stable").astype(np.int64)  # exact scan: longest segments first
-    table = np.concatenate([rec.reshape(-1), order, np.asarray(chunk_seg, np.int64)])
+    chunk_seg = np.asarray(chunk_seg, np.int64)
+    # The chained schedule's phase-1 layer order: every segment's chunk 0, then every chunk 1, ...
+    in_seg = np.arange(chunk_base, dtype=np.int64) - rec[chunk_seg, 3] if chunk_base else chunk_seg
+    layers = np.lexsort((chunk_seg, in_seg)).astype(np.int64)
+    table = np.concatenate([rec.reshape(-1), order, chunk_seg, layers])
     return table, nseg, chunk_base, max_chunks, ckpt_base
+
+
+def _last_layer_segments(table: np.ndarray, nseg: int, chunk: int, max_chunks: int) -> int:
+    """Segments of ``max_chunks`` chunks: the chained schedule's last (thinnest) layer of tiles, in units."""
+    lens = table[: nseg * 8].reshape(nseg, 8)[:, 1]
+    return int(np.count_nonzero(-(-lens // chunk) == max_chunks))
 
 
 _tables_host: dict = {}  # (seqlen, chunk, batch, cu_seqlens, seq_idx) -> _build_table's result
@@ -537,6 +553,7 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
                  nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
     p.table_key = (dev, table.tobytes())
+    p.last_layer_segments = _last_layer_segments(table, nseg, chunk, max_chunks)
     nbytes = [0 if a is None else int(a.nbytes) for a in _arrays_of(p)]
     p.in_spans = tuple((i, n) for i, n in enumerate(nbytes[:9]) if n)
     p.out_nbytes = nbytes[9]
@@ -746,8 +763,8 @@ def cap_slice_units(c: _Problem, hb: int, cap: int, chained: bool = False) -> in
     the workspace cap, a multiple of ``hb``; 0 when not even one block of units fits."""
     ue = UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
-    if chained:  # S_prev and prep per chunk, the ring
-        per_unit = c.total_chunks * (ue * it + 2 * c.chunk * 4) + RING * ue * 4
+    if chained:  # S_prev and prep per chunk, a state slot per segment
+        per_unit = c.total_chunks * (ue * it + 2 * c.chunk * 4) + c.nseg * ue * 4
         fixed = 1024
     else:        # local states, S_prev and prep per chunk; the decays
         per_unit = c.total_chunks * (ue * (4 + it) + 2 * c.chunk * 4)
@@ -802,14 +819,14 @@ def chunkpar_grid(c: _Problem, units: int, hb: int, slots: int, chained: bool = 
 
 def workspace_parts(c: _Problem, units: int | None = None, chained: bool = False) -> tuple:
     """Bytes (256-B aligned) of the chunk-parallel workspace's parts for a slice of ``units`` units (default: all of
-    them), in the order the kernel takes them: fp32 states (three-phase: the chunk-local states; chained: the ring of
-    RING states per unit), round_T(S_prev), per-chunk decays (three-phase only), the prep's cs and dt' per chunk and
+    them), in the order the kernel takes them: fp32 states (three-phase: the chunk-local states; chained: a state slot
+    per segment and unit), round_T(S_prev), per-chunk decays (three-phase only), the prep's cs and dt' per chunk and
     unit."""
     if units is None:
         units = c.nheads * (c.headdim // UNIT_ROWS)
     n = c.total_chunks * units * UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
-    states = units * RING * UNIT_ROWS * c.dstate if chained else n
+    states = c.nseg * units * UNIT_ROWS * c.dstate if chained else n
     decays = 0 if chained else c.total_chunks * c.nheads
     return (_align(states * 4), _align(n * it), _align(decays * 4), _align(c.total_chunks * units * 2 * c.chunk * 4))
 
@@ -819,10 +836,10 @@ def workspace_bytes(c: _Problem, units: int | None = None, chained: bool = False
     return sum(workspace_parts(c, units, chained))
 
 
-def ticket_words(units: int, chained: bool) -> int:
-    """Ticket words of a chunk-parallel launch: the grid barrier's 4, then (chained) RING per slice unit, in all
-    rounded up to a power of two (few sizes per stream)."""
-    return 4 if not chained else 1 << (4 + RING * units - 1).bit_length()
+def ticket_words(nseg: int, units: int, chained: bool) -> int:
+    """Ticket words of a chunk-parallel launch: the grid barrier's 4, then (chained) one per (segment, slice unit), in
+    all rounded up to a power of two (few sizes per stream)."""
+    return 4 if not chained else 1 << (4 + nseg * units - 1).bit_length()
 
 
 def _align(n, a=256):
@@ -861,7 +878,7 @@ def _plan(c: _Problem, family: str) -> SsdPlan:
     if planned is not None and planned[0] == envs:  # the problem's family is part of its signature
         return planned[1]
     key = (c.device, family, c.x.dtype, c.dt.dtype, c.state_dtype, c.nheads, c.headdim, c.ngroups, c.dstate,
-           c.chunk, c.nseg, c.total_chunks, c.max_chunks, envs)
+           c.chunk, c.nseg, c.total_chunks, c.max_chunks, c.last_layer_segments, envs)
     hit = _plan_memo.get(key)
     if hit is None:
         hit = _plan_uncached(c, family)
@@ -899,7 +916,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
                   max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
                   ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx,
                   slices=-(-units // su3) if su3 else 1, chain_ws_bytes=workspace_bytes(c, chained=True),
-                  chain_slices=-(-units // suc) if suc else 1)
+                  chain_slices=-(-units // suc) if suc else 1, chain_layer_tiles=c.last_layer_segments * suc // hb)
     pred = predict_us(model, **inputs)
     schedule, schedule_reason = select_schedule(predicted=pred, three_fits=su3 > 0, chain_fits=suc > 0,
                                                 force=_FORCE_SCHEDULE)
@@ -921,7 +938,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     if fam == "chunkpar":
         plan.grid = chunkpar_grid(c, su, hb, capacity, chained)
         plan.schedule, plan.schedule_reason = schedule, schedule_reason
-        plan.ticket_words = ticket_words(su, chained)
+        plan.ticket_words = ticket_words(c.nseg, su, chained)
     return plan
 
 

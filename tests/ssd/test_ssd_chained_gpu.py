@@ -1,7 +1,7 @@
 """GPU tests of the chunk-parallel kernel's two schedules (three-phase, chained: the cross-chunk recurrence done by the
-phase-1 tiles through an L2 ring), each forced on the contract's feature matrix: bitwise the exact scan's outputs and
+phase-1 tiles through L2-resident state slots), each forced on the contract's feature matrix: bitwise the exact scan's outputs and
 returned states, repeated calls identical, back-to-back calls on one stream, a captured graph replayed, slices, and
-the ring's words left at zero by every launch."""
+the state words left at zero by every launch."""
 import numpy as np
 import pytest
 
@@ -68,7 +68,7 @@ def test_seq_idx_rows_without_initial_states(schedule):
     same_as_exact(case, 64, schedule)
 
 
-def test_slices_reuse_the_ring_words(schedule, monkeypatch):
+def test_slices_reuse_the_state_words(schedule, monkeypatch):
     import cake_rt
 
     case = make_case(305, 1, 2000, 8, 64, 128, 1, BF16, cu_lens=[700, 1, 1299])

@@ -185,14 +185,14 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
 // or chained (phase 2 done by the phase-1 tiles, no grid barrier between phases 1 and 3): the tile of chunk c waits
-// for S_{c-1} of its unit (from an L2-resident ring of fp32 states), steps S_c = fma(decay, S_{c-1}, S_loc) (the
-// same function and operands as phase 2, so the same bits), writes S_c into the ring for chunk c + 1, then
+// for S_{c-1} of its unit (from an L2-resident fp32 state slot per segment), steps S_c = fma(decay, S_{c-1}, S_loc) (the
+// same function and operands as phase 2, so the same bits), writes S_c into the slot for chunk c + 1, then
 // round_T(S_c) as chunk c + 1's S_prev and the returned states where phase 2 writes them. Its workspace is S_prev, prep
-// and the ring.
+// and the slots.
 // Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
 // [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
-// its chunks one after another, so a batch of chunk loads reads one contiguous run (chained: the ring
-// [un][SSD_RING][UE] in its place); prep (fp32) [total_chunks][un][2][Q] (cs, then dt').
+// its chunks one after another, so a batch of chunk loads reads one contiguous run (chained: the state slots
+// [nseg][un][UE] in its place); prep (fp32) [total_chunks][un][2][Q] (cs, then dt').
 // ===================================================================================================
 #define SSD_UE (SSD_PB * SSD_N)                    // elements of one unit's state
 #define SSD_SCAN_SV 4                              // phase 2: adjacent state columns a thread (16-byte loads)
@@ -272,17 +272,15 @@ struct LocalSink {
     }
 };
 
-// The chained schedule's ring: per slice unit SSD_RING slots of one unit's fp32 state, slot = global chunk mod
-// SSD_RING, each in the math threads' accumulator order ([pass][thread][the thread's NB / 2 values]), so a thread
-// moves its part of a state as 16-byte vectors. A slot is shared by the chains of every segment (same unit), so each
-// (unit, slot) has a word saying whose turn it is: 2 (k / SSD_RING) "free for the writer of chunk k", 2 (k / SSD_RING)
-// + 1 "holds S_k". The writer of chunk c waits for "free for c"; a tile with a successor in its segment stores S_c
-// and "holds S_c"; its successor, once it has read S_c, stores "free for c + SSD_RING"; a tile with no successor
-// stores that itself. "Free" for a chunk past the last is 0 (the initial value), so a launch leaves every word at 0.
-// No deadlock: the tiles are walked chunk-major by each CTA of a co-resident grid, and a tile waits only for tiles of
-// smaller chunks (the previous chunk's, or the consumer of chunk c - SSD_RING), so the smallest unfinished tile never
-// waits.
-#define SSD_RING 2
+// The chained schedule's states: one fp32 state slot per (segment, slice unit), in the math threads' accumulator
+// order ([pass][thread][the thread's NB / 2 values]), so a thread moves its part of a state as 16-byte vectors and
+// reads S_{k-1} from, then writes S_k to, the same addresses (the chain's next tile is the slot's only reader). A word
+// per (segment, slice unit): k + 1 "the slot holds S_k" (k: chunk in the segment), 0 (the initial value) at the start
+// and after the segment's last chunk, so a launch leaves every word at 0. The phase-1 tiles are walked layer-major
+// (every segment's chunk 0, then every chunk 1, ...: the table's layer order), so a call of many segments has a tile's
+// predecessor a layer, often a grid round, earlier. No deadlock: each CTA of the co-resident grid walks its tiles in
+// increasing order, and a tile waits only for its segment's previous chunk, of a smaller index, so the smallest
+// unfinished tile never waits.
 __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
     unsigned v;
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -291,13 +289,9 @@ __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
 __device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ unsigned ring_free(long long k, int total_chunks) {
-    return k >= total_chunks ? 0u : 2u * (unsigned)(k / SSD_RING);
-}
-__device__ __forceinline__ unsigned ring_full(long long k) { return 2u * (unsigned)(k / SSD_RING) + 1u; }
 // Relaxed polls (an acquire per poll would order every spin), then one acquire load that synchronizes with the
 // release that stored the value (only this waiter's own store changes it next).
-__device__ __forceinline__ void ring_wait(const unsigned* w, unsigned v) {
+__device__ __forceinline__ void chain_wait(const unsigned* w, unsigned v) {
     while (ld_relaxed_gpu(w) != v) __nanosleep(20);
     (void)ld_acquire_gpu(w);
 }
@@ -311,54 +305,47 @@ __device__ __forceinline__ void store_prev2(T* q, float v0, float v1) {
 }
 
 // The chained schedule's phase-1 sink: S_c = fma(decay, S_{c-1}, S_loc) on the thread's accumulator elements,
-// S_{c-1} from the ring (or the initial state, or zero, at the segment's first chunk). Only the ring's loads and
+// S_{c-1} from its slot (or the initial state, or zero, at the segment's first chunk). Only the slot's loads and
 // stores sit between the wait and the words; round_T(S_c) (chunk c + 1's S_prev, so the tile that has S_c writes it)
 // and the returned states follow the words.
 template <int HB, int NB>
 struct ChainSink {
     const SsdArgs* a;
     const SsdSmem* s;
-    float* ring;          // the slice's ring [un][SSD_RING][UE]
-    unsigned* words;      // its words [un][SSD_RING]
+    float* slot;          // the (segment, first unit)'s state slot ([un] slots a segment)
+    unsigned* words;      // its word ([un] words a segment)
     T* prev;              // the tile's S_prev in the workspace (its first unit)
     int next_prev;        // units from there to chunk c + 1's S_prev of the same unit (the slice's units)
     const long long* seg;
-    long long c;          // global chunk
     int cc, nch;          // chunk in its segment, the segment's chunks
-    int uu0, u0;          // first unit: in the slice, in the call
+    int u0;               // first unit in the call
     __device__ __forceinline__ void operator()(int n0, float (*acc)[NB / 8][4]) {
         constexpr int NT = NB / 8, PASSES = SSD_N / NB;
         const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
         const int m0 = 16 * (threadIdx.x >> 5);
         const int pass = n0 / NB;
         const bool first = cc == 0, last = cc + 1 == nch;
-        if (pass == 0) {
+        if (pass == 0 && !first) {
             if (threadIdx.x == 0) {
 #pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    const unsigned* w = words + (uu0 + u) * SSD_RING;
-                    if (!first) ring_wait(w + (c - 1) % SSD_RING, ring_full(c - 1));
-                    ring_wait(w + c % SSD_RING, ring_free(c, a->total_chunks));
-                }
+                for (int u = 0; u < HB; ++u) chain_wait(words + u, (unsigned)cc);  // holds S_{cc-1}
             }
             math_sync();
         }
         const long long init_idx = seg[SEG_INIT];
         const bool from_init = first && (a->flags & SSD_F_INIT) && init_idx >= 0;
         const long long off = ((long long)pass * SSD_THREADS + threadIdx.x) * (NB / 2);
-        // On the chain: S_{c-1} in, S_c = fma(decay, S_{c-1}, S_loc) (in acc), S_c out to the ring.
+        // On the chain: S_{c-1} in, S_c = fma(decay, S_{c-1}, S_loc) (in acc), S_c out to the slot.
 #pragma unroll
         for (int u = 0; u < HB; ++u) {
             const float decay = s->dec[u];
-            const long long slot = (long long)(uu0 + u) * SSD_RING;
-            const float4* src = (const float4*)(ring + (slot + (c + SSD_RING - 1) % SSD_RING) * SSD_UE + off);
-            float4* dst = (float4*)(ring + (slot + c % SSD_RING) * SSD_UE + off);
+            float4* st = (float4*)(slot + (long long)u * SSD_UE + off);
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 const int n = n0 + 8 * t + 2 * tg;
                 float S[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S_{c-1}: rows m0 + g, m0 + g + 8; columns n, n + 1
                 if (!first) {
-                    const float4 v = __ldcg(src + t);
+                    const float4 v = __ldcg(st + t);
                     S[0] = v.x; S[1] = v.y; S[2] = v.z; S[3] = v.w;
                 } else {  // the segment's first chunk writes its own S_prev (later ones get it from their predecessor)
                     if (from_init) {
@@ -374,22 +361,18 @@ struct ChainSink {
                 }
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[u][t][q] = ssd_state_step(decay, S[q], acc[u][t][q]);
-                if (!last) __stcg(dst + t, make_float4(acc[u][t][0], acc[u][t][1], acc[u][t][2], acc[u][t][3]));
+                if (!last) __stcg(st + t, make_float4(acc[u][t][0], acc[u][t][1], acc[u][t][2], acc[u][t][3]));
             }
         }
-        if (pass == PASSES - 1) {  // publish: every thread's ring stores, the barrier, then one fence and the words
+        if (pass == PASSES - 1 && !(first && last)) {  // publish: the slot's stores, the barrier, a fence, the word
             math_sync();
             if (threadIdx.x == 0) {
                 __threadfence();
 #pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    unsigned* w = words + (uu0 + u) * SSD_RING;
-                    if (!first) st_release_gpu(w + (c - 1) % SSD_RING, ring_free(c - 1 + SSD_RING, a->total_chunks));
-                    st_release_gpu(w + c % SSD_RING, last ? ring_free(c + SSD_RING, a->total_chunks) : ring_full(c));
-                }
+                for (int u = 0; u < HB; ++u) st_release_gpu(words + u, last ? 0u : (unsigned)cc + 1u);
             }
         }
-        // Off the chain (after the words on the last pass): round_T(S_c), chunk c + 1's S_prev, and the returned states.
+        // Off the chain (after the word on the last pass): round_T(S_c), chunk c + 1's S_prev, and the returned states.
         const bool ckpt = a->chunk_out != nullptr && (cc + 1) * SSD_Q <= (int)seg[SEG_LEN];
         const long long fi = last && a->final_out ? seg[SEG_FINAL] : -1;
         const long long vi = last && a->varlen_out ? seg[SEG_VARLEN] : -1;
@@ -436,15 +419,16 @@ __device__ __forceinline__ void empty_segment_states(const SsdArgs& a, int us, i
 }
 
 // Chunk-parallel tile `tile` of a slice starting at unit `us` (nblk blocks of HB units a chunk): its global chunk
-// c, the chunk's first token and length, and the block's first unit. Phases 1 and 3 walk the same tiles.
+// c, the chunk's first token and length, and the block's first unit. Phases 1 and 3 walk the same tiles, chunk-major
+// (`layered`: the chained schedule's phase 1, the chunks in the table's layer order).
 struct ChunkTile {
     long long c, ctok;
     int l, u0;
 };
 template <int HB>
-__device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us) {
+__device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us, bool layered = false) {
     ChunkTile t;
-    t.c = tile / nblk;
+    t.c = layered ? a.table[(long long)a.nseg * 9 + a.total_chunks + tile / nblk] : tile / nblk;
     t.u0 = us + (int)(tile % nblk) * HB;
     const long long* seg = a.table + a.table[(long long)a.nseg * 9 + t.c] * 8;
     const int cc = (int)(t.c - seg[SEG_CHUNK0]);
@@ -481,7 +465,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us, chained);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
@@ -506,15 +490,17 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 
         // Phase 1: chunk-local states (chained: the recurrence step too).
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us, chained);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
             if (chained) {
-                const long long* seg = a.table + a.table[(long long)a.nseg * 9 + c] * 8;
-                ChainSink<HB, NB> sink{&a, &s, ws_states, barrier + 4, ws_prev + (c * un + (u0 - us)) * UE, un, seg, c,
-                                       (int)(c - seg[SEG_CHUNK0]), ((int)seg[SEG_LEN] + SSD_Q - 1) / SSD_Q, u0 - us, u0};
+                const long long si = a.table[(long long)a.nseg * 9 + c];
+                const long long* seg = a.table + si * 8;
+                const long long sl = si * un + (u0 - us);  // the (segment, unit)'s state slot and word
+                ChainSink<HB, NB> sink{&a, &s, ws_states + sl * UE, barrier + 4 + sl, ws_prev + (c * un + (u0 - us)) * UE,
+                                       un, seg, (int)(c - seg[SEG_CHUNK0]), ((int)seg[SEG_LEN] + SSD_Q - 1) / SSD_Q, u0};
 #if SSD_WG
                 ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
 #else
