@@ -134,8 +134,6 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
         plan = cake_rt.ssd_plan(*args, **kw)
         rec["extra"] = {"family": getattr(plan, "family", None), "reason": getattr(plan, "reason", None),
                         "workspace_bytes": getattr(plan, "workspace_bytes", None)}
-        if getattr(plan, "family", None) == "chunkpar":
-            rec["extra"]["schedule"] = plan.schedule
     except Exception as exc:
         rec["notes"].append(f"ssd_plan failed: {exc.__class__.__name__}: {exc}")
 

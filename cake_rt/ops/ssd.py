@@ -52,12 +52,6 @@ PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and t
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
-# Chained schedule (docs/ssd.md "Phase 2 chained into phase 1"): the serial link of a (segment, unit) chain, poll,
-# slot load, step, stores, fence, release (us; H200, measured: 6.1 with one unit, 7.0 with eight), and the share of the
-# tile work that phase 1 is (the chains hide behind it when their layers are as wide as the grid).
-CHAIN_LINK_US = 6.0
-CHAIN_PHASE1_SHARE = 0.27
-SCHEDULES = ("three-phase", "chained")
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
@@ -80,12 +74,6 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 #   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * scan steps per CTA
 #              + 3 * workspace bytes / bw + p_slice * slices                   (phase 1 writes S_loc, phase 2
 #              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
-#   chained  = p0 + tile work (as chunkpar) + the chains' excess + 2 * chained workspace bytes / bw
-#              + p_slice * chained slices; the excess: slices x longest segment's chunks x CHAIN_LINK_US, less
-#              CHAIN_PHASE1_SHARE of the tile work when the thinnest layer of tiles (the segments of the most chunks
-#              x the units) fills the grid, at least 0: a narrower layer has a chain's tiles in one round of the grid,
-#              where each waits for the one before, its CTA idle (the first call: m2-2.7b, 80 tiles a layer, took
-#              174 us more chained, 32 links of ~5.4 us)
 # Built-in constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows,
 # the residuals); ``cake-rt calibrate`` fits and saves them for another GPU model (``cost_model_for``).
 @dataclasses.dataclass(frozen=True)
@@ -190,13 +178,9 @@ def _exact_rounds(items: float, tiles: float, max_chunks: int, slots: int) -> fl
 
 def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
                max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None,
-               hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1,
-               chain_ws_bytes: int | None = None, chain_slices: int = 1, chain_layer_tiles: int = 0) -> dict:
+               hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1) -> dict:
     """Predicted microseconds of each family for a call's quantities (``hb`` / ``hbx``: units per CTA of
-    the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given); with
-    ``chain_ws_bytes`` (the chained schedule's workspace for all units) also the chunk-parallel kernel's chained
-    schedule ("chained"; "chunkpar" is its three-phase schedule; ``chain_layer_tiles``: the tiles of its thinnest layer
-    in a slice)."""
+    the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given)."""
     units = nheads * (headdim // UNIT_ROWS)
     slots_x = exact_slots if exact_slots else 2 * sm_count
     items = nseg * units / hbx
@@ -207,16 +191,9 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
     slots = coop_slots if coop_slots else 2 * sm_count
     tiles = total_chunks * units / hb
     scan = max(max_chunks, total_chunks * units * (UNIT_ROWS * dstate / THREADS) / slots)  # scan chunk steps per CTA
-    tile_work = model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
-    chunkpar = (model.p0 + tile_work + model.p2 * scan + 3.0 * ws_bytes / model.bw_bytes_per_us
-                + model.p_slice * slices)
-    pred = {"exact": exact, "chunkpar": chunkpar}
-    if chain_ws_bytes is not None:
-        hidden = CHAIN_PHASE1_SHARE * tile_work if chain_layer_tiles >= slots else 0.0
-        excess = max(0.0, chain_slices * max_chunks * CHAIN_LINK_US - hidden)
-        pred["chained"] = (model.p0 + tile_work + excess + 2.0 * chain_ws_bytes / model.bw_bytes_per_us
-                           + model.p_slice * chain_slices)
-    return pred
+    chunkpar = (model.p0 + model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
+                + model.p2 * scan + 3.0 * ws_bytes / model.bw_bytes_per_us + model.p_slice * slices)
+    return {"exact": exact, "chunkpar": chunkpar}
 
 
 @dataclasses.dataclass
@@ -237,16 +214,12 @@ class SsdPlan:
     cooperative_capacity: int | None = None
     grid: int | None = None  # chunk-parallel grid (when chosen)
     slice_units: int = 0     # chunk-parallel: units (head x 64 headdim rows) per workspace slice
-    schedule: str = "three-phase"  # chunk-parallel: "three-phase" or "chained" (SCHEDULES)
-    schedule_reason: str = ""
-    ticket_words: int = 4    # chunk-parallel: words of the stream's ticket words it uses (grid barrier, ring words)
     defines: dict | None = None  # the defines of the chosen family's program (dtypes, shape, units per CTA, buffers)
     model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs)
 
     def __str__(self):
         pred = ", ".join(f"{k} {v:.1f} us" for k, v in self.predicted_us.items())
-        sched = f"; {self.schedule} schedule ({self.schedule_reason})" if self.family == "chunkpar" else ""
-        return (f"ssd plan: {self.family} ({self.reason}){sched}; workspace {self.workspace_bytes} B "
+        return (f"ssd plan: {self.family} ({self.reason}); workspace {self.workspace_bytes} B "
                 f"(cap {self.workspace_cap}); predicted {pred}")
 
 
@@ -283,26 +256,6 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
                         f"{predicted['exact']:.1f} us")
 
 
-def select_schedule(*, predicted: dict, three_fits: bool, chain_fits: bool, force: str | None = None):
-    """The chunk-parallel schedule (pure; CPU-testable): (schedule, reason). ``predicted``: ``predict_us`` with the
-    chained prediction; ``*_fits``: whether a slice of that schedule fits the workspace cap; ``force`` (tests:
-    ``_FORCE_SCHEDULE``) names one. Chained when its prediction is lower (its serial chain, one link per chunk of the
-    longest segment, hides behind phase 1: its layers are as wide as the grid) or when only it fits."""
-    if force is not None:
-        return force, f"forced {force}"
-    if not chain_fits:
-        return "three-phase", "the chained workspace is over the cap"
-    if not three_fits:
-        return "chained", "only the chained workspace fits the cap"
-    c, t = predicted["chained"], predicted["chunkpar"]
-    if c < t:
-        return "chained", f"cost model: chained {c:.1f} us vs three-phase {t:.1f} us"
-    return "three-phase", f"cost model: three-phase {t:.1f} us vs chained {c:.1f} us"
-
-
-_FORCE_SCHEDULE = None  # tests: "three-phase" or "chained" forces the chunk-parallel schedule (part of the plan key)
-
-
 # ----------------------------------------------------------------------------------------------------
 # Validation and segments.
 @dataclasses.dataclass
@@ -332,8 +285,7 @@ class _Problem:
     flags: int
     lo: float
     hi: float
-    table: np.ndarray     # int64: segments [nseg][8], order [nseg], chunk -> segment [total_chunks], layer order
-                          # [total_chunks]
+    table: np.ndarray     # int64: segments [nseg][8], order [nseg], chunk -> segment [total_chunks]
     nseg: int
     total_chunks: int
     max_chunks: int
@@ -344,7 +296,6 @@ class _Problem:
     want_varlen: bool
     want_chunks: bool
     device: int
-    last_layer_segments: int = 1  # segments of max_chunks chunks (_last_layer_segments)
     table_key: tuple = ()     # (device, table bytes): the device-table cache key (bytes hash once)
     in_spans: tuple = ()      # (index in _ARRAYS, bytes) of each input with bytes, for the per-call overlap check
     out_nbytes: int = 0       # bytes of out
@@ -400,18 +351,8 @@ def _build_table(segs, seqlen, chunk, varlen):
         max_chunks = max(max_chunks, nch)
     lens = rec[:, 1]
     order = np.argsort(-lens, kind="stable").astype(np.int64)  # exact scan: longest segments first
-    chunk_seg = np.asarray(chunk_seg, np.int64)
-    # The chained schedule's phase-1 layer order: every segment's chunk 0, then every chunk 1, ...
-    in_seg = np.arange(chunk_base, dtype=np.int64) - rec[chunk_seg, 3] if chunk_base else chunk_seg
-    layers = np.lexsort((chunk_seg, in_seg)).astype(np.int64)
-    table = np.concatenate([rec.reshape(-1), order, chunk_seg, layers])
+    table = np.concatenate([rec.reshape(-1), order, np.asarray(chunk_seg, np.int64)])
     return table, nseg, chunk_base, max_chunks, ckpt_base
-
-
-def _last_layer_segments(table: np.ndarray, nseg: int, chunk: int, max_chunks: int) -> int:
-    """Segments of ``max_chunks`` chunks: the chained schedule's last (thinnest) layer of tiles, in units."""
-    lens = table[: nseg * 8].reshape(nseg, 8)[:, 1]
-    return int(np.count_nonzero(-(-lens // chunk) == max_chunks))
 
 
 _tables_host: dict = {}  # (seqlen, chunk, batch, cu_seqlens, seq_idx) -> _build_table's result
@@ -553,7 +494,6 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
                  nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
     p.table_key = (dev, table.tobytes())
-    p.last_layer_segments = _last_layer_segments(table, nseg, chunk, max_chunks)
     nbytes = [0 if a is None else int(a.nbytes) for a in _arrays_of(p)]
     p.in_spans = tuple((i, n) for i, n in enumerate(nbytes[:9]) if n)
     p.out_nbytes = nbytes[9]
@@ -758,17 +698,11 @@ def program_smem(itemsize: int, defs: dict) -> int:
     return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
-def cap_slice_units(c: _Problem, hb: int, cap: int, chained: bool = False) -> int:
-    """The most units (head x 64 headdim rows) a chunk-parallel slice of the schedule (``chained``) can hold under
-    the workspace cap, a multiple of ``hb``; 0 when not even one block of units fits."""
-    ue = UNIT_ROWS * c.dstate
-    it = np.dtype(c.x.dtype).itemsize
-    if chained:  # S_prev and prep per chunk, a state slot per segment
-        per_unit = c.total_chunks * (ue * it + 2 * c.chunk * 4) + c.nseg * ue * 4
-        fixed = 1024
-    else:        # local states, S_prev and prep per chunk; the decays
-        per_unit = c.total_chunks * (ue * (4 + it) + 2 * c.chunk * 4)
-        fixed = _align(c.total_chunks * c.nheads * 4) + 512
+def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:
+    """The most units (head x 64 headdim rows) a chunk-parallel slice can hold under the workspace cap, a
+    multiple of ``hb``; 0 when not even one block of units fits."""
+    per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * c.chunk * 4)
+    fixed = _align(c.total_chunks * c.nheads * 4) + 512
     units = c.nheads * (c.headdim // UNIT_ROWS)
     if per_unit == 0:
         return units
@@ -776,22 +710,22 @@ def cap_slice_units(c: _Problem, hb: int, cap: int, chained: bool = False) -> in
     return min(units, n)
 
 
-def slice_units(c: _Problem, hb: int, cap: int, slots: int, chained: bool = False) -> int:
+def slice_units(c: _Problem, hb: int, cap: int, slots: int) -> int:
     """Units per chunk-parallel slice: of the sizes the cap allows (``cap_slice_units``, multiples of ``hb``) that need
     no more slices than the largest, the one whose slices take the fewest rounds of the grid (``slots`` resident
     CTAs): first phase-1 / phase-3 tile rounds, then phase-2 item rounds (an item walks all its segment's chunks,
     so a partly filled round costs a whole walk); the largest size on ties. So a call the cap does not cut stays
     one slice, and a cut call never gets more slices, tile rounds or phase-2 rounds than the largest size gives.
-    0 when not even one block of units fits. ``chained``: the chained schedule's slices (no phase-2 items)."""
-    most = cap_slice_units(c, hb, cap, chained)
+    0 when not even one block of units fits."""
+    most = cap_slice_units(c, hb, cap)
     units = c.nheads * (c.headdim // UNIT_ROWS)
     if most == 0 or most >= units:
         return most
     nslices = -(-units // most)
 
     def rounds(n: int) -> tuple:
-        grid = chunkpar_grid(c, n, hb, slots, chained)
-        work = [chunkpar_work(c, k, hb, chained) for k in [n] * (units // n) + ([units % n] if units % n else [])]
+        grid = chunkpar_grid(c, n, hb, slots)
+        work = [chunkpar_work(c, k, hb) for k in [n] * (units // n) + ([units % n] if units % n else [])]
         return sum(-(-tiles // grid) for tiles, _ in work), sum(-(-items // grid) for _, items in work)
 
     best, best_rounds = most, rounds(most)
@@ -804,42 +738,26 @@ def slice_units(c: _Problem, hb: int, cap: int, slots: int, chained: bool = Fals
     return best
 
 
-def chunkpar_work(c: _Problem, units: int, hb: int, chained: bool = False) -> tuple:
-    """(phase-1 / phase-3 tiles, phase-2 items) of a chunk-parallel slice of ``units`` units (chained: no phase 2;
-    its empty-segment items are a check each)."""
-    items = 0 if chained else c.nseg * units * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
-    return c.total_chunks * units // hb, items
+def chunkpar_work(c: _Problem, units: int, hb: int) -> tuple:
+    """(phase-1 / phase-3 tiles, phase-2 items) of a chunk-parallel slice of ``units`` units."""
+    return c.total_chunks * units // hb, c.nseg * units * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
 
 
-def chunkpar_grid(c: _Problem, units: int, hb: int, slots: int, chained: bool = False) -> int:
+def chunkpar_grid(c: _Problem, units: int, hb: int, slots: int) -> int:
     """The chunk-parallel grid for slices of ``units`` units: as many CTAs as a phase has work, at most ``slots``
     (the co-resident CTAs)."""
-    return max(1, min(max(chunkpar_work(c, units, hb, chained)), slots))
+    return max(1, min(max(chunkpar_work(c, units, hb)), slots))
 
 
-def workspace_parts(c: _Problem, units: int | None = None, chained: bool = False) -> tuple:
-    """Bytes (256-B aligned) of the chunk-parallel workspace's parts for a slice of ``units`` units (default: all of
-    them), in the order the kernel takes them: fp32 states (three-phase: the chunk-local states; chained: a state slot
-    per segment and unit), round_T(S_prev), per-chunk decays (three-phase only), the prep's cs and dt' per chunk and
-    unit."""
+def workspace_bytes(c: _Problem, units: int | None = None) -> int:
+    """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
+    round_T(S_prev), per-chunk decays and the prep's cs and dt' per chunk and unit (256-B aligned)."""
     if units is None:
         units = c.nheads * (c.headdim // UNIT_ROWS)
     n = c.total_chunks * units * UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
-    states = c.nseg * units * UNIT_ROWS * c.dstate if chained else n
-    decays = 0 if chained else c.total_chunks * c.nheads
-    return (_align(states * 4), _align(n * it), _align(decays * 4), _align(c.total_chunks * units * 2 * c.chunk * 4))
-
-
-def workspace_bytes(c: _Problem, units: int | None = None, chained: bool = False) -> int:
-    """Chunk-parallel workspace of the schedule for a slice of ``units`` units (``workspace_parts``)."""
-    return sum(workspace_parts(c, units, chained))
-
-
-def ticket_words(nseg: int, units: int, chained: bool) -> int:
-    """Ticket words of a chunk-parallel launch: the grid barrier's 4, then (chained) one per (segment, slice unit), in
-    all rounded up to a power of two (few sizes per stream)."""
-    return 4 if not chained else 1 << (4 + nseg * units - 1).bit_length()
+    return (_align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
+            + _align(c.total_chunks * units * 2 * c.chunk * 4))
 
 
 def _align(n, a=256):
@@ -873,12 +791,12 @@ _plan_memo: dict = {}
 def _plan(c: _Problem, family: str) -> SsdPlan:
     """The plan of a call, memoized on everything it depends on (shapes, dtypes, segment counts, the
     switches in force, read on every call); the returned object is shared: treat it as read-only."""
-    envs = (env.text(ENV_MODE), env.text(ENV_CAP), _FORCE_SCHEDULE)
+    envs = (env.text(ENV_MODE), env.text(ENV_CAP))
     planned = c.planned
     if planned is not None and planned[0] == envs:  # the problem's family is part of its signature
         return planned[1]
     key = (c.device, family, c.x.dtype, c.dt.dtype, c.state_dtype, c.nheads, c.headdim, c.ngroups, c.dstate,
-           c.chunk, c.nseg, c.total_chunks, c.max_chunks, c.last_layer_segments, envs)
+           c.chunk, c.nseg, c.total_chunks, c.max_chunks, envs)
     hit = _plan_memo.get(key)
     if hit is None:
         hit = _plan_uncached(c, family)
@@ -910,22 +828,15 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
             capacity = cooperative_capacity(k, cta_threads(defs), program_smem(np.dtype(c.x.dtype).itemsize, defs))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
-    slots = capacity or 2 * info.sm_count
-    su3, suc = slice_units(c, hb, cap, slots), slice_units(c, hb, cap, slots, True)
+    su = slice_units(c, hb, cap, capacity or 2 * info.sm_count)
+    slices = -(-units // su) if su else 0
+    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
                   max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
-                  ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx,
-                  slices=-(-units // su3) if su3 else 1, chain_ws_bytes=workspace_bytes(c, chained=True),
-                  chain_slices=-(-units // suc) if suc else 1, chain_layer_tiles=c.last_layer_segments * suc // hb)
+                  ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1))
     pred = predict_us(model, **inputs)
-    schedule, schedule_reason = select_schedule(predicted=pred, three_fits=su3 > 0, chain_fits=suc > 0,
-                                                force=_FORCE_SCHEDULE)
-    chained = schedule == "chained"
-    su = suc if chained else su3
-    ws = workspace_bytes(c, su, chained) if su else workspace_bytes(c, hb, chained)  # over the cap: no slice fits
     fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
-                                ws_bytes=ws, cap=cap, coop_error=coop_error,
-                                predicted={"exact": pred["exact"], "chunkpar": pred["chained" if chained else "chunkpar"]})
+                                ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
     if model_note:
         reason = f"{reason}; {model_note}"
     items = c.nseg * units // hbx
@@ -936,9 +847,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines = defs if fam == "chunkpar" else defs_x
     plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
-        plan.grid = chunkpar_grid(c, su, hb, capacity, chained)
-        plan.schedule, plan.schedule_reason = schedule, schedule_reason
-        plan.ticket_words = ticket_words(c.nseg, su, chained)
+        plan.grid = chunkpar_grid(c, su, hb, capacity)
     return plan
 
 
@@ -1119,7 +1028,7 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         if not coop:
             pk.run(handle, ptrs, blobs and blobs[1])
         else:
-            words = state.tickets[plan.ticket_words]
+            words = state.tickets[4]
             if words.dirty:
                 words.before_launch(handle)
             ptrs += held[3]
@@ -1147,11 +1056,11 @@ def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tu
     if ws is None or ws.nbytes < plan.workspace_bytes:
         ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, handle=handle,
                              stream_obj=s, capturing=capturing)
-    words = state.tickets.get(plan.ticket_words)
+    words = state.tickets.get(4)
     if words is None:
-        words = state_ticket_words(state, handle, p.device, plan.ticket_words, s, capturing)
+        words = state_ticket_words(state, handle, p.device, 4, s, capturing)
     o1, o2, o3 = ex[3:6]
-    base = ws.data.ptr  # fp32 states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, workspace_bytes)
+    base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, workspace_bytes)
     held = (handle, weakref.ref(state), state.workspace_version, (base, base + o1, base + o2, base + o3, words.ptr), ex)
     if handle != PER_THREAD:
         p.held_stream = held
@@ -1185,13 +1094,12 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
         pk = _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False, maps)
         return (plan, pk, False, 0, 0, 0, maps)
     k = _kernel(p, defs)
-    chained = plan.schedule == "chained"
-    states, prev, decays, _ = workspace_parts(p, plan.slice_units, chained)
-    o1 = states
-    o2 = o1 + prev
-    o3 = o2 + decays
+    n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
+    o1 = _align(n * 4)
+    o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
+    o3 = o2 + _align(p.total_chunks * p.nheads * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
-    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(plan.slice_units), np.int32(chained))
+    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(plan.slice_units))
     return plan, pk, True, o1, o2, o3, maps
 
 

@@ -64,8 +64,7 @@ def test_good_call_builds_segments_and_flags():
     assert c.flags == ops._F_D | ops._F_DP | ops._F_Z | ops._F_BIAS | ops._F_SOFTPLUS | ops._F_CLAMP | ops._F_INIT
     seg = c.table[:16].reshape(2, 8)
     assert list(seg[1][:7]) == [300, 300, 1, 3, 2, 1, -1]
-    assert list(c.table[16:18]) == [0, 1] and list(c.table[18:24]) == [0, 0, 0, 1, 1, 1]
-    assert list(c.table[24:]) == [0, 3, 1, 4, 2, 5] and c.last_layer_segments == 2  # the layer order
+    assert list(c.table[16:18]) == [0, 1] and list(c.table[18:]) == [0, 0, 0, 1, 1, 1]
 
 
 def test_default_dt_limit_means_no_clamp():
@@ -188,7 +187,6 @@ def test_env_mode_and_cap_parsing(monkeypatch):
 def _with_table(c, L, chunk, nseq=1):
     c.chunk = chunk
     c.table, c.nseg, c.total_chunks, c.max_chunks, _ = ops._build_table([(0, 0, L, 0, True)], L, chunk, False)
-    c.last_layer_segments = 1
     return c
 
 
@@ -333,81 +331,3 @@ def test_flops_bytes_seed_row():
     fl, nb = ops.ssd_flops_bytes(batch=1, seqlen=32768, nheads=8, headdim=64, dstate=128, ngroups=1, chunk_size=256)
     assert abs(nb - 118e6) / 118e6 < 0.05
     assert 13e9 < fl < 15e9
-
-
-def test_schedule_rule():
-    pred = {"exact": 900.0, "chunkpar": 300.0, "chained": 250.0}
-    assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=True)[0] == "chained"
-    assert ops.select_schedule(predicted={**pred, "chained": 310.0}, three_fits=True, chain_fits=True)[0] == "three-phase"
-    assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=False)[0] == "three-phase"
-    assert ops.select_schedule(predicted={**pred, "chained": 999.0}, three_fits=False, chain_fits=True)[0] == "chained"
-    for force in ops.SCHEDULES:
-        assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=True, force=force) == (
-            force, f"forced {force}")
-
-
-def _suite_row(b, L, H, Q):
-    c = _with_table(_validate(b=1, L=b * L, H=H, G=1, N=128), b * L, Q)
-    c.nseg, c.max_chunks, c.last_layer_segments = b, c.total_chunks // b, b
-    return c
-
-
-# The suite rows (batch, seqlen, heads, chunk) and the schedule the H200 model picks: b8's layers (8 segments x 80
-# units a chunk index) fill the grid, so its chains run behind phase 1; one segment's 80 or 8 tiles a layer do not
-# (the first call: m2-2.7b 504 us chained vs 330 three-phase).
-SUITE_SCHEDULES = {"seed": ((1, 32768, 8, 256), "three-phase"), "m2-2.7b": ((1, 8192, 80, 256), "three-phase"),
-                   "m2-2.7b-b8": ((8, 2048, 80, 256), "chained"), "nemotron-h": ((1, 16384, 128, 128), "three-phase"),
-                   "short": ((1, 512, 8, 256), "three-phase")}
-
-
-@pytest.mark.parametrize("row", sorted(SUITE_SCHEDULES))
-def test_h200_schedule_of_suite_rows(row):
-    (b, L, H, Q), want = SUITE_SCHEDULES[row]
-    c = _suite_row(b, L, H, Q)
-    cap = ops.DEFAULT_WORKSPACE_CAP
-    su3, suc = ops.slice_units(c, 1, cap, 264), ops.slice_units(c, 1, cap, 264, True)
-    pred = ops.predict_us(ops.COST_MODELS[(9, 0)], nseg=b, nheads=H, headdim=64, dstate=128, chunk=Q,
-                          max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=132,
-                          ws_bytes=ops.workspace_bytes(c), coop_slots=264, slices=-(-H // su3),
-                          chain_ws_bytes=ops.workspace_bytes(c, chained=True), chain_slices=-(-H // suc),
-                          chain_layer_tiles=b * suc)
-    assert ops.select_schedule(predicted=pred, three_fits=True, chain_fits=True)[0] == want
-    assert "chained" not in ops.predict_us(ops.COST_MODELS[(9, 0)], nseg=b, nheads=H, headdim=64, dstate=128,
-                                           chunk=Q, max_chunks=c.max_chunks, total_chunks=c.total_chunks,
-                                           sm_count=132, ws_bytes=ops.workspace_bytes(c))
-
-
-def test_layer_order_of_the_table():
-    # segments of 3, 1, 0 and 2 chunks: chunk 0 of each, then chunk 1 of each, then chunk 2
-    segs = [(0, 0, 300, 0, False), (0, 300, 301, -1, False), (0, 301, 301, -1, False), (0, 301, 500, -1, True)]
-    table, nseg, total, mx, _ = ops._build_table(segs, 500, 128, False)
-    assert (nseg, total, mx) == (4, 6, 3)
-    assert table[nseg * 9 + total:].tolist() == [0, 3, 4, 1, 5, 2]
-    assert ops._last_layer_segments(table, nseg, 128, mx) == 1
-    assert len(table) == nseg * 9 + 2 * total
-
-
-def test_chained_workspace_and_slices():
-    # no fp32 local states nor decays: S_prev, prep and a state slot per (segment, unit); nemotron-h (128 heads x 128
-    # chunks of 128) needs 2 slices under the default cap instead of 4
-    c = _suite_row(1, 16384, 128, 128)
-    cap = ops.DEFAULT_WORKSPACE_CAP
-    ue = 64 * 128
-    assert ops.workspace_parts(c, 16, True) == (16 * ue * 4, 128 * 16 * ue * 2, 0, 128 * 16 * 2 * 128 * 4)
-    assert ops.workspace_bytes(c, 16, True) == sum(ops.workspace_parts(c, 16, True))
-    assert ops.workspace_bytes(c, 16, True) < ops.workspace_bytes(c, 16)
-    suc, su3 = ops.slice_units(c, 1, cap, 264, True), ops.slice_units(c, 1, cap, 264)
-    assert -(-128 // suc) == 2 and -(-128 // su3) == 4
-    for su in (suc, ops.cap_slice_units(c, 1, cap, True)):
-        assert ops.workspace_bytes(c, su, True) <= cap
-    assert ops.workspace_bytes(c, ops.cap_slice_units(c, 1, cap, True) + 1, True) > cap
-    assert ops.chunkpar_work(c, 16, 1, True) == (128 * 16, 0)
-    b8 = _suite_row(8, 2048, 80, 256)
-    assert ops.workspace_parts(b8, 80, True)[0] == 8 * 80 * ue * 4
-
-
-def test_ticket_words_of_a_launch():
-    assert ops.ticket_words(8, 80, False) == 4
-    for nseg, units in ((1, 1), (1, 2), (3, 6), (8, 80), (1, 128), (17, 8)):
-        n = ops.ticket_words(nseg, units, True)
-        assert n >= 4 + nseg * units and n & (n - 1) == 0 and n < 2 * (4 + nseg * units)

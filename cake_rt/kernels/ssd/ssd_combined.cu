@@ -177,22 +177,16 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 
 // ===================================================================================================
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
-// workspace fits the cap; per slice one of two schedules (the `chained` argument; the host's plan picks it):
-// three phases separated by grid barriers:
+// workspace fits the cap; per slice three phases separated by grid barriers:
 //   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace, the prep's
 //      cs and dt' -> prep workspace
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
-// or chained (phase 2 done by the phase-1 tiles, no grid barrier between phases 1 and 3): the tile of chunk c waits
-// for S_{c-1} of its unit (from an L2-resident fp32 state slot per segment), steps S_c = fma(decay, S_{c-1}, S_loc) (the
-// same function and operands as phase 2, so the same bits), writes S_c into the slot for chunk c + 1, then
-// round_T(S_c) as chunk c + 1's S_prev and the returned states where phase 2 writes them. Its workspace is S_prev, prep
-// and the slots.
 // Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
 // [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
-// its chunks one after another, so a batch of chunk loads reads one contiguous run (chained: the state slots
-// [nseg][un][UE] in its place); prep (fp32) [total_chunks][un][2][Q] (cs, then dt').
+// its chunks one after another, so a batch of chunk loads reads one contiguous run; prep (fp32)
+// [total_chunks][un][2][Q] (cs, then dt').
 // ===================================================================================================
 #define SSD_UE (SSD_PB * SSD_N)                    // elements of one unit's state
 #define SSD_SCAN_SV 4                              // phase 2: adjacent state columns a thread (16-byte loads)
@@ -272,163 +266,16 @@ struct LocalSink {
     }
 };
 
-// The chained schedule's states: one fp32 state slot per (segment, slice unit), in the math threads' accumulator
-// order ([pass][thread][the thread's NB / 2 values]), so a thread moves its part of a state as 16-byte vectors and
-// reads S_{k-1} from, then writes S_k to, the same addresses (the chain's next tile is the slot's only reader). A word
-// per (segment, slice unit): k + 1 "the slot holds S_k" (k: chunk in the segment), 0 (the initial value) at the start
-// and after the segment's last chunk, so a launch leaves every word at 0. The phase-1 tiles are walked layer-major
-// (every segment's chunk 0, then every chunk 1, ...: the table's layer order), so a call of many segments has a tile's
-// predecessor a layer, often a grid round, earlier. No deadlock: each CTA of the co-resident grid walks its tiles in
-// increasing order, and a tile waits only for its segment's previous chunk, of a smaller index, so the smallest
-// unfinished tile never waits.
-__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-// Relaxed polls (an acquire per poll would order every spin), then one acquire load that synchronizes with the
-// release that stored the value (only this waiter's own store changes it next).
-__device__ __forceinline__ void chain_wait(const unsigned* w, unsigned v) {
-    while (ld_relaxed_gpu(w) != v) __nanosleep(20);
-    (void)ld_acquire_gpu(w);
-}
-// round_T of 2 adjacent state values into the S_prev workspace (as phase 2's store_prev4 rounds them).
-__device__ __forceinline__ void store_prev2(T* q, float v0, float v1) {
-#if SSD_IS_F32
-    *(float2*)q = make_float2(v0, v1);
-#else
-    *(uint32_t*)q = (uint32_t)E::from_float(v0) | ((uint32_t)E::from_float(v1) << 16);
-#endif
-}
-
-// The chained schedule's phase-1 sink: S_c = fma(decay, S_{c-1}, S_loc) on the thread's accumulator elements,
-// S_{c-1} from its slot (or the initial state, or zero, at the segment's first chunk). Only the slot's loads and
-// stores sit between the wait and the words; round_T(S_c) (chunk c + 1's S_prev, so the tile that has S_c writes it)
-// and the returned states follow the words.
-template <int HB, int NB>
-struct ChainSink {
-    const SsdArgs* a;
-    const SsdSmem* s;
-    float* slot;          // the (segment, first unit)'s state slot ([un] slots a segment)
-    unsigned* words;      // its word ([un] words a segment)
-    T* prev;              // the tile's S_prev in the workspace (its first unit)
-    int next_prev;        // units from there to chunk c + 1's S_prev of the same unit (the slice's units)
-    const long long* seg;
-    int cc, nch;          // chunk in its segment, the segment's chunks
-    int u0;               // first unit in the call
-    __device__ __forceinline__ void operator()(int n0, float (*acc)[NB / 8][4]) {
-        constexpr int NT = NB / 8, PASSES = SSD_N / NB;
-        const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
-        const int m0 = 16 * (threadIdx.x >> 5);
-        const int pass = n0 / NB;
-        const bool first = cc == 0, last = cc + 1 == nch;
-        if (pass == 0 && !first) {
-            if (threadIdx.x == 0) {
-#pragma unroll
-                for (int u = 0; u < HB; ++u) chain_wait(words + u, (unsigned)cc);  // holds S_{cc-1}
-            }
-            math_sync();
-        }
-        const long long init_idx = seg[SEG_INIT];
-        const bool from_init = first && (a->flags & SSD_F_INIT) && init_idx >= 0;
-        const long long off = ((long long)pass * SSD_THREADS + threadIdx.x) * (NB / 2);
-        // On the chain: S_{c-1} in, S_c = fma(decay, S_{c-1}, S_loc) (in acc), S_c out to the slot.
-#pragma unroll
-        for (int u = 0; u < HB; ++u) {
-            const float decay = s->dec[u];
-            float4* st = (float4*)(slot + (long long)u * SSD_UE + off);
-#pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                const int n = n0 + 8 * t + 2 * tg;
-                float S[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S_{c-1}: rows m0 + g, m0 + g + 8; columns n, n + 1
-                if (!first) {
-                    const float4 v = __ldcg(st + t);
-                    S[0] = v.x; S[1] = v.y; S[2] = v.z; S[3] = v.w;
-                } else {  // the segment's first chunk writes its own S_prev (later ones get it from their predecessor)
-                    if (from_init) {
-                        const int h = unit_head(u0 + u), pb = unit_p0(u0 + u);
-#pragma unroll
-                        for (int q = 0; q < 4; ++q)
-                            S[q] = sd_to_float(a->init[ssd_state_index(init_idx, a->nheads, h, pb + m0 + g + 8 * (q >> 1)) +
-                                                       n + (q & 1)]);
-                    }
-                    T* pv = prev + (long long)u * SSD_UE;
-                    store_prev2(pv + (m0 + g) * SSD_N + n, S[0], S[1]);
-                    store_prev2(pv + (m0 + g + 8) * SSD_N + n, S[2], S[3]);
-                }
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc[u][t][q] = ssd_state_step(decay, S[q], acc[u][t][q]);
-                if (!last) __stcg(st + t, make_float4(acc[u][t][0], acc[u][t][1], acc[u][t][2], acc[u][t][3]));
-            }
-        }
-        if (pass == PASSES - 1 && !(first && last)) {  // publish: the slot's stores, the barrier, a fence, the word
-            math_sync();
-            if (threadIdx.x == 0) {
-                __threadfence();
-#pragma unroll
-                for (int u = 0; u < HB; ++u) st_release_gpu(words + u, last ? 0u : (unsigned)cc + 1u);
-            }
-        }
-        // Off the chain (after the word on the last pass): round_T(S_c), chunk c + 1's S_prev, and the returned states.
-        const bool ckpt = a->chunk_out != nullptr && (cc + 1) * SSD_Q <= (int)seg[SEG_LEN];
-        const long long fi = last && a->final_out ? seg[SEG_FINAL] : -1;
-        const long long vi = last && a->varlen_out ? seg[SEG_VARLEN] : -1;
-#pragma unroll
-        for (int u = 0; u < HB; ++u) {
-            const int h = unit_head(u0 + u), pb = unit_p0(u0 + u);
-            T* pn = prev + (long long)(next_prev + u) * SSD_UE;
-#pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                const int n = n0 + 8 * t + 2 * tg;
-                if (!last) {
-                    store_prev2(pn + (m0 + g) * SSD_N + n, acc[u][t][0], acc[u][t][1]);
-                    store_prev2(pn + (m0 + g + 8) * SSD_N + n, acc[u][t][2], acc[u][t][3]);
-                }
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int p = pb + m0 + g + 8 * (q >> 1), nq = n + (q & 1);
-                    const SDT v = sd_from_float(acc[u][t][q]);
-                    if (ckpt) a->chunk_out[ssd_state_index(seg[SEG_CKPT0] + cc, a->nheads, h, p) + nq] = v;
-                    if (fi >= 0) a->final_out[ssd_state_index(fi, a->nheads, h, p) + nq] = v;
-                    if (vi >= 0) a->varlen_out[ssd_state_index(vi, a->nheads, h, p) + nq] = v;
-                }
-            }
-        }
-    }
-};
-
-// The chained schedule has no tile for an empty segment: its returned states (the initial state, or zero) are
-// written here, one (segment, unit) item per CTA in turn.
-__device__ __forceinline__ void empty_segment_states(const SsdArgs& a, int us, int un) {
-    for (long long it = blockIdx.x; it < (long long)a.nseg * un; it += gridDim.x) {
-        const long long* seg = a.table + (it / un) * 8;
-        if (seg[SEG_LEN] != 0) continue;
-        const int u = us + (int)(it % un), h = unit_head(u);
-        const long long init_idx = seg[SEG_INIT], fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
-        for (int e = threadIdx.x; e < SSD_UE; e += SSD_THREADS) {
-            const int p = unit_p0(u) + e / SSD_N, n = e % SSD_N;
-            float v = 0.0f;
-            if ((a.flags & SSD_F_INIT) && init_idx >= 0) v = sd_to_float(a.init[ssd_state_index(init_idx, a.nheads, h, p) + n]);
-            if (fi >= 0 && a.final_out) a.final_out[ssd_state_index(fi, a.nheads, h, p) + n] = sd_from_float(v);
-            if (vi >= 0 && a.varlen_out) a.varlen_out[ssd_state_index(vi, a.nheads, h, p) + n] = sd_from_float(v);
-        }
-    }
-}
-
 // Chunk-parallel tile `tile` of a slice starting at unit `us` (nblk blocks of HB units a chunk): its global chunk
-// c, the chunk's first token and length, and the block's first unit. Phases 1 and 3 walk the same tiles, chunk-major
-// (`layered`: the chained schedule's phase 1, the chunks in the table's layer order).
+// c, the chunk's first token and length, and the block's first unit. Phases 1 and 3 walk the same tiles.
 struct ChunkTile {
     long long c, ctok;
     int l, u0;
 };
 template <int HB>
-__device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us, bool layered = false) {
+__device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us) {
     ChunkTile t;
-    t.c = layered ? a.table[(long long)a.nseg * 9 + a.total_chunks + tile / nblk] : tile / nblk;
+    t.c = tile / nblk;
     t.u0 = us + (int)(tile % nblk) * HB;
     const long long* seg = a.table + a.table[(long long)a.nseg * 9 + t.c] * 8;
     const int cc = (int)(t.c - seg[SEG_CHUNK0]);
@@ -442,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
-    float* ws_states, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units, int chained
+    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units
     SSD_TMAP_PARAMS) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
     constexpr long long UE = SSD_UE;
@@ -465,7 +312,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us, chained);
+                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
@@ -488,44 +335,30 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         const long long ntiles = (long long)a.total_chunks * nblk;
         if (us > 0) grid_barrier(barrier, GRID_THREADS);  // the previous slice's outputs are done with the workspace
 
-        // Phase 1: chunk-local states (chained: the recurrence step too).
+        // Phase 1: chunk-local states.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us, chained);
+            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
-            ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
-            if (chained) {
-                const long long si = a.table[(long long)a.nseg * 9 + c];
-                const long long* seg = a.table + si * 8;
-                const long long sl = si * un + (u0 - us);  // the (segment, unit)'s state slot and word
-                ChainSink<HB, NB> sink{&a, &s, ws_states + sl * UE, barrier + 4 + sl, ws_prev + (c * un + (u0 - us)) * UE,
-                                       un, seg, (int)(c - seg[SEG_CHUNK0]), ((int)seg[SEG_LEN] + SSD_Q - 1) / SSD_Q, u0};
-#if SSD_WG
-                ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
-#else
-                ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
-#endif
-                continue;
-            }
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
-            LocalSink<HB, NB> sink{ws_states, c, u0 - us, a.total_chunks};
+            ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
+            LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
             ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
 #else
             ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
 #endif
         }
-        if (chained) empty_segment_states(a, us, un);
-        else grid_barrier(barrier, GRID_THREADS);
+        grid_barrier(barrier, GRID_THREADS);
 
-        // Phase 2 (three-phase schedule): the cross-chunk recurrence, elementwise (SV adjacent state columns a
-        // thread: 16-byte loads), chunks in order.
-        const long long nitems = chained ? 0 : (long long)a.nseg * un * NEB;
+        // Phase 2: the cross-chunk recurrence, elementwise (SV adjacent state columns a thread: 16-byte loads),
+        // chunks in order.
+        const long long nitems = (long long)a.nseg * un * NEB;
         constexpr int BATCH = SSD_SCAN_BATCH;
         for (long long it = blockIdx.x; it < nitems; it += gridDim.x) {
-            const ScanItem item = scan_item(a, ws_states, it, un);
+            const ScanItem item = scan_item(a, ws_local, it, un);
             const long long* seg = item.seg;
             const int uu = item.uu, nch = item.nch, e = item.e0 + threadIdx.x * SV;
             const long long c0 = item.c0;
@@ -545,7 +378,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             // The addresses walk (a chunk's local states are SCAN_BLK floats after the previous one's, its S_prev a slice
             // row after), and lane k of each warp loads the decay of the batch's chunk k, passed on by shuffles: the
             // batch's registers are its loads, not their addresses.
-            const float4* lp = (const float4*)(ws_states + local_index(a.total_chunks, c0, uu, e));
+            const float4* lp = (const float4*)(ws_local + local_index(a.total_chunks, c0, uu, e));
             const float* dp = ws_decay + c0 * a.nheads + h;
             T* pp = ws_prev + (c0 * un + uu) * UE + e;
             const int lane = threadIdx.x & 31;

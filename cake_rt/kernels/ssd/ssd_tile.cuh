@@ -245,7 +245,7 @@ struct SsdArgs {
     const T* x; const DTT* dt; const float* A; const T* Bm; const T* Cm;
     const float* D; const T* z; const float* dt_bias; const SDT* init;
     T* y; SDT* final_out; SDT* varlen_out; SDT* chunk_out;
-    const long long* table;   // segments [nseg][8], then order [nseg], chunk -> segment and layer order [total_chunks]
+    const long long* table;   // segments [nseg][8], then order [nseg], then chunk -> segment [total_chunks]
     int nseg, total_chunks, nheads, ngroups, flags;
     float lo, hi;
 #if SSD_WG
