@@ -128,3 +128,45 @@ print("ok")
 
 def test_a_workspace_grown_out_of_during_a_call_waits_for_that_call():
     run_with_cpu_stubs(DSA_GROWTH_SCRIPT)
+
+
+SSD_GROWTH_SCRIPT = COMMON + r'''
+from cake_rt.launch import grid
+from cake_rt.launch.workspace import state_workspace
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+call()
+state = streams.stream_state(0, s.ptr, False, s)
+ws1 = state.workspaces["ssd_chunkpar"]
+seen = {}
+# Another thread's call on the same stream grows the workspace after this call found its held pointers current and
+# before its begin: the call must launch on the new workspace, not on the one grown out of.
+begin_call = ssd.begin_call
+def racing_begin_call(objs):
+    if "grown" not in seen:
+        seen["grown"] = True
+        state.begin()
+        state_workspace(state, "ssd_chunkpar", 2 * ws1.nbytes, handle=s.ptr, stream_obj=s)
+        state.end(s.ptr, False)
+        streams.collect()
+    return begin_call(objs)
+run = grid.PackedLaunch.run
+def spy(self, handle, ptrs, *a):
+    seen["ptrs"] = list(ptrs)
+    return run(self, handle, ptrs, *a)
+ssd.begin_call, grid.PackedLaunch.run = racing_begin_call, spy
+call()
+ssd.begin_call, grid.PackedLaunch.run = begin_call, run
+ws2 = state.workspaces["ssd_chunkpar"]
+assert ws2 is not ws1
+inside = lambda a, q: a.data.ptr <= q < a.data.ptr + a.nbytes
+assert not any(inside(ws1, q) for q in seen["ptrs"]), "the call launched on a workspace grown out of before its begin"
+assert any(inside(ws2, q) for q in seen["ptrs"])
+print("ok")
+'''
+
+
+def test_a_chunk_parallel_call_takes_the_workspace_another_call_grew():
+    run_with_cpu_stubs(SSD_GROWTH_SCRIPT)

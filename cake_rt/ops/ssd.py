@@ -1008,6 +1008,14 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         used = (table,)
     begin_call(used)
     try:
+        if coop and state.workspace_version != held[2]:
+            # Another thread's call on this stream grew the workspace after the check above and before this call's
+            # begin: take the new one's pointers (a growth after the begin keeps the old buffer for this call).
+            state2, held = _stream_parts(p, ex, handle, s, capturing)
+            if state2 is not state:
+                begin_call((state2,))
+                used = (*used, state2)
+                state = state2
         states = ()
         if y is None or p.want_states:
             # Allocated from the call's stream's pool (stream-ordered reuse); entering the stream costs 1 us
