@@ -48,7 +48,7 @@ FAMILIES = ("exact", "chunkpar")  # kernel SSD_FAMILY 0, 1
 KERNELS = ("ssd_exact", "ssd_chunkpar")  # the kernel of a program, by SSD_FAMILY
 THREADS = 128                   # the math warpgroup: 4 warps (kernel: SSD_THREADS)
 WG_THREADS = 256                # sm_90a: the math warpgroup and the producer warpgroup (kernel: SSD_CTA_THREADS)
-PIPE_WORDS = 19                 # sm_90a: the load pipeline's 18 mbarriers and the slice epoch (kernel: SSD_NBARS)
+PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and the slice epoch (kernel: SSD_NBARS + 1)
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
@@ -590,15 +590,14 @@ _SMEM = {"sm_80": (166912, 167936), "sm_86": (101376, 102400), "sm_89": (101376,
          "sm_90a": (232448, 233472), "sm_100a": (232448, 233472)}   # (per block opt-in, per SM) by target
 
 
-def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool, wg: bool = False,
-               nc: int = 1) -> int:
+def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool, wg: bool = False) -> int:
     """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh; ``wg``: the sm_90a warpgroup
-    layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it, ``nc`` C slots)."""
+    layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it)."""
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
     if wg:  # the raw dt staged by the producer in place of the off-diagonal factors (chunk-parallel: twice as large,
         # phase 3's saved cs and dt'); the mbarriers, 8-byte aligned
         tile_n = SUB * dstate * 2
-        tiles = nc * tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
+        tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
         body = tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 4 * hb * chunk) + arrays
         return 1024 + (body + 7) // 8 * 8 + 8 * PIPE_WORDS
     pad = 4 if itemsize == 4 else 8
@@ -631,18 +630,6 @@ def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, 
                      f"{itemsize}-byte inputs, dstate {dstate}, chunk {chunk}")
 
 
-def c_slots(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool,
-            optin: int = OPTIN_SMEM_H200, per_sm: int = OPTIN_SMEM_H200 + 1024, wg: bool = False) -> int:
-    """C slots of a program (kernel SSD_NC): 2 (the producer copies the next row block's C under this one's steps)
-    where the sm_90a layout with the second slot keeps the CTAs per SM of one, else 1."""
-    if not wg:
-        return 1
-    def per(nc):
-        return per_sm // (smem_bytes(itemsize, dstate, chunk, hb, nbuf, exact, wg, nc) + 1024)
-    two = smem_bytes(itemsize, dstate, chunk, hb, nbuf, exact, wg, 2)
-    return 2 if two <= optin and per(2) >= per(1) else 1
-
-
 def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,
                     units_per_group: int, target: str = "sm_90a", *, family: str) -> dict:
     """The defines of the ``family`` program ("exact" or "chunkpar") that serves these dtypes (codes 0 bf16, 1 fp16,
@@ -657,8 +644,7 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
         hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
         return {**shared, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
-    nc = c_slots(itemsize, dstate, chunk, hb, nb, False, optin, per_sm, wg)
-    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_NC": nc}
+    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -709,7 +695,7 @@ def program_smem(itemsize: int, defs: dict) -> int:
     wg = bool(defs["SSD_WG"])
     if defs["SSD_FAMILY"] == 0:
         return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg)
-    return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg, defs["SSD_NC"])
+    return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
 def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:

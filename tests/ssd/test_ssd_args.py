@@ -315,7 +315,7 @@ def test_programs_list():
     assert all(path == ops.KERNEL_PATH for path, _ in progs)
     # a program holds one family's kernel and carries only the defines that kernel reads (no identical twins)
     shared = {"SSD_FAMILY", "SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_WG"}
-    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF", "SSD_NC"}}
+    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF"}}
     assert all(set(d) == keys[d["SSD_FAMILY"]] for _, d in progs)
     # the bench suite's programs of both families are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):

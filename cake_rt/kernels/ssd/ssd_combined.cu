@@ -6,7 +6,6 @@
 // ops/ssd.py `program_defines`):
 //   SSD_HBX, SSD_NBUFX                 exact scan: units per CTA, B/X buffers (1 or 2)
 //   SSD_HB, SSD_NBUF                   chunk-parallel: the same
-//   SSD_NC                             chunk-parallel: C slots (1 or 2; sm_90a, ssd_tile.cuh)
 #include "ssd_tile.cuh"
 #include "../common/grid_barrier.cuh"
 

@@ -136,29 +136,24 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_EMPTY_B 2   // [2]
 #define BAR_FULL_X 4    // [2] X ring (the same slots)
 #define BAR_EMPTY_X 6   // [2]
-#define BAR_FULL_C 8    // [2] C of the row block (SSD_NC slots)
-#define BAR_EMPTY_C 10  // [2]
-#define BAR_FULL_Z 12   // z of the row block
-#define BAR_EMPTY_Z 13
-#define BAR_FULL_S 14   // chunk-parallel: round_T(S_prev) of the tile
-#define BAR_EMPTY_S 15
-#define BAR_FULL_DT 16  // the chunk's raw dt (as float), read by the prep
-#define BAR_EMPTY_DT 17
-#define BAR_EPOCH 18    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
-#define SSD_NBARS 19
-// C slots (1 or 2; the host picks 2 where the second fits at the same CTAs per SM): with two, the producer copies
-// C_{i+1} while row block i still reads C_i, a row block ahead of the math warpgroup's wait for it.
-#ifndef SSD_NC
-#define SSD_NC 1
-#endif
+#define BAR_FULL_C 8    // C of the row block
+#define BAR_EMPTY_C 9
+#define BAR_FULL_Z 10   // z of the row block
+#define BAR_EMPTY_Z 11
+#define BAR_FULL_S 12   // chunk-parallel: round_T(S_prev) of the tile
+#define BAR_EMPTY_S 13
+#define BAR_FULL_DT 14  // the chunk's raw dt (as float), read by the prep
+#define BAR_EMPTY_DT 15
+#define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
+#define SSD_NBARS 17
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
 // whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
 template <int HB, int NBUF, bool EXACT>
 struct SsdLayout {
     static constexpr int BYTES_N = SSD_SUB * SSD_N * 2;
     static constexpr int BYTES_X = SSD_SUB * SSD_PB * 2;
-    static constexpr int C = 0;                                    // T [NC][64][N]  C of the row block
-    static constexpr int B = C + SSD_NC * BYTES_N;                 // T [NBUF][64][N]
+    static constexpr int C = 0;                                    // T [64][N]      C of the row block
+    static constexpr int B = C + BYTES_N;                          // T [NBUF][64][N]
     static constexpr int X = B + NBUF * BYTES_N;                   // T [NBUF][HB][64][64]
     static constexpr int S = X + NBUF * HB * BYTES_X;              // T [HB][64][N]  round_T(S_prev)
     static constexpr int Z = S + HB * BYTES_N;                     // T [HB][64][64] z of the row block
@@ -242,7 +237,6 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
 // Buffer selection by arithmetic (buf 0 or 1; an indexed pointer array would live in local memory, and a select
 // of two addresses becomes a select of two wgmma descriptors per product).
 __device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return s.B0 + buf * (s.B1 - s.B0); }
-__device__ __forceinline__ T* sC(const SsdSmem& s, int slot) { return s.Cs + slot * SSD_SUB * SSD_N; }
 __device__ __forceinline__ T* sX(const SsdSmem& s, int buf, int u) {
     return s.X0 + buf * (s.X1 - s.X0) + u * SSD_SUB * SSD_LDX;
 }
@@ -1384,9 +1378,8 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
     for (int i = 0; i < nsub; ++i) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
-        const int cslot = ring_slot<SSD_NC>(p.c);
-        fill_begin(s, BAR_EMPTY_C + cslot, ring_phase<SSD_NC>(p.c));
-        load_c(a, sC(s, cslot), tok_i, valid_i, grp, s.bar + BAR_FULL_C + cslot);
+        fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
+        load_c(a, s.Cs, tok_i, valid_i, grp, s.bar + BAR_FULL_C);
         ++p.c;
         for (int j = 0; j <= i; ++j) {
             produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
@@ -1427,13 +1420,11 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         float y[HB][8][4];
-        const int cslot = ring_slot<SSD_NC>(p.c);
-        const T* Cs = sC(s, cslot);
-        use_begin(s, BAR_FULL_C + cslot, ring_phase<SSD_NC>(p.c), valid_i < SSD_SUB);
+        use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1), valid_i < SSD_SUB);
         // acc = 2^R_i (C_i S_prev^T)
 #pragma unroll
         for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
-        gemm_inter<HB, S_F32>(y, Cs, m0, s.S);
+        gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
         if (s_pipe && i == nsub - 1) {  // the tile's last use of S_prev
             use_end(s, BAR_EMPTY_S);
             ++p.s;
@@ -1445,7 +1436,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             const uint32_t ph = ring_phase<NBUF>(p.bx);
             float cb[8][4];
             use_begin(s, BAR_FULL_B + buf, ph, false);  // (j < i: a whole sub-block, a tensor-map copy)
-            gemm_cb(cb, Cs, sB(s, buf), m0, 8);
+            gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
             use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph, false);
 #pragma unroll
@@ -1464,7 +1455,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         const uint32_t ph = ring_phase<NBUF>(p.bx);
         float cb[8][4], gz[HB][2][8][2];
         use_begin(s, BAR_FULL_B + buf, ph, valid_i < SSD_SUB);
-        gemm_cb_issue(cb, Cs, sB(s, buf));
+        gemm_cb_issue(cb, s.Cs, sB(s, buf));
         if (hasZ) {
             use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1), false);  // (read by ld.shared)
             ssd_gate_rows<HB, 0>(gz, s);
@@ -1472,7 +1463,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         gemm_cb_land(cb);
         use_end(s, BAR_EMPTY_B + buf);
         use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
-        use_end(s, BAR_EMPTY_C + cslot);  // the row block's last use of C_i
+        use_end(s, BAR_EMPTY_C);  // the row block's last use of C
         ++p.c;
         output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w, [&] {
             if (hasZ) {
