@@ -5,7 +5,6 @@
 // buffers are kept in ascending key-id order (appends are ordered, compaction is stable), so the final
 // output needs no sort: selecting "key >= K" in buffer order yields ascending ids.
 #pragma once
-#include "../common/mma.cuh"
 #include "../common/types.cuh"
 #include "layout.cuh"
 
@@ -62,37 +61,9 @@ CAKE_DEVICE void zero_owned_bins(uint32_t* hist, int top, int per) {
 // A key outside the pass adds to `sink` (a shared word nobody reads) instead of skipping the add: ptxas
 // branches around a conditional or predicated POPC.INC (BSSY / BRA / BSYNC, a divergence region per key
 // of every radix count), where a select of the address is one instruction; the keys outside a pass share
-// the one sink word, so a warp's adds to it are one combined add. hist and sink are shared-window addresses
-// (smem_u32): the bin is scaled onto the block-uniform base with one LEA, where a pointer's index took an add
-// and a LEA per key.
-CAKE_DEVICE void hist_count(unsigned hist, bool in, unsigned bin, unsigned sink) {
-    asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(in ? hist + 4u * bin : sink));
-}
-
-// Whether key x takes part in a radix pass (matches the prefix on the mask), and its bin (the digit of nb bins at
-// `shift`; HIGH: shift >= 32). A pass's mask covers exactly the bits above its digit (the digits are decided MSB
-// first, and a pass runs only for a query whose previous pass took a bin) and the prefix is 0 at the digit and
-// below, so x matches iff (x ^ prefix) >> shift is below nb, and that is then its digit. Where the digit lies in
-// the high word (the score's digits: the first passes, most of them), the low word takes no part: one xor, one
-// shift and one compare on 32 bits, where the masked 64-bit compare and the 64-bit digit took five instructions.
-// Below, the mask covers the whole high word, which must equal the prefix's.
-template <bool HIGH>
-CAKE_DEVICE bool pass_bin(uint64_t x, uint64_t prefix, int shift, int nb, unsigned& bin) {
-    const unsigned xh = (unsigned)(x >> 32), ph = (unsigned)(prefix >> 32);
-    if constexpr (HIGH) {
-        bin = (xh ^ ph) >> (shift - 32);
-        return bin < (unsigned)nb;
-    }
-    bin = ((unsigned)x ^ (unsigned)prefix) >> shift;
-    return xh == ph && bin < (unsigned)nb;
-}
-
-// x >= K. HIGH: K's low word is 0 (a K decided within the score's digits, or 0), so the high words decide: one
-// 32-bit compare where the 64-bit one takes two.
-template <bool HIGH>
-CAKE_DEVICE bool key_at_least(uint64_t x, uint64_t K) {
-    if constexpr (HIGH) return (unsigned)(x >> 32) >= (unsigned)(K >> 32);
-    return x >= K;
+// the one sink word, so a warp's adds to it are one combined add.
+CAKE_DEVICE void hist_count(uint32_t* hist, bool in, unsigned bin, uint32_t* sink) {
+    atomicAdd(in ? hist + bin : sink, 1u);
 }
 
 // Inclusive prefix sum of x over the lanes of a warp, in lane order (5 shuffle steps); V: int or uint64_t.
@@ -149,27 +120,6 @@ CAKE_DEVICE void take_bin(DsaSelState* st, const uint32_t* hist, int top, int pe
     }
 }
 
-// The radix count of one pass of block_kth_largest: buf[0..n)'s keys into the bins at shared address ha.
-template <int NT, bool HIGH>
-CAKE_DEVICE void count_buf_pass(const uint64_t* buf, int n, uint64_t prefix, int shift, int nb, unsigned ha, unsigned sa) {
-    const int tid = dsa::sel_tid();
-    constexpr int E = 4;  // loads in flight per thread
-    for (int base = 0; base < n; base += NT * E) {
-        uint64_t xs[E];
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            const int i = base + e * NT + tid;
-            xs[e] = i < n ? buf[i] : 0ull;
-        }
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            unsigned bin;
-            const bool in = pass_bin<HIGH>(xs[e], prefix, shift, nb, bin);
-            hist_count(ha, base + e * NT + tid < n && in, bin, sa);
-        }
-    }
-}
-
 // The k-th largest key K of buf[0..n) (1 <= k <= n): exactly k keys are >= K, or K may be lowered to
 // the bucket floor when the bucket holding the k-th key is taken whole (still exactly k keys >= K).
 // MSB-first radix select, 11/11/10-bit digits per 32-bit half; stops as soon as the boundary bucket
@@ -202,11 +152,21 @@ CAKE_DEVICE uint64_t block_kth_largest(const uint64_t* buf, int n, int k, uint32
         const uint64_t prefix = st->prefix, mask = st->mask;
         const int need = st->need;
         dsa::sel_sync();
-        const unsigned ha = smem_u32(hist), sa = smem_u32(&st->sink);
-        if (shift >= 32)  // block-uniform
-            count_buf_pass<NT, true>(buf, n, prefix, shift, nb, ha, sa);
-        else
-            count_buf_pass<NT, false>(buf, n, prefix, shift, nb, ha, sa);
+        constexpr int E = 4;  // loads in flight per thread
+        for (int base = 0; base < n; base += NT * E) {
+            uint64_t xs[E];
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const int i = base + e * NT + tid;
+                xs[e] = i < n ? buf[i] : 0ull;
+            }
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const int i = base + e * NT + tid;
+                const bool in = i < n && (xs[e] & mask) == prefix;
+                hist_count(hist, in, (unsigned)(xs[e] >> shift) & (unsigned)(nb - 1), &st->sink);
+            }
+        }
         dsa::sel_sync();
         const int s = owned_bins_sum(hist, top, per);
         int total;
@@ -306,21 +266,6 @@ CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
     for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n, r);
 }
 
-// The radix count of one pass of reg_kth_largest: the register keys into the bins at shared address ha.
-template <int NT, int R, bool HIGH>
-CAKE_DEVICE void count_reg_pass(const uint64_t (&x)[R][4], int n, uint64_t prefix, int shift, int nb, unsigned ha,
-                                unsigned sa) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            unsigned bin;
-            const bool in = pass_bin<HIGH>(x[r][e], prefix, shift, nb, bin);
-            hist_count(ha, (r * NT + dsa::sel_tid()) * 4 + e < n && in, bin, sa);
-        }
-    }
-}
-
 // block_kth_largest on the register copy (same digits; slack = 0: the same rule and result). slack > 0: a
 // floor, not the k-th key: the passes stop at the first bucket that holds the k-th key and has at most slack
 // keys below it, and K is that bucket's lowest key (k .. k + slack keys are >= K). A compaction needs only
@@ -350,11 +295,15 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
         dsa::sel_sync();  // hist zeroed; st of the previous pass (or the init) visible
         const uint64_t prefix = st->prefix, mask = st->mask;
         const int need = st->need;
-        const unsigned ha = smem_u32(hist), sa = smem_u32(&st->sink);
-        if (shift >= 32)  // block-uniform
-            count_reg_pass<NT, R, true>(x, n, prefix, shift, nb, ha, sa);
-        else
-            count_reg_pass<NT, R, false>(x, n, prefix, shift, nb, ha, sa);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int i = (r * NT + tid) * 4 + e;
+                const bool in = i < n && (x[r][e] & mask) == prefix;
+                hist_count(hist, in, (unsigned)(x[r][e] >> shift) & (unsigned)(nb - 1), &st->sink);
+            }
+        }
         dsa::sel_sync();
         const int s = owned_bins_sum(hist, bins_top, per);
         int total;
@@ -370,28 +319,20 @@ CAKE_DEVICE uint64_t reg_kth_largest(const uint64_t (&x)[R][4], int n, int k, ui
     return K;
 }
 
-// Bit 4r + e: register key x[r][e] is >= K (HIGH: K's low word is 0).
-template <int NT, int R, bool HIGH>
-CAKE_DEVICE unsigned reg_keep_bits(const uint64_t (&x)[R][4], int n, uint64_t K) {
-    unsigned keep = 0u;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int i = (r * NT + dsa::sel_tid()) * 4 + e;
-            if (i < n && key_at_least<HIGH>(x[r][e], K)) keep |= 1u << (4 * r + e);
-        }
-    return keep;
-}
-
 // Stable in-order write of the register keys >= K (sink(pos, x)); returns how many. One block scan.
 // Safe in place: every thread's keys were loaded before the scan's first barrier.
 template <int NT, int R, class Sink>
 CAKE_DEVICE int reg_ordered_keep(const uint64_t (&x)[R][4], int n, uint64_t K, int* scratch, Sink sink) {
     static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
     static_assert(NT * 4 < 65536, "a round's count fits 16 bits");
-    const unsigned keep = (unsigned)K == 0u ? reg_keep_bits<NT, R, true>(x, n, K)  // block-uniform
-                                            : reg_keep_bits<NT, R, false>(x, n, K);
+    unsigned keep = 0u;  // bit 4r + e
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = (r * NT + dsa::sel_tid()) * 4 + e;
+            if (i < n && x[r][e] >= K) keep |= 1u << (4 * r + e);
+        }
     uint64_t v = 0ull;
 #pragma unroll
     for (int r = 0; r < R; ++r) v |= (uint64_t)__popc((keep >> (4 * r)) & 15u) << (16 * r);
@@ -470,24 +411,6 @@ struct DsaMultiState {
     uint32_t sink;  // as DsaSelState's
 };
 
-// The radix count of one pass of multi_kth_largest: a query's buffer buf[0..n) (the register layout's rounds, read
-// from shared memory) into the bins at shared address ha.
-template <int NT, int R, bool HIGH>
-CAKE_DEVICE void count_load4_pass(const uint64_t* buf, int n, uint64_t prefix, int shift, int nb, unsigned ha,
-                                  unsigned sa) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        uint64_t x[4];
-        dsa_load4<NT, false>(x, buf, n, r);  // a histogram: the keys' order is free
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            unsigned bin;
-            const bool in = pass_bin<HIGH>(x[e], prefix, shift, nb, bin);
-            hist_count(ha, (r * NT + dsa::sel_tid()) * 4 + e < n && in, bin, sa);
-        }
-    }
-}
-
 // block_kth_largest for the NQ buffers bufs + q * stride (n[q] keys, n[q] <= R * NT * 4) whose bit is set in
 // `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one
 // block_kth_largest returns (slack > 0: the floor of reg_kth_largest). K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
@@ -517,9 +440,9 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
         for (int q = 0; q < NQ; ++q)
             if ((todo >> q) & 1u) zero_owned_bins(hists + q * 2048, top, per);
         dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
-        // Where the loops are rolled, a query's prefix (the count, and the one thread that takes its bin) and mask (that
-        // thread) are read from its state where they are used (nobody writes the states before the decision), and the
-        // needs are packed for pick16, so the rolled bodies select nothing; unrolled, the registers are read.
+        // Where the loops are rolled, a query's prefix and mask are read from its state where they are used (the count,
+        // and the one thread that takes its bin: nobody writes the states before the decision), and the needs are
+        // packed for pick16, so the rolled bodies select nothing; unrolled, the registers are read.
         uint64_t prefix[NQ], mask[NQ];
         int need[NQ];
 #pragma unroll
@@ -534,12 +457,19 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
             if (!((todo >> q) & 1u)) continue;  // block-uniform
             const uint64_t* buf = bufs + (size_t)q * stride;
             const int nq = pick16(n, ns, q);
-            const uint64_t pq = DSA_ROLL_QUERIES ? ms[q].prefix : prefix[q];
-            const unsigned ha = smem_u32(hists + q * 2048), sa = smem_u32(&ms[q].sink);
-            if (shift >= 32)  // block-uniform
-                count_load4_pass<NT, R, true>(buf, nq, pq, shift, nb, ha, sa);
-            else
-                count_load4_pass<NT, R, false>(buf, nq, pq, shift, nb, ha, sa);
+            const uint64_t pq = DSA_ROLL_QUERIES ? ms[q].prefix : prefix[q], mq = DSA_ROLL_QUERIES ? ms[q].mask : mask[q];
+            uint32_t* hq = hists + q * 2048;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                uint64_t x[4];
+                dsa_load4<NT, false>(x, buf, nq, r);  // a histogram: the keys' order is free
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = (r * NT + tid) * 4 + e;
+                    const bool in = i < nq && (x[e] & mq) == pq;
+                    hist_count(hq, in, (unsigned)(x[e] >> shift) & (unsigned)(nb - 1), &ms[q].sink);
+                }
+            }
         }
         dsa::sel_sync();
         int s[NQ];
@@ -584,23 +514,6 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
     dsa::sel_sync();  // every thread has read the states before a later call rewrites them
 }
 
-// Field r (16 bits): how many keys of round r of buf[0..n) (the register layout's, read from shared memory) are >= K
-// (HIGH: K's low word is 0).
-template <int NT, int R, bool HIGH>
-CAKE_DEVICE uint64_t keep_counts(const uint64_t* buf, int n, uint64_t K) {
-    uint64_t v = 0ull;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        uint64_t x[4];
-        dsa_load4<NT, false>(x, buf, n, r);  // a count: the keys' order is free
-        int c = 0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < n && key_at_least<HIGH>(x[e], K)) ? 1 : 0;
-        v |= (uint64_t)c << (16 * r);
-    }
-    return v;
-}
-
 // Stable in-order keep of the keys >= K[q] of the buffers with bit q of `todo` (block-uniform), one scan for
 // all of them: sink(q, pos, x); kept[q] gets the count (0 for the others). IN_PLACE (the sink writes into
 // buffer q): each buffer is reloaded and a barrier separates the reload from the writes.
@@ -618,8 +531,16 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
         const uint64_t* buf = bufs + (size_t)q * stride;
         const int nq = pick16(n, ns, q);
         const uint64_t Kq = pick(K, q);
-        const uint64_t vq = (unsigned)Kq == 0u ? keep_counts<NT, R, true>(buf, nq, Kq)  // block-uniform
-                                               : keep_counts<NT, R, false>(buf, nq, Kq);
+        uint64_t vq = 0ull;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            uint64_t x[4];
+            dsa_load4<NT, false>(x, buf, nq, r);  // a count: the keys' order is free
+            int c = 0;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < nq && x[e] >= Kq) ? 1 : 0;
+            vq |= (uint64_t)c << (16 * r);
+        }
         put(v, q, vq);
     }
     uint64_t ex[NQ], tot[NQ];
