@@ -267,6 +267,13 @@ def test_memoized_calls_keep_every_check():
     run_with_cpu_stubs(SCRIPT)
 
 
+# A small SSD problem (x, dt, A, B and the caller's y) for the scripts on the CPU stand-ins; needs BF16 imported.
+SSD_SMALL = r'''
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+'''
+
 HELD_SCRIPT = STUBS + r'''
 import gc, os, weakref
 import cake_rt
@@ -274,11 +281,7 @@ from cake_rt.interop import BF16
 import cake_rt.ops.ssd as ssd
 from cake_rt.launch import streams
 from cake_rt.launch.streams import StreamHandle
-
-L, H, P, N = 256, 4, 64, 64
-x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
-dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
-def call(stream):
+''' + SSD_SMALL + r'''def call(stream):
     return cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=stream)
 def launched(p):
     pk = p.executable[1]

@@ -2,7 +2,7 @@
 call uses (a DSA plan, an SSD segment table) may be retired by another thread at any moment of the call, and it must
 still be freed only after the work that call queued (architecture spec, "Lifetimes"). The other thread is simulated
 deterministically: a hook at the racing moment evicts and collects, as that thread would."""
-from test_host_path_cpu import STUBS, run_with_cpu_stubs
+from test_host_path_cpu import SSD_SMALL, STUBS, run_with_cpu_stubs
 
 COMMON = STUBS + r'''
 import gc, weakref
@@ -19,10 +19,7 @@ def tracked(obj):
     return any(o is obj for o in streams._retired)
 '''
 
-SSD_RECORD_SCRIPT = COMMON + r'''
-L, H, P, N = 256, 4, 64, 64
-x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
-dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+SSD_RECORD_SCRIPT = COMMON + SSD_SMALL + r'''
 call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="exact", stream=s)
 call()
 p = ssd._last_call[1]
@@ -130,12 +127,9 @@ def test_a_workspace_grown_out_of_during_a_call_waits_for_that_call():
     run_with_cpu_stubs(DSA_GROWTH_SCRIPT)
 
 
-SSD_GROWTH_SCRIPT = COMMON + r'''
+SSD_GROWTH_SCRIPT = COMMON + SSD_SMALL + r'''
 from cake_rt.launch import grid
 from cake_rt.launch.workspace import state_workspace
-L, H, P, N = 256, 4, 64, 64
-x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
-dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
 call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
 call()
 state = streams.stream_state(0, s.ptr, False, s)
