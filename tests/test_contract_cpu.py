@@ -261,3 +261,5 @@ def test_dsa_workspace_bytes_names_an_argument_without_a_shape():
     w = fake((64, 32), np.float32, 2 << 24)
     with pytest.raises(TypeError, match=r"^q: expected an array or an object with \.shape .*got tuple"):
         dsa_indexer_workspace_bytes((64, 32, 128), k, w, 16)
+    with pytest.raises(TypeError, match=r"^k: expected an array or an object with \.shape .*got tuple"):
+        dsa_indexer_workspace_bytes(q, (256, 128), w, 16)
