@@ -164,3 +164,94 @@ print("ok")
 
 def test_a_chunk_parallel_call_takes_the_workspace_another_call_grew():
     run_with_cpu_stubs(SSD_GROWTH_SCRIPT)
+
+
+SSD_TORN_SCRIPT = COMMON + SSD_SMALL + r'''
+from cake_rt.launch import grid
+from cake_rt.launch.workspace import state_workspace
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+call()
+state = streams.stream_state(0, s.ptr, False, s)
+ws1 = state.workspaces["ssd_chunkpar"]
+state_workspace(state, "other", 256, handle=s.ptr, stream_obj=s)  # the held pointers stale: the call takes them again
+seen = {}
+# Another thread's call on the same stream switches in after this call read the workspace and before it reads the
+# state's version (at the weak reference made between them), grows the workspace and collects: the call must not
+# launch on the buffer grown out of unless that buffer waits for it.
+real_weakref = ssd.weakref
+class Racing:
+    @staticmethod
+    def ref(obj):
+        if "grown" not in seen:
+            seen["grown"] = True
+            state.begin()
+            state_workspace(state, "ssd_chunkpar", 2 * ws1.nbytes, handle=s.ptr, stream_obj=s)
+            state.end(s.ptr, False)
+            streams.collect()
+        return real_weakref.ref(obj)
+run = grid.PackedLaunch.run
+def spy(self, handle, ptrs, *a):
+    seen["ptrs"] = list(ptrs)
+    return run(self, handle, ptrs, *a)
+ssd.weakref, grid.PackedLaunch.run = Racing, spy
+call()
+ssd.weakref, grid.PackedLaunch.run = real_weakref, run
+assert seen["grown"]
+inside = lambda a, q: a.data.ptr <= q < a.data.ptr + a.nbytes
+waiting = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws1]
+assert waiting or not any(inside(ws1, q) for q in seen["ptrs"]), "the call launched on a released workspace"
+assert any(inside(state.workspaces["ssd_chunkpar"], q) for q in seen["ptrs"])
+print("ok")
+'''
+
+
+def test_a_growth_between_the_workspace_and_its_version_is_seen_after_the_begin():
+    run_with_cpu_stubs(SSD_TORN_SCRIPT)
+
+
+SSD_NEW_STATE_SCRIPT = COMMON + SSD_SMALL + r'''
+from cake_rt.launch import grid
+from cake_rt.launch.workspace import state_workspace
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+call()
+state = streams.stream_state(0, s.ptr, False, s)
+seen = {"begins": 0}
+# Other threads, at this call's begins: at the first, one grows the stream's workspace and releases the stream's state
+# (the call takes a new state after its begin); at the begin on that new state, one grows its workspace and collects.
+# The call must launch on a workspace that is current or waits for it.
+def grow(st):
+    st.begin()
+    ws = state_workspace(st, "ssd_chunkpar", 2 * st.workspaces["ssd_chunkpar"].nbytes, handle=s.ptr, stream_obj=s)
+    st.end(s.ptr, False)
+    return ws
+begin_call = ssd.begin_call
+def racing_begin_call(objs):
+    seen["begins"] += 1
+    if seen["begins"] == 1:
+        grow(state)
+        streams.release_stream(s)
+    elif seen["begins"] == 2:
+        new = objs[0]
+        assert new is not state and new.key == state.key
+        seen["first"] = new.workspaces["ssd_chunkpar"]
+        grow(new)
+        streams.collect()
+    return begin_call(objs)
+run = grid.PackedLaunch.run
+def spy(self, handle, ptrs, *a):
+    seen["ptrs"] = list(ptrs)
+    return run(self, handle, ptrs, *a)
+ssd.begin_call, grid.PackedLaunch.run = racing_begin_call, spy
+call()
+ssd.begin_call, grid.PackedLaunch.run = begin_call, run
+assert seen["begins"] >= 2
+first = seen["first"]
+inside = lambda a, q: a.data.ptr <= q < a.data.ptr + a.nbytes
+waiting = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is first]
+assert waiting or not any(inside(first, q) for q in seen["ptrs"]), "the call launched on a released workspace"
+print("ok")
+'''
+
+
+def test_a_state_taken_after_the_begin_is_checked_again_after_its_own_begin():
+    run_with_cpu_stubs(SSD_NEW_STATE_SCRIPT)

@@ -1008,9 +1008,10 @@ def _launch(p: _Problem, family: str, stream, y, ptrs: list):
         used = (table,)
     begin_call(used)
     try:
-        if coop and state.workspace_version != held[2]:
+        while coop and state.workspace_version != held[2]:
             # Another thread's call on this stream grew the workspace after the check above and before this call's
-            # begin: take the new one's pointers (a growth after the begin keeps the old buffer for this call).
+            # begin: take the new one's pointers (a growth after the begin keeps the old buffer for this call). A
+            # state made here was looked up before its begin: its version is checked again after that begin.
             state2, held = _stream_parts(p, ex, handle, s, capturing)
             if state2 is not state:
                 begin_call((state2,))
@@ -1060,6 +1061,10 @@ def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tu
     reference is weak so that a released state's memory is freed after its work, as without the problem."""
     plan = ex[0]
     state = stream_state(p.device, handle, capturing, s)
+    # The version read before the workspace: a growth by another thread between the two reads (or by this call) leaves
+    # the held version older than the pointers, so the check after the call's begin takes them again; read after, it
+    # could name pointers into a buffer grown out of and released before that begin.
+    version = state.workspace_version
     ws = state.workspaces.get("ssd_chunkpar")
     if ws is None or ws.nbytes < plan.workspace_bytes:
         ws = state_workspace(state, "ssd_chunkpar", plan.workspace_bytes, cap=plan.workspace_cap, handle=handle,
@@ -1069,7 +1074,7 @@ def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tu
         words = state_ticket_words(state, handle, p.device, 4, s, capturing)
     o1, o2, o3 = ex[3:6]
     base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, workspace_bytes)
-    held = (handle, weakref.ref(state), state.workspace_version, (base, base + o1, base + o2, base + o3, words.ptr), ex)
+    held = (handle, weakref.ref(state), version, (base, base + o1, base + o2, base + o3, words.ptr), ex)
     if handle != PER_THREAD:
         p.held_stream = held
     return state, held
