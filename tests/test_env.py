@@ -57,3 +57,24 @@ def test_every_switch_the_package_names_is_documented():
     assert named - leaving <= set(env.SWITCHES), named - leaving - set(env.SWITCHES)
     doc = env.__doc__
     assert all(name in doc for name in env.SWITCHES)
+
+
+def test_lineinfo_reaches_the_building_blocks_and_the_bench_kernels(monkeypatch):
+    """CAKE_RT_LINEINFO compiles every kernel with -lineinfo: the selftest's (which scripts/sanitize runs under it) and
+    the bench's too, not the ops' alone."""
+    pytest.importorskip("cupy")
+    from cake_rt import selftest
+    from cake_rt.bench import timing
+    from cake_rt.launch import compile as cc
+
+    seen = []
+    monkeypatch.setattr(cc, "get_kernel", lambda path, name, *, defines=None, options=(), device=None:
+                        seen.append((name, tuple(options))))
+    monkeypatch.setenv("CAKE_RT_LINEINFO", "1")
+    selftest._k("selftest_ticket")
+    timing._CudaPieces()
+    assert seen == [("selftest_ticket", ("-lineinfo",)), ("cake_bench_delay", ("-lineinfo",))]
+    monkeypatch.delenv("CAKE_RT_LINEINFO")
+    seen.clear()
+    selftest._k("selftest_ticket")
+    assert seen == [("selftest_ticket", ())]
