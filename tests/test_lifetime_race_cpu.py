@@ -255,3 +255,42 @@ print("ok")
 
 def test_a_state_taken_after_the_begin_is_checked_again_after_its_own_begin():
     run_with_cpu_stubs(SSD_NEW_STATE_SCRIPT)
+
+
+TICKETS_SCRIPT = COMMON + SSD_SMALL + r'''
+import cake_rt.launch.tickets as tickets
+from cake_rt.launch import grid
+x2 = make(np.empty((1, 2 * L, H, P), BF16)); B2 = make(np.empty((1, 2 * L, 1, N), BF16))
+dt2 = make(np.empty((1, 2 * L, H), np.float32)); y2 = make(np.empty((1, 2 * L, H, P), BF16))
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+call2 = lambda: cake_rt.ssd_combined(x2, dt2, A, B2, B2, 64, out=y2, family="chunkpar", stream=s)
+# Two threads' first calls on one stream: the other thread's call makes the stream's ticket words and launches while
+# this call makes its own (switched in at the end of this call's TicketWords). Both must end up with the words the
+# stream's state keeps: a problem holding the pointer of words no state keeps launches on freed memory on every call.
+real = tickets.TicketWords
+class Racing(real):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        if not seen.get("raced"):
+            seen["raced"] = True
+            call2()
+seen = {}
+tickets.TicketWords = Racing
+call()
+tickets.TicketWords = real
+assert seen["raced"]
+run = grid.PackedLaunch.run
+def spy(self, handle, ptrs, *a):
+    seen["ptrs"] = list(ptrs)
+    return run(self, handle, ptrs, *a)
+grid.PackedLaunch.run = spy
+state = streams.stream_state(0, s.ptr, False, s)
+for c in (call, call2):
+    c()
+    assert seen["ptrs"][-1] == state.tickets[4].ptr, "a launch on ticket words the stream's state no longer keeps"
+print("ok")
+'''
+
+
+def test_two_first_calls_on_a_stream_share_its_ticket_words():
+    run_with_cpu_stubs(TICKETS_SCRIPT)

@@ -115,9 +115,11 @@ def state_ticket_words(state, handle: int, device: int, nwords: int = 4, stream_
             raise CaptureError(
                 "ticket words for this stream cannot be created during CUDA graph capture: make one eager call "
                 "on this stream before capturing")
-        words = state.tickets[nwords] = TicketWords(nwords, device=device,
-                                                    stream=stream_obj if stream_obj is not None else handle,
-                                                    sync=False)
+        words = TicketWords(nwords, device=device, stream=stream_obj if stream_obj is not None else handle,
+                            sync=False)
+        # Another thread's first call on this stream may have made and used its own words meanwhile (and a problem
+        # holds their pointer): the first words kept win; these are freed after their zeroing, in stream order.
+        words = state.tickets.setdefault(nwords, words)
     return words
 
 
