@@ -294,3 +294,36 @@ print("ok")
 
 def test_two_first_calls_on_a_stream_share_its_ticket_words():
     run_with_cpu_stubs(TICKETS_SCRIPT)
+
+
+IDLE_GROWTH_SCRIPT = COMMON + SSD_SMALL + r'''
+from cake_rt.launch.workspace import state_workspace
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+call()
+state = streams.stream_state(0, s.ptr, False, s)
+ws1 = state.workspaces["ssd_chunkpar"]
+class Queued:  # the stream's call event of a serving loop that keeps later calls queued: never complete at a collect
+    ptr = 0x2000
+    done = False
+# A growth with no call in flight (the chunk-parallel call's own, before its begin): the buffer grown out of waits for
+# the work queued with it, not for the stream's later calls.
+assert state._events
+for key in list(state._events):
+    state._events[key] = Queued()
+state_workspace(state, "ssd_chunkpar", 2 * ws1.nbytes, handle=s.ptr, stream_obj=s)
+streams.collect()
+assert not [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws1], "kept by later calls"
+# A growth while a call is in flight on the state: the buffer grown out of waits for the state.
+ws2 = state.workspaces["ssd_chunkpar"]
+state.begin()
+state_workspace(state, "ssd_chunkpar", 2 * ws2.nbytes, handle=s.ptr, stream_obj=s)
+state._inflight -= 1
+streams.collect()
+old = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws2]
+assert old and old[0].after is state
+print("ok")
+'''
+
+
+def test_a_buffer_grown_out_of_with_no_call_in_flight_waits_for_its_own_work_only():
+    run_with_cpu_stubs(IDLE_GROWTH_SCRIPT)

@@ -3,8 +3,9 @@
 A workspace belongs to one stream's state (``streams.stream_state``): two calls on different streams never
 share scratch memory (they could run at the same time), and calls on one stream reuse it in stream order.
 It is allocated from that stream's pool. A workspace only grows; the buffer it grows out of is retired
-with an event recorded on the stream and freed only after the kernels queued with it have run and no call on
-the stream's state is in flight (a call of another thread on the same stream may hold its address). Under
+with an event recorded on the stream and freed only after the kernels queued with it have run and, when a call on
+the stream's state was in flight at the growth (a call of another thread on the same stream may hold its address),
+once that state is idle. Under
 CUDA graph capture a workspace that is large enough is used (and the stream's state is pinned by the
 caller's ``end``); one that would have to grow is refused with ``CaptureError``. A request above ``cap``
 raises ``WorkspaceCapExceeded`` (a ``ValueError``) so an op can fall back to a path that needs less, or
@@ -48,11 +49,13 @@ def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stre
     state.workspaces[key] = new
     state.workspace_version += 1  # before the buffer's retirement looks at the calls in flight (below)
     if buf is not None:
-        # The old buffer is freed after the work queued on this stream before now (its event) and after every call
-        # on this stream's state in flight now: another thread's call may have taken its address before this growth
-        # and launch after it. A call takes a workspace's address only after its begin on the state (or checks the
-        # state's version after it), so it is either counted here or sees the new version.
-        old = Buffer(buf, after=state)
+        # The old buffer is freed after the work queued on this stream before now (its event) and, when a call on
+        # this stream's state is in flight now, once the state is idle: another thread's call may have taken its
+        # address before this growth and launch after it. A call takes a workspace's address only after its begin
+        # on the state (or checks the state's version after it), so it is either in flight here or sees the new
+        # version. Without one in flight the state is not waited for: the stream's later calls (a serving loop that
+        # keeps it busy) would keep the buffer.
+        old = Buffer(buf, after=state if state._inflight else None)
         if state.pinned:
             old.pin()  # a captured graph may point at it
         else:
