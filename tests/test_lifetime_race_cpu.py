@@ -327,3 +327,29 @@ print("ok")
 
 def test_a_buffer_grown_out_of_with_no_call_in_flight_waits_for_its_own_work_only():
     run_with_cpu_stubs(IDLE_GROWTH_SCRIPT)
+
+
+DSA_OWN_GROWTH_SCRIPT = COMMON + r'''
+from cake_rt.launch.workspace import state_workspace
+T, Tkv, K = 4, 30466, 2048        # a split tail: its parts merge through the stream's workspace
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+state = streams.stream_state(0, s.ptr, False, s)
+small = state_workspace(state, "dsa_indexer", 256, handle=s.ptr, stream_obj=s)
+class Queued:  # the stream's call event of a serving loop that keeps later calls queued: never complete at a collect
+    ptr = 0x2000
+    done = False
+# The call grows the workspace itself (no other call in flight): the buffer grown out of waits for the work queued
+# with it, not for the stream's later calls.
+cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=s)
+assert state.workspaces["dsa_indexer"] is not small
+for key in list(state._events):
+    state._events[key] = Queued()
+streams.collect()
+assert not [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is small], "kept by later calls"
+print("ok")
+'''
+
+
+def test_a_call_growing_its_own_workspace_does_not_keep_the_old_one_for_later_calls():
+    run_with_cpu_stubs(DSA_OWN_GROWTH_SCRIPT)

@@ -22,8 +22,9 @@ class WorkspaceCapExceeded(ValueError):
 
 
 def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stream_obj=None,
-                    capturing: bool = False):
+                    capturing: bool = False, in_call: bool = False):
     """A CuPy uint8 array of at least ``nbytes`` from ``state`` (one stream's state); grows, never shrinks.
+    ``in_call``: the caller is a call in flight on ``state`` (begun on it) that takes this workspace once.
 
     Contents are undefined (not zeroed: a zero would cost a launch on every growth and call).
     """
@@ -53,9 +54,9 @@ def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stre
         # this stream's state is in flight now, once the state is idle: another thread's call may have taken its
         # address before this growth and launch after it. A call takes a workspace's address only after its begin
         # on the state (or checks the state's version after it), so it is either in flight here or sees the new
-        # version. Without one in flight the state is not waited for: the stream's later calls (a serving loop that
-        # keeps it busy) would keep the buffer.
-        old = Buffer(buf, after=state if state._inflight else None)
+        # version. Without one in flight (the caller's own call aside: it takes the new buffer) the state is not
+        # waited for: the stream's later calls (a serving loop that keeps it busy) would keep the buffer.
+        old = Buffer(buf, after=state if state._inflight > in_call else None)
         if state.pinned:
             old.pin()  # a captured graph may point at it
         else:

@@ -910,7 +910,8 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                         indices, scores = _allocate_outputs(p, indices, scores)
             ws = workspace
             if ws is None and need:
-                ws = state_workspace(state, "dsa_indexer", need, handle=handle, stream_obj=st, capturing=capturing)
+                ws = state_workspace(state, "dsa_indexer", need, handle=handle, stream_obj=st, capturing=capturing,
+                                     in_call=True)
             tickets = None
             nwords = dp.words[p.schedule]
             if nwords:
