@@ -353,3 +353,114 @@ print("ok")
 
 def test_a_call_growing_its_own_workspace_does_not_keep_the_old_one_for_later_calls():
     run_with_cpu_stubs(DSA_OWN_GROWTH_SCRIPT)
+
+
+THREADS_SCRIPT = COMMON + r'''
+import threading, weakref
+import cupy
+from cake_rt.launch import grid
+sys.setswitchinterval(1e-6)  # a thread switch at (nearly) any bytecode
+# Memory that is freed when its last reference goes (addresses never reused): a launch's pointer must lie in memory
+# something still holds.
+class Memory(cupy.cuda.UnownedMemory):
+    pass
+top, spans, lock = [1 << 40], [], threading.Lock()
+def allocate(nbytes):
+    with lock:
+        b = top[0]; top[0] += (nbytes + 511) // 256 * 256
+    m = Memory(b, max(nbytes, 1), None, device_id=0)
+    spans.append((b, b + max(nbytes, 1), weakref.ref(m)))
+    return cupy.cuda.MemoryPointer(m, 0)
+cupy.cuda.set_allocator(allocate)
+def live(q):
+    return all(r() is not None for b, e, r in list(spans) if b <= q < e)
+H, P, N = 4, 64, 64
+problems = []
+for L in (256, 512, 1024, 2048, 4096, 8192):  # workspaces of growing sizes
+    x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+    dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+    problems.append((x, dt, A, B, y))
+bad = []
+run = grid.PackedLaunch.run
+def spy(self, handle, ptrs, *a):
+    bad.extend(q for q in ptrs[-5:] if not live(q))  # the workspace parts and the ticket words
+    return run(self, handle, ptrs, *a)
+grid.PackedLaunch.run = spy
+def worker(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        x, dt, A, B, y = problems[rng.integers(len(problems))]
+        cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+        if rng.random() < 0.05:
+            streams.release_stream(s)  # the stream's next call takes a new state (ticket words, workspace)
+        if rng.random() < 0.1:
+            streams.collect()
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not bad, f"{len(bad)} launches on freed memory"
+print("ok")
+'''
+
+
+def test_threads_on_one_stream_launch_on_live_workspaces_and_ticket_words():
+    """Calls of four threads on one stream, of growing sizes, with the stream's state released now and then: no
+    chunk-parallel launch points at memory already freed. Thread switches are not deterministic: on the code before
+    the fixes above it failed on every run (the workspace) or on about half of them (the ticket words)."""
+    run_with_cpu_stubs(THREADS_SCRIPT)
+
+
+RACING_GROWTHS_SCRIPT = COMMON + SSD_SMALL + r'''
+import threading, weakref
+import cupy
+from cake_rt.launch import grid
+from cake_rt.launch.workspace import state_workspace
+class Memory(cupy.cuda.UnownedMemory):  # freed when its last reference goes
+    pass
+top, spans = [1 << 40], []
+def allocate(nbytes):
+    b = top[0]; top[0] += (nbytes + 511) // 256 * 256
+    m = Memory(b, max(nbytes, 1), None, device_id=0)
+    spans.append((b, b + max(nbytes, 1), weakref.ref(m)))
+    return cupy.cuda.MemoryPointer(m, 0)
+cupy.cuda.set_allocator(allocate)
+live = lambda q: all(r() is not None for b, e, r in spans if b <= q < e)
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+call()
+state = streams.stream_state(0, s.ptr, False, s)
+X = state.workspaces["ssd_chunkpar"].nbytes
+# Thread G1 grows the workspace and is switched out while it allocates; G2 grows it further; thread D's call takes
+# G2's buffer and is switched out at its launch; G1 then finishes its growth. D must launch on live memory.
+allocating, g1_go, at_launch, d_go = (threading.Event() for _ in range(4))
+empty = cupy.empty
+def slow_empty(*a, **kw):
+    if threading.current_thread().name == "G1":
+        allocating.set(); g1_go.wait(10)
+    return empty(*a, **kw)
+cupy.empty = slow_empty
+run = grid.PackedLaunch.run
+seen = {}
+def spy(self, handle, ptrs, *a):
+    if threading.current_thread().name == "D":
+        at_launch.set(); d_go.wait(10)
+        seen["live"] = all(live(q) for q in ptrs[-5:])
+    return run(self, handle, ptrs, *a)
+grid.PackedLaunch.run = spy
+g1 = threading.Thread(target=lambda: state_workspace(state, "ssd_chunkpar", 3 * X // 2, handle=s.ptr, stream_obj=s),
+                      name="G1")
+g1.start(); assert allocating.wait(10)
+state_workspace(state, "ssd_chunkpar", 2 * X, handle=s.ptr, stream_obj=s)   # G2
+d = threading.Thread(target=call, name="D")
+d.start(); assert at_launch.wait(10)
+g1_go.set(); g1.join(10)
+streams.collect(); gc.collect()
+d_go.set(); d.join(10)
+assert seen["live"] is True, "a call launched on a workspace another growth replaced unguarded"
+print("ok")
+'''
+
+
+def test_two_growths_at_once_never_replace_a_buffer_unguarded():
+    run_with_cpu_stubs(RACING_GROWTHS_SCRIPT)

@@ -13,8 +13,13 @@ report the limit to the caller.
 """
 from __future__ import annotations
 
+import threading
+
 from .arch import device_index
 from .streams import Buffer, CaptureError, external_stream, is_capturing, resolve, stream_state
+
+
+_grow_lock = threading.Lock()
 
 
 class WorkspaceCapExceeded(ValueError):
@@ -47,8 +52,14 @@ def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stre
     s = stream_obj if stream_obj is not None else external_stream(handle)
     with s:  # allocated in the order of the stream that will use it
         new = cupy.empty(size, dtype=cupy.uint8)
-    state.workspaces[key] = new
-    state.workspace_version += 1  # before the buffer's retirement looks at the calls in flight (below)
+    with _grow_lock:
+        # The buffer replaced is the one current now: another thread may have grown this workspace since the look
+        # above, and a call may hold the address of what it made (replaced unguarded, it would be freed under it).
+        buf = state.workspaces.get(key)
+        if buf is not None and buf.nbytes >= nbytes:
+            return buf  # ``new`` was seen by no one
+        state.workspaces[key] = new
+        state.workspace_version += 1  # before the buffer's retirement looks at the calls in flight (below)
     if buf is not None:
         # The old buffer is freed after the work queued on this stream before now (its event) and, when a call on
         # this stream's state is in flight now, once the state is idle: another thread's call may have taken its
