@@ -530,7 +530,7 @@ class StreamState(Guarded):
     ``workspace_version`` counts the workspaces replaced by a growth: a holder of a workspace's pointers (a
     memoized problem) uses them while the version it took them at is current and the state is not retired."""
 
-    __slots__ = ("key", "handle", "tickets", "workspaces", "workspace_version", "_old", "watch")
+    __slots__ = ("key", "handle", "tickets", "workspaces", "workspace_version", "watch")
 
     def __init__(self, key, handle):
         super().__init__()
@@ -539,7 +539,6 @@ class StreamState(Guarded):
         self.tickets = {}
         self.workspaces = {}
         self.workspace_version = 0
-        self._old = []  # grown-out workspaces: retired with their own events
 
     def pin(self) -> None:
         super().pin()
