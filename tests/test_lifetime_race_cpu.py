@@ -17,6 +17,57 @@ Event = type(streams.stream_event(0, s.ptr)[1])  # the stand-in event class: don
 def tracked(obj):
     """Whether a retired object still waits in the retirement list (freed only once its events are done)."""
     return any(o is obj for o in streams._retired)
+
+def waiting(array):
+    """The retired buffers of ``array`` still in the retirement list."""
+    return [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is array]
+
+class Queued:  # the stream's call event of a serving loop that keeps later calls queued: never complete at a collect
+    ptr = 0x2000
+    done = False
+'''
+
+# A chunk-parallel call of the small SSD problem made once on stream s; its stream's state and workspace; launches'
+# pointers recorded by call_spied (seen["ptrs"]: the last launch's).
+# A DSA split tail (its parts merge through the stream's workspace): q, k, w, K and the caller's idx, sc.
+DSA_SPLIT_TAIL = COMMON + r'''
+from cake_rt.launch.workspace import state_workspace
+T, Tkv, K = 4, 30466, 2048        # a split tail: its parts merge through the stream's workspace
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+'''
+
+SSD_CHUNKPAR = COMMON + SSD_SMALL + r'''
+from cake_rt.launch import grid
+from cake_rt.launch.workspace import state_workspace
+call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
+call()
+state = streams.stream_state(0, s.ptr, False, s)
+ws1 = state.workspaces["ssd_chunkpar"]
+seen = {}
+inside = lambda a, q: a.data.ptr <= q < a.data.ptr + a.nbytes
+def call_spied(**hooks):
+    """call() with names of the ssd module replaced by ``hooks`` (another thread's moments), the pointers of its
+    launch recorded in seen["ptrs"]."""
+    saved, run = {k: getattr(ssd, k) for k in hooks}, grid.PackedLaunch.run
+    def spy(self, handle, ptrs, *a):
+        seen["ptrs"] = list(ptrs)
+        return run(self, handle, ptrs, *a)
+    for k, v in hooks.items():
+        setattr(ssd, k, v)
+    grid.PackedLaunch.run = spy
+    try:
+        call()
+    finally:
+        for k, v in saved.items():
+            setattr(ssd, k, v)
+        grid.PackedLaunch.run = run
+def grow(st):
+    """Another thread's call on this stream: in flight on ``st``, it doubles the workspace."""
+    st.begin()
+    ws = state_workspace(st, "ssd_chunkpar", 2 * st.workspaces["ssd_chunkpar"].nbytes, handle=s.ptr, stream_obj=s)
+    st.end(s.ptr, False)
+    return ws
 '''
 
 SSD_RECORD_SCRIPT = COMMON + SSD_SMALL + r'''
@@ -87,11 +138,7 @@ def test_an_object_retired_between_lookup_and_begin_waits_for_the_call():
     run_with_cpu_stubs(DSA_LOOKUP_SCRIPT)
 
 
-DSA_GROWTH_SCRIPT = COMMON + r'''
-from cake_rt.launch.workspace import state_workspace
-T, Tkv, K = 4, 30466, 2048        # a split tail: its parts merge through the stream's workspace
-q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
-idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+DSA_GROWTH_SCRIPT = DSA_SPLIT_TAIL + r'''
 call = lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=s)
 call()
 seen = {}
@@ -105,8 +152,7 @@ def racing_launch_args(dp, qkw, indices, scores, ws, tickets, schedule):
     state_workspace(state, "dsa_indexer", 2 * ws.nbytes, handle=s.ptr, stream_obj=s)
     streams.collect()
     state.end(s.ptr, False)
-    old = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws]
-    seen["waiting"] = len(old) == 1
+    seen["waiting"] = len(waiting(ws)) == 1
     return launch_args(dp, qkw, indices, scores, ws, tickets, schedule)
 dsa._launch_args = racing_launch_args
 call()
@@ -127,35 +173,19 @@ def test_a_workspace_grown_out_of_during_a_call_waits_for_that_call():
     run_with_cpu_stubs(DSA_GROWTH_SCRIPT)
 
 
-SSD_GROWTH_SCRIPT = COMMON + SSD_SMALL + r'''
-from cake_rt.launch import grid
-from cake_rt.launch.workspace import state_workspace
-call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
-call()
-state = streams.stream_state(0, s.ptr, False, s)
-ws1 = state.workspaces["ssd_chunkpar"]
-seen = {}
+SSD_GROWTH_SCRIPT = SSD_CHUNKPAR + r'''
 # Another thread's call on the same stream grows the workspace after this call found its held pointers current and
 # before its begin: the call must launch on the new workspace, not on the one grown out of.
 begin_call = ssd.begin_call
 def racing_begin_call(objs):
     if "grown" not in seen:
         seen["grown"] = True
-        state.begin()
-        state_workspace(state, "ssd_chunkpar", 2 * ws1.nbytes, handle=s.ptr, stream_obj=s)
-        state.end(s.ptr, False)
+        grow(state)
         streams.collect()
     return begin_call(objs)
-run = grid.PackedLaunch.run
-def spy(self, handle, ptrs, *a):
-    seen["ptrs"] = list(ptrs)
-    return run(self, handle, ptrs, *a)
-ssd.begin_call, grid.PackedLaunch.run = racing_begin_call, spy
-call()
-ssd.begin_call, grid.PackedLaunch.run = begin_call, run
+call_spied(begin_call=racing_begin_call)
 ws2 = state.workspaces["ssd_chunkpar"]
 assert ws2 is not ws1
-inside = lambda a, q: a.data.ptr <= q < a.data.ptr + a.nbytes
 assert not any(inside(ws1, q) for q in seen["ptrs"]), "the call launched on a workspace grown out of before its begin"
 assert any(inside(ws2, q) for q in seen["ptrs"])
 print("ok")
@@ -166,15 +196,8 @@ def test_a_chunk_parallel_call_takes_the_workspace_another_call_grew():
     run_with_cpu_stubs(SSD_GROWTH_SCRIPT)
 
 
-SSD_TORN_SCRIPT = COMMON + SSD_SMALL + r'''
-from cake_rt.launch import grid
-from cake_rt.launch.workspace import state_workspace
-call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
-call()
-state = streams.stream_state(0, s.ptr, False, s)
-ws1 = state.workspaces["ssd_chunkpar"]
+SSD_TORN_SCRIPT = SSD_CHUNKPAR + r'''
 state_workspace(state, "other", 256, handle=s.ptr, stream_obj=s)  # the held pointers stale: the call takes them again
-seen = {}
 # Another thread's call on the same stream switches in after this call read the workspace and before it reads the
 # state's version (at the weak reference made between them), grows the workspace and collects: the call must not
 # launch on the buffer grown out of unless that buffer waits for it.
@@ -184,22 +207,12 @@ class Racing:
     def ref(obj):
         if "grown" not in seen:
             seen["grown"] = True
-            state.begin()
-            state_workspace(state, "ssd_chunkpar", 2 * ws1.nbytes, handle=s.ptr, stream_obj=s)
-            state.end(s.ptr, False)
+            grow(state)
             streams.collect()
         return real_weakref.ref(obj)
-run = grid.PackedLaunch.run
-def spy(self, handle, ptrs, *a):
-    seen["ptrs"] = list(ptrs)
-    return run(self, handle, ptrs, *a)
-ssd.weakref, grid.PackedLaunch.run = Racing, spy
-call()
-ssd.weakref, grid.PackedLaunch.run = real_weakref, run
+call_spied(weakref=Racing)
 assert seen["grown"]
-inside = lambda a, q: a.data.ptr <= q < a.data.ptr + a.nbytes
-waiting = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws1]
-assert waiting or not any(inside(ws1, q) for q in seen["ptrs"]), "the call launched on a released workspace"
+assert waiting(ws1) or not any(inside(ws1, q) for q in seen["ptrs"]), "the call launched on a released workspace"
 assert any(inside(state.workspaces["ssd_chunkpar"], q) for q in seen["ptrs"])
 print("ok")
 '''
@@ -209,21 +222,11 @@ def test_a_growth_between_the_workspace_and_its_version_is_seen_after_the_begin(
     run_with_cpu_stubs(SSD_TORN_SCRIPT)
 
 
-SSD_NEW_STATE_SCRIPT = COMMON + SSD_SMALL + r'''
-from cake_rt.launch import grid
-from cake_rt.launch.workspace import state_workspace
-call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
-call()
-state = streams.stream_state(0, s.ptr, False, s)
-seen = {"begins": 0}
+SSD_NEW_STATE_SCRIPT = SSD_CHUNKPAR + r'''
+seen["begins"] = 0
 # Other threads, at this call's begins: at the first, one grows the stream's workspace and releases the stream's state
 # (the call takes a new state after its begin); at the begin on that new state, one grows its workspace and collects.
 # The call must launch on a workspace that is current or waits for it.
-def grow(st):
-    st.begin()
-    ws = state_workspace(st, "ssd_chunkpar", 2 * st.workspaces["ssd_chunkpar"].nbytes, handle=s.ptr, stream_obj=s)
-    st.end(s.ptr, False)
-    return ws
 begin_call = ssd.begin_call
 def racing_begin_call(objs):
     seen["begins"] += 1
@@ -237,18 +240,10 @@ def racing_begin_call(objs):
         grow(new)
         streams.collect()
     return begin_call(objs)
-run = grid.PackedLaunch.run
-def spy(self, handle, ptrs, *a):
-    seen["ptrs"] = list(ptrs)
-    return run(self, handle, ptrs, *a)
-ssd.begin_call, grid.PackedLaunch.run = racing_begin_call, spy
-call()
-ssd.begin_call, grid.PackedLaunch.run = begin_call, run
+call_spied(begin_call=racing_begin_call)
 assert seen["begins"] >= 2
 first = seen["first"]
-inside = lambda a, q: a.data.ptr <= q < a.data.ptr + a.nbytes
-waiting = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is first]
-assert waiting or not any(inside(first, q) for q in seen["ptrs"]), "the call launched on a released workspace"
+assert waiting(first) or not any(inside(first, q) for q in seen["ptrs"]), "the call launched on a released workspace"
 print("ok")
 '''
 
@@ -279,11 +274,10 @@ tickets.TicketWords = Racing
 call()
 tickets.TicketWords = real
 assert seen["raced"]
-run = grid.PackedLaunch.run
 def spy(self, handle, ptrs, *a):
     seen["ptrs"] = list(ptrs)
     return run(self, handle, ptrs, *a)
-grid.PackedLaunch.run = spy
+run, grid.PackedLaunch.run = grid.PackedLaunch.run, spy
 state = streams.stream_state(0, s.ptr, False, s)
 for c in (call, call2):
     c()
@@ -296,15 +290,7 @@ def test_two_first_calls_on_a_stream_share_its_ticket_words():
     run_with_cpu_stubs(TICKETS_SCRIPT)
 
 
-IDLE_GROWTH_SCRIPT = COMMON + SSD_SMALL + r'''
-from cake_rt.launch.workspace import state_workspace
-call = lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s)
-call()
-state = streams.stream_state(0, s.ptr, False, s)
-ws1 = state.workspaces["ssd_chunkpar"]
-class Queued:  # the stream's call event of a serving loop that keeps later calls queued: never complete at a collect
-    ptr = 0x2000
-    done = False
+IDLE_GROWTH_SCRIPT = SSD_CHUNKPAR + r'''
 # A growth with no call in flight (the chunk-parallel call's own, before its begin): the buffer grown out of waits for
 # the work queued with it, not for the stream's later calls.
 assert state._events
@@ -312,14 +298,14 @@ for key in list(state._events):
     state._events[key] = Queued()
 state_workspace(state, "ssd_chunkpar", 2 * ws1.nbytes, handle=s.ptr, stream_obj=s)
 streams.collect()
-assert not [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws1], "kept by later calls"
+assert not waiting(ws1), "kept by later calls"
 # A growth while a call is in flight on the state: the buffer grown out of waits for the state.
 ws2 = state.workspaces["ssd_chunkpar"]
 state.begin()
 state_workspace(state, "ssd_chunkpar", 2 * ws2.nbytes, handle=s.ptr, stream_obj=s)
 state._inflight -= 1
 streams.collect()
-old = [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is ws2]
+old = waiting(ws2)
 assert old and old[0].after is state
 print("ok")
 '''
@@ -329,16 +315,9 @@ def test_a_buffer_grown_out_of_with_no_call_in_flight_waits_for_its_own_work_onl
     run_with_cpu_stubs(IDLE_GROWTH_SCRIPT)
 
 
-DSA_OWN_GROWTH_SCRIPT = COMMON + r'''
-from cake_rt.launch.workspace import state_workspace
-T, Tkv, K = 4, 30466, 2048        # a split tail: its parts merge through the stream's workspace
-q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
-idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+DSA_OWN_GROWTH_SCRIPT = DSA_SPLIT_TAIL + r'''
 state = streams.stream_state(0, s.ptr, False, s)
 small = state_workspace(state, "dsa_indexer", 256, handle=s.ptr, stream_obj=s)
-class Queued:  # the stream's call event of a serving loop that keeps later calls queued: never complete at a collect
-    ptr = 0x2000
-    done = False
 # The call grows the workspace itself (no other call in flight): the buffer grown out of waits for the work queued
 # with it, not for the stream's later calls.
 cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=s)
@@ -346,7 +325,7 @@ assert state.workspaces["dsa_indexer"] is not small
 for key in list(state._events):
     state._events[key] = Queued()
 streams.collect()
-assert not [o for o in streams._retired if isinstance(o, streams.Buffer) and o.array is small], "kept by later calls"
+assert not waiting(small), "kept by later calls"
 print("ok")
 '''
 
