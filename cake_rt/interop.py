@@ -225,9 +225,15 @@ def as_host_int32(x, name: str) -> np.ndarray:
     synchronizes with the device). Integer dtypes only; values must fit in int32.
     """
     if isinstance(x, (list, tuple)):
-        arr = np.asarray(x)
+        try:
+            arr = np.asarray(x)
+        except ValueError:  # a ragged list: NumPy's message names no argument
+            raise ValueError(f"{name}: expected a 1-D array, got a nested list of uneven lengths") from None
         if arr.size == 0:
             arr = arr.astype(np.int64)
+        elif arr.dtype == object and all(isinstance(v, int) for v in arr.flat):
+            # ints beyond int64 (NumPy keeps them as objects): a range error, not a wrong dtype
+            raise ValueError(f"{name}: values must fit in int32")
     elif isinstance(x, np.ndarray):
         arr = x
     else:

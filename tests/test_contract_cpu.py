@@ -263,3 +263,14 @@ def test_dsa_workspace_bytes_names_an_argument_without_a_shape():
         dsa_indexer_workspace_bytes((64, 32, 128), k, w, 16)
     with pytest.raises(TypeError, match=r"^k: expected an array or an object with \.shape .*got tuple"):
         dsa_indexer_workspace_bytes(q, (256, 128), w, 16)
+
+
+def test_ragged_metadata_list_is_named_by_the_entries():
+    from cake_rt.ops.dsa import dsa_indexer_workspace_bytes
+    from cake_rt.ops.ssd import ssd_plan
+
+    with pytest.raises(ValueError, match="^cu_seqlens: expected a 1-D array"):
+        ssd_plan(*_ssd_inputs(), 64, cu_seqlens=[0, [50, 100]])
+    q, k, w = _dsa_inputs()
+    with pytest.raises(ValueError, match="^cu_seqlens_k: expected a 1-D array"):
+        dsa_indexer_workspace_bytes(q, k, w, 8, cu_seqlens_q=[0, 32], cu_seqlens_k=[0, [100]])

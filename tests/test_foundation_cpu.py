@@ -238,6 +238,18 @@ def test_as_host_int32():
         interop.as_host_int32([0, 1 << 40], "cu_seqlens")
 
 
+@pytest.mark.parametrize("values, error, match", [
+    ([0, [1, 2]], ValueError, "expected a 1-D array"),     # ragged: NumPy itself refuses it, naming nothing
+    ([[0, 1], [2]], ValueError, "expected a 1-D array"),
+    ([0, 1 << 70], ValueError, "values must fit in int32"),  # beyond int64: NumPy makes an object array
+    ((0, -(1 << 70)), ValueError, "values must fit in int32"),
+    ([0, None], TypeError, "expected an integer dtype"),
+    ([0, "4"], TypeError, "expected an integer dtype")])
+def test_as_host_int32_names_the_argument_for_any_list(values, error, match):
+    with pytest.raises(error, match=f"^cu_seqlens: {match}"):
+        interop.as_host_int32(values, "cu_seqlens")
+
+
 def test_parse_dtype():
     allowed = [np.float32, interop.BF16, np.float16]
     assert interop.parse_dtype("bfloat16", "state_dtype", allowed) == interop.BF16
