@@ -274,3 +274,16 @@ def test_ragged_metadata_list_is_named_by_the_entries():
     q, k, w = _dsa_inputs()
     with pytest.raises(ValueError, match="^cu_seqlens_k: expected a 1-D array"):
         dsa_indexer_workspace_bytes(q, k, w, 8, cu_seqlens_q=[0, 32], cu_seqlens_k=[0, [100]])
+
+
+@pytest.mark.parametrize("device, error", [(5, ValueError), (-1, ValueError), ("cuda:0", TypeError),
+                                           (True, TypeError)])
+def test_dsa_workspace_bytes_names_a_device_that_is_not_there(monkeypatch, device, error):
+    """A device index the process has not got is the caller's error, not the driver's ``cudaErrorInvalidDevice``."""
+    from cupy_backends.cuda.api import runtime
+
+    from cake_rt.ops.dsa import dsa_indexer_workspace_bytes
+
+    monkeypatch.setattr(runtime, "getDeviceCount", lambda: 2)
+    with pytest.raises(error, match="^device: "):
+        dsa_indexer_workspace_bytes(*_dsa_inputs(), 8, device=device)

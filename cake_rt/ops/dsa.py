@@ -807,7 +807,16 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
     if shape_of(weights, "weights", "[T, H]") != (T, H):
         raise ValueError(f"weights: expected shape ({T}, {H}), got {tuple(weights.shape)}")
     cu_q, cu_k, off = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv)
-    if device is None:
+    if device is not None:
+        import cupy
+
+        from ..launch.arch import device_index
+
+        device = device_index(device)  # a TypeError naming device for what is no index
+        count = cupy.cuda.runtime.getDeviceCount()
+        if not 0 <= device < count:
+            raise ValueError(f"device: no CUDA device {device} here ({count} visible)")
+    else:
         dev_attr = getattr(q, "device", None)  # CuPy: Device(.id); PyTorch: torch.device(.index)
         device = None
         if dev_attr is not None:
