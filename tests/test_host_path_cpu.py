@@ -463,3 +463,65 @@ print("ok")
 
 def test_dsa_small_workspace_is_refused_before_any_upload():
     run_with_cpu_stubs(WORKSPACE_SCRIPT)
+
+
+METADATA_STREAM_SCRIPT = STUBS + r'''import cupy
+import cake_rt
+from cake_rt.interop import BF16
+from cake_rt.launch.streams import StreamHandle
+
+class Tracked(type(s)):
+    """The call's stream: says whether it is the current one (entered)."""
+    inside = 0
+    def __enter__(self):
+        Tracked.inside += 1
+        return self
+    def __exit__(self, *exc):
+        Tracked.inside -= 1
+        return False
+owner = bytearray(64)
+st = Tracked.from_external(StreamHandle(id(owner)))
+assert type(st) is Tracked
+
+reads = []
+class Meta(cupy.ndarray):
+    """Device metadata whose copy to the host says whether it was made on the call's stream."""
+    values = {}  # data pointer -> the host values
+    __module__ = "cupy.stand_in"  # a CuPy array to is_device_metadata (its interface property needs a driver)
+
+    def get(self, stream=None, *a, **k):
+        reads.append(stream is st or (stream is None and Tracked.inside > 0))
+        return Meta.values[self.data.ptr].reshape(self.shape)
+
+def meta(values):
+    m = make(np.asarray(values, np.int32)).view(Meta)
+    Meta.values[m.data.ptr] = np.asarray(values, np.int32)
+    return m
+
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
+cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st)
+cake_rt.ssd_combined(x, dt, A, B, B, 64, seq_idx=meta(np.repeat([0, 1], [100, L - 100])[None]), stream=st)
+assert reads == [True, True], reads
+
+T, Tkv, Hh, D, K = 64, 300, 32, 128, 16
+q = make(np.empty((T, Hh, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, Hh), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+reads.clear()
+cake_rt.dsa_indexer_det_topk(q, k, w, K, cu_seqlens_q=meta([0, 10, T]), cu_seqlens_k=meta([0, 100, Tkv]),
+                             q_causal_offsets=meta([90, 200]), stream=st)
+assert reads == [True] * 3, reads
+reads.clear()
+cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, cu_seqlens_q=meta([0, 10, T]), cu_seqlens_k=meta([0, 100, Tkv]),
+                                     indices=idx, scores=sc, stream=st)
+assert reads == [True] * 2, reads
+print("ok")
+'''
+
+
+def test_device_metadata_is_read_on_the_call_stream():
+    """Device metadata (cu_seqlens, seq_idx, q_causal_offsets) is copied to the host on the call's stream (the
+    prepare stream for a runner), ordered after the caller's work there: CuPy's ``get`` copies on the current stream,
+    which a non-blocking call stream does not wait for (the copy could read metadata a kernel still writes)."""
+    run_with_cpu_stubs(METADATA_STREAM_SCRIPT)

@@ -14,6 +14,7 @@ last of them to finish merges their parts in the same launch. One program per (a
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 
@@ -475,14 +476,6 @@ def _check_arrays(q, k, weights, topk):
     return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
 
 
-def _validate(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal) -> _Problem:
-    """Every check of the inputs and host metadata (``ValueError`` / ``TypeError`` naming the argument)."""
-    p = _check_arrays(q, k, weights, topk)
-    p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T, p.Tkv)
-    p.causal = bool(causal)
-    return p
-
-
 def _check_outputs(indices, scores, T, topk, dev, p=None):
     """Outputs: writable device arrays of the right shape/dtype, 16-byte aligned, overlapping no input
     (of ``p``) and not each other."""
@@ -613,6 +606,7 @@ class _DevicePlan(UploadedTable):
 _PLAN_CACHE_SIZE = 64
 _plan_cache = GuardedLRU(_PLAN_CACHE_SIZE)
 _plan_lock = threading.Lock()
+_NULL = contextlib.nullcontext()
 # Validated call signatures -> _Problem, so a repeated call skips re-checking what cannot have changed.
 _problems: dict = {}
 _MEMO_SIZE = 256
@@ -884,15 +878,17 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
         st, handle = resolve_handle(stream, p.device)  # None: the current stream of the inputs' device
         capturing = is_capturing(handle)
         if p.nbytes == ():  # validated just now: the metadata (device metadata needs a device-to-host copy)
-            if capturing:
-                for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                                ("q_causal_offsets", q_causal_offsets)):
-                    if is_device_metadata(v):
-                        raise ValueError(f"{name}: device metadata cannot be read during CUDA graph capture (it "
-                                         f"needs a device-to-host copy); pass host (NumPy) metadata or capture a "
-                                         f"prepared runner")
-            p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T,
-                                                        p.Tkv)
+            on_device = [name for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                                              ("q_causal_offsets", q_causal_offsets)) if is_device_metadata(v)]
+            if capturing and on_device:
+                raise ValueError(f"{on_device[0]}: device metadata cannot be read during CUDA graph capture (it "
+                                 f"needs a device-to-host copy); pass host (NumPy) metadata or capture a "
+                                 f"prepared runner")
+            # Device metadata is copied to the host on the call's stream (CuPy's ``get`` copies on the current
+            # stream): ordered after the caller's work on it, which a non-blocking call stream would not be.
+            with st if on_device else _NULL:
+                p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal,
+                                                            p.T, p.Tkv)
             p.causal = bool(causal)
             p.schedule = schedule if schedule is not None else _default_schedule(p.device)
             p.key_split = key_split
@@ -1097,12 +1093,16 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
     if indices is None or scores is None:
         raise ValueError(f"{'indices' if indices is None else 'scores'}: a prepared runner needs caller-owned "
                          f"outputs (int32 / float32 [T, topk]), got None")
-    p = _validate(q, k, weights, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal)
+    p = _check_arrays(q, k, weights, topk)
     indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
     with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)
         if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
+        with st:  # device metadata is copied to the host on the prepare stream, after the caller's work on it
+            p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T,
+                                                        p.Tkv)
+        p.causal = bool(causal)
         cfg = _config_for(p)
         plan = _plan(p, cfg, key_split)
         need = plan.workspace_bytes

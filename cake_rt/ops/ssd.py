@@ -13,6 +13,7 @@ the bench suite compile.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import threading
@@ -355,6 +356,7 @@ def _build_table(segs, seqlen, chunk, varlen):
     return table, nseg, chunk_base, max_chunks, ckpt_base
 
 
+_NULL = contextlib.nullcontext()
 _tables_host: dict = {}  # (seqlen, chunk, batch, cu_seqlens, seq_idx) -> _build_table's result
 
 
@@ -887,23 +889,30 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
         return _plan(c, family)
 
 
-def _refuse_device_metadata_under_capture(x, stream, named) -> None:
-    """``ValueError`` naming the first device-resident metadata argument of ``named`` ((name, value) pairs)
-    when the call's stream is capturing a CUDA graph: reading it needs a device-to-host copy, which would
-    invalidate the capture. Host metadata and calls outside capture pass."""
+def _metadata_reading(x, stream, named):
+    """The context to validate a call in: with device-resident metadata among ``named`` ((name, value) pairs), the
+    inputs' device and the call's stream made current, so that the metadata's copy to the host is ordered after the
+    caller's work on that stream (CuPy's ``get`` copies on the current stream, which a non-blocking call stream does
+    not wait for); a no-op when all of it is on the host (or ``x`` is invalid: validation reports it). ``ValueError``
+    naming the first device metadata argument when the stream is capturing a CUDA graph: the device-to-host copy
+    would invalidate the capture."""
     meta = [n for n, v in named if is_device_metadata(v)]
     if not meta:
-        return
+        return _NULL
     try:
         dev = _dev(x, "x").device.id
     except Exception:
-        return  # validation reports x
+        return _NULL  # validation reports x
     with current_device(dev):
-        _, handle = resolve_handle(stream, dev)
+        s, handle = resolve_handle(stream, dev)
         if is_capturing(handle):
             raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
                              f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
                              f"same host metadata before capturing")
+    stack = contextlib.ExitStack()
+    stack.enter_context(current_device(dev))
+    stack.enter_context(s)
+    return stack
 
 
 def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
@@ -944,12 +953,13 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 if p is not None:
                     _last_call = (sig, p)
     if p is None:
-        _refuse_device_metadata_under_capture(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)))
+        reading = _metadata_reading(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)))
         if out is not None:
             out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
-        p = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
-                      dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family,
-                      out)
+        with reading:
+            p = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                          dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype,
+                          family, out)
         arrays = _arrays_of(p)
         ptrs = [0 if a is None else a.data.ptr for a in arrays]
         # The problem keeps the arrays' shapes and dtypes, never the caller's arrays (the memo must not keep
