@@ -221,8 +221,9 @@ def check_array(arr, name: str, *, dtypes=None, ndim=None, shape=None, contiguou
 def as_host_int32(x, name: str) -> np.ndarray:
     """Small integer metadata (cu_seqlens, offsets) as a 1-D NumPy int32 array.
 
-    Accepts lists, NumPy arrays, CuPy arrays and tensors (device data is copied to the host, which
-    synchronizes with the device). Integer dtypes only; values must fit in int32.
+    Accepts lists, NumPy arrays, CuPy arrays and tensors (device data is copied to the host on CuPy's current
+    stream, which waits for the copy: callers make the call's stream current). Integer dtypes only; values must fit
+    in int32.
     """
     if isinstance(x, (list, tuple)):
         try:
@@ -244,9 +245,9 @@ def as_host_int32(x, name: str) -> np.ndarray:
         if cupy is not None and isinstance(x, cupy.ndarray):
             arr = x.get()
         elif hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):
-            if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch: CPU or CUDA
+            if hasattr(x, "detach") and hasattr(x, "cpu") and not getattr(x, "is_cuda", False):  # a torch CPU tensor
                 arr = x.detach().cpu().numpy()
-            else:
+            else:  # on the device: copied on CuPy's current stream (the call's), not on PyTorch's through .cpu()
                 arr = as_device_array(x, name).get()
         elif hasattr(x, "__array__"):
             arr = np.asarray(x)

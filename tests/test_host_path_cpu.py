@@ -516,6 +516,24 @@ reads.clear()
 cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, cu_seqlens_q=meta([0, 10, T]), cu_seqlens_k=meta([0, 100, Tkv]),
                                      indices=idx, scores=sc, stream=st)
 assert reads == [True] * 2, reads
+
+# A CUDA tensor (PyTorch) too: through DLPack, on the call's stream, not through .cpu() on PyTorch's current stream.
+import cake_rt.interop as interop
+class CudaTensor:
+    is_cuda = True
+    def __init__(self, values):
+        self.dev = meta(values)
+    def detach(self):
+        return self
+    def cpu(self):
+        raise AssertionError("read on PyTorch's current stream")
+    def __dlpack__(self, stream=None):
+        raise AssertionError("the stand-in is taken by as_device_array below")
+real = interop.as_device_array
+interop.as_device_array = lambda x, name, **kw: x.dev if isinstance(x, CudaTensor) else real(x, name, **kw)
+reads.clear()
+cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=CudaTensor([0, 100, L]), stream=st)
+assert reads == [True], reads
 print("ok")
 '''
 
