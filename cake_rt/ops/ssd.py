@@ -909,10 +909,10 @@ def _metadata_reading(x, stream, named):
             raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
                              f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
                              f"same host metadata before capturing")
-    stack = contextlib.ExitStack()
-    stack.enter_context(current_device(dev))
-    stack.enter_context(s)
-    return stack
+    with contextlib.ExitStack() as stack:  # left as it was if entering the stream raises
+        stack.enter_context(current_device(dev))
+        stack.enter_context(s)
+        return stack.pop_all()
 
 
 def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
