@@ -504,6 +504,15 @@ dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
 cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st)
 cake_rt.ssd_combined(x, dt, A, B, B, 64, seq_idx=meta(np.repeat([0, 1], [100, L - 100])[None]), stream=st)
 assert reads == [True, True], reads
+# A refused out with device metadata: the call's stream is not left current behind the error.
+for bad_out in ([0], make(np.empty((1, L, H, P + 1), BF16))):
+    try:
+        cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), out=bad_out, stream=st)
+    except (TypeError, ValueError) as e:
+        assert str(e).startswith("out"), e
+    else:
+        raise AssertionError("a bad out was accepted")
+    assert Tracked.inside == 0
 
 T, Tkv, Hh, D, K = 64, 300, 32, 128, 16
 q = make(np.empty((T, Hh, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, Hh), np.float32))

@@ -953,10 +953,9 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 if p is not None:
                     _last_call = (sig, p)
     if p is None:
-        reading = _metadata_reading(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)))
-        if out is not None:
-            out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
-        with reading:
+        with _metadata_reading(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens))):
+            if out is not None:  # inside: a refused out leaves the caller's current device and stream as they were
+                out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
             p = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
                           dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype,
                           family, out)
