@@ -13,9 +13,9 @@ _SRC = "common/selftest.cu"
 
 
 def _k(name):
-    from .launch.compile import debug_options, get_kernel
+    from .launch.compile import get_kernel
 
-    return get_kernel(_SRC, name, options=debug_options())
+    return get_kernel(_SRC, name)
 
 
 def check_convert(n=4097, seed=0):

@@ -75,7 +75,7 @@ def traced_rows(rows):
 
     from cake_rt.bench.timing import L2Flusher
     from cake_rt.launch.arch import device_info
-    from cake_rt.launch.compile import debug_options, get_kernel
+    from cake_rt.launch.compile import get_kernel
     from cake_rt.ops import ssd as ops
 
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -88,7 +88,7 @@ def traced_rows(rows):
         if plan.family != "chunkpar":
             print(f"{row}: the {plan.family} family ({plan.reason}); nothing to trace")
             continue
-        kernel = get_kernel(ops.KERNEL_PATH, "ssd_chunkpar", defines=plan.defines, options=debug_options(), device=0)
+        kernel = get_kernel(ops.KERNEL_PATH, "ssd_chunkpar", defines=plan.defines, device=0)
         yield row, p, call, plan, kernel, stream, flush
 
 

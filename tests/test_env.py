@@ -68,7 +68,11 @@ def test_lineinfo_reaches_the_building_blocks_and_the_bench_kernels(monkeypatch)
     from cake_rt.launch import compile as cc
 
     seen = []
-    monkeypatch.setattr(cc, "get_kernel", lambda path, name, *, defines=None, options=(), device=None:
+    from cake_rt.launch import arch
+
+    monkeypatch.setattr(cc, "_kernel_memo", {})
+    monkeypatch.setattr(arch, "device_index", lambda device=None: 0)
+    monkeypatch.setattr(cc, "_get_kernel_slow", lambda path, name, *, defines, options, device:
                         seen.append((name, tuple(options))))
     monkeypatch.setenv("CAKE_RT_LINEINFO", "1")
     selftest._k("selftest_ticket")

@@ -33,10 +33,10 @@ class SMHolder:
         import cupy
 
         from cake_rt.launch.arch import device_info
-        from cake_rt.launch.compile import debug_options, get_kernel
+        from cake_rt.launch.compile import get_kernel
 
         self.info = device_info(device)
-        self.kernel = get_kernel("bench/spin.cu", "cake_bench_spin", options=debug_options(), device=device)
+        self.kernel = get_kernel("bench/spin.cu", "cake_bench_spin", device=device)
         self.smem = holder_smem_bytes(self.info.smem_per_block_optin, self.info.smem_per_sm)
         self.kernel.set_max_dynamic_shared(self.smem)
         self.words = cupy.zeros(4, dtype=cupy.uint32)

@@ -140,10 +140,10 @@ class _CudaPieces:
     def __init__(self):
         import cupy
 
-        from cake_rt.launch.compile import debug_options, get_kernel
+        from cake_rt.launch.compile import get_kernel
 
         self._cupy = cupy
-        self.delay_kernel = get_kernel("bench/spin.cu", "cake_bench_delay", options=debug_options())
+        self.delay_kernel = get_kernel("bench/spin.cu", "cake_bench_delay")
 
     def event(self):
         return self._cupy.cuda.Event()

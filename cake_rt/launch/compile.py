@@ -535,8 +535,8 @@ def clear_kernel_memo() -> None:
 
 def debug_options() -> tuple:
     """The diagnostic NVRTC options the environment asks for (never on by default): ``-lineinfo`` under
-    CAKE_RT_LINEINFO, for compute-sanitizer's and ncu's source lines. Ops pass them to ``get_kernel`` when they load
-    a program for a problem."""
+    CAKE_RT_LINEINFO, for compute-sanitizer's and ncu's source lines. ``get_kernel`` adds them to every program it
+    loads; code that compiles through ``compile_cubin`` directly (warmup) passes them itself."""
     from .. import env
 
     return ("-lineinfo",) if env.flag("CAKE_RT_LINEINFO") else ()
@@ -546,12 +546,14 @@ def get_kernel(path, kernel_name: str, *, defines=None, options=(), device=None)
     """Compile (or fetch from cache) ``path`` for ``device``'s exact target and return one of its kernels.
 
     ``path`` is relative to ``cake_rt/kernels/``. ``defines`` ({name: value}) are prepended as ``#define``
-    lines. Loaded modules are cached per (device, cache key): every device gets its own module.
+    lines; ``options`` are NVRTC options, ``debug_options()`` added to them. Loaded modules are cached per (device,
+    cache key): every device gets its own module.
     """
     from .arch import device_index
 
+    options = tuple(options) + debug_options()
     memo_key = (device_index(device), str(path), kernel_name,
-                tuple(sorted((defines or {}).items())), tuple(options))
+                tuple(sorted((defines or {}).items())), options)
     hit = _kernel_memo.get(memo_key)
     if hit is not None:
         return hit

@@ -556,11 +556,11 @@ class _DevicePlan(UploadedTable):
     other streams wait for it once, freed after the kernels that read it) plus its packed launch."""
 
     def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int, handle: int, stream_obj=None):
-        from ..launch.compile import debug_options, get_kernel
+        from ..launch.compile import get_kernel
         from ..launch.grid import occupancy_per_sm
 
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
-        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, options=debug_options(), device=dev)
+        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, device=dev)
         occ = occupancy_per_sm(scan, cfg.threads, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")

@@ -776,10 +776,9 @@ def _env_mode() -> str:
 
 def _kernel(c: _Problem, defs: dict):
     """The kernel of the loaded program (``get_kernel`` memoizes it per device, source, kernel and defines)."""
-    from ..launch.compile import debug_options, get_kernel
+    from ..launch.compile import get_kernel
 
-    return get_kernel(KERNEL_PATH, KERNELS[defs["SSD_FAMILY"]], defines=defs, options=debug_options(),
-                      device=c.device)
+    return get_kernel(KERNEL_PATH, KERNELS[defs["SSD_FAMILY"]], defines=defs, device=c.device)
 
 
 def cta_threads(defs: dict) -> int:
@@ -909,10 +908,14 @@ def _metadata_reading(x, stream, named):
             raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
                              f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
                              f"same host metadata before capturing")
-    with contextlib.ExitStack() as stack:  # left as it was if entering the stream raises
-        stack.enter_context(current_device(dev))
-        stack.enter_context(s)
-        return stack.pop_all()
+    return _current(dev, s)
+
+
+@contextlib.contextmanager
+def _current(dev: int, s):
+    """Device ``dev`` and stream ``s`` current for the block, both restored after it."""
+    with current_device(dev), s:
+        yield
 
 
 def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,

@@ -40,7 +40,9 @@ def test_the_traced_kernel_is_the_module_the_call_loaded(load_script, monkeypatc
     monkeypatch.setattr(cupy.cuda, "Stream", lambda **kw: stream)
     monkeypatch.setattr(trace, "suite_call", lambda row, s: ({}, lambda: None))
     monkeypatch.setattr(ssd, "last_plan", lambda: types.SimpleNamespace(family="chunkpar", defines={"SSD_P": 64}))
-    monkeypatch.setattr(cc, "get_kernel", lambda path, name, *, defines=None, options=(), device=None:
+    monkeypatch.setattr(cc, "_kernel_memo", {})
+    monkeypatch.setattr(arch, "device_index", lambda device=None: 0)
+    monkeypatch.setattr(cc, "_get_kernel_slow", lambda path, name, *, defines, options, device:
                         seen.append(tuple(options)))
     monkeypatch.setenv("CAKE_RT_LINEINFO", "1")
     next(trace.traced_rows(["seed"]))
