@@ -106,10 +106,6 @@ def test_non_causal_topk_over_visible_and_single_query():
 
 
 def test_random_scores_chosen_set_is_the_top_and_partition_independent():
-    import cupy
-
-    import cake_rt
-
     rng = np.random.default_rng(3)
     T, Tkv, H, D, topk = 16, 5000, 64, 128, 2048
     q = rng.standard_normal((T, H, D)).astype(_bf16())

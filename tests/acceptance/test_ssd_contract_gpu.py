@@ -187,8 +187,6 @@ def test_seq_idx_segments_start_from_zero_state_and_dt_limit_clamps():
 
 
 def test_state_dtype_bf16_states_are_rounded_float32_states():
-    import cupy
-
     import cake_rt
 
     rng = np.random.default_rng(5)

@@ -228,7 +228,6 @@ def test_zero_plateau_boundary_and_duplicate_rows(topk):
     _, first = np.unique(k, axis=0, return_index=True)
     dups = np.setdiff1d(np.arange(k.shape[0]), first)
     assert dups.size
-    cupy = _cp()
     q, kk, w = dev
     idx2, sc2 = poisoned(40, 1500)
     _op().dsa_indexer_det_topk(q, kk, w, 1500, causal=False, indices=idx2, scores=sc2)
