@@ -591,20 +591,20 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
 // so the common path has no per-key test for ties. The compactions keep the full-key routines.
 
 // The score words of NQ buffers, four keys of round r of query q at a time (the keys (r * NT + sel_tid()) * 4 + e
-// in dsa_load4's unordered order: a round's counts do not depend on it; 0 past n[q]). Queries q < NREG are read
-// once into registers (load), the others from their buffers at each use.
-template <int NT, int R, int NQ, int NREG>
+// in dsa_load4's unordered order: a round's counts do not depend on it; 0 past n[q]). Rounds r < RR of queries
+// q < NREG are read once into registers (load), the others from their buffers at each use.
+template <int NT, int R, int NQ, int NREG, int RR>
 struct ScoreWords {
-    static_assert(NREG >= 1 && NREG <= NQ, "queries held in registers");
+    static_assert(NREG >= 1 && NREG <= NQ && RR >= 1 && RR <= R, "queries and rounds held in registers");
     const uint64_t* bufs;
     int stride;
-    uint32_t hs[NREG][R][4];
+    uint32_t hs[NREG][RR][4];
     // The register queries with bit q of `todo` (0 for the others).
     CAKE_DEVICE void load(const int (&n)[NQ], unsigned todo) {
 #pragma unroll
         for (int q = 0; q < NREG; ++q)
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
+            for (int r = 0; r < RR; ++r) {
                 uint64_t x[4] = {0ull, 0ull, 0ull, 0ull};
                 if ((todo >> q) & 1u) dsa_load4<NT, false>(x, bufs + (size_t)q * stride, n[q], r);
 #pragma unroll
@@ -613,9 +613,9 @@ struct ScoreWords {
     }
     // q: a constant (the callers' query loops are unrolled).
     CAKE_DEVICE void round(int q, int r, int n, uint32_t (&w)[4]) const {
-        if (q < NREG) {
+        if (q < NREG && r < RR) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) w[e] = hs[q < NREG ? q : 0][r][e];
+            for (int e = 0; e < 4; ++e) w[e] = hs[q < NREG ? q : 0][r < RR ? r : 0][e];
         } else {
             uint64_t x[4];
             dsa_load4<NT, false>(x, bufs + (size_t)q * stride, n, r);
@@ -660,6 +660,7 @@ CAKE_DEVICE bool multi_kth_score(const Words& sw, const int (&n)[NQ], int k, uns
         for (int q = 0; q < NQ; ++q) {
             if (!((todo >> q) & 1u)) continue;  // block-uniform
             const uint32_t pw = (uint32_t)(ms[q].prefix >> 32), hq = hist0 + q * 2048 * 4;
+            const int lim = n[q] - 4 * tid;  // key (r * NT + tid) * 4 + e is in iff r * NT * 4 + e < lim: an immediate
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 uint32_t w[4];
@@ -667,7 +668,7 @@ CAKE_DEVICE bool multi_kth_score(const Words& sw, const int (&n)[NQ], int k, uns
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const uint32_t t = (w[e] ^ pw) >> shift;
-                    const bool in = (r * NT + tid) * 4 + e < n[q] && t < (uint32_t)nb;
+                    const bool in = r * NT * 4 + e < lim && t < (uint32_t)nb;
                     asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(in ? hq + 4u * t : sink));
                 }
             }
@@ -729,13 +730,14 @@ CAKE_DEVICE void multi_keep_count_score(const Words& sw, const int (&n)[NQ], uns
         v[q] = 0ull;
         if (!((todo >> q) & 1u)) continue;  // block-uniform
         const uint32_t kw = (uint32_t)(K[q] >> 32);
+        const int lim = n[q] - 4 * dsa::sel_tid();  // as multi_kth_score's
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             uint32_t w[4];
             sw.round(q, r, n[q], w);
             int c = 0;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) c += ((r * NT + dsa::sel_tid()) * 4 + e < n[q] && w[e] >= kw) ? 1 : 0;
+            for (int e = 0; e < 4; ++e) c += (r * NT * 4 + e < lim && w[e] >= kw) ? 1 : 0;
             v[q] |= (uint64_t)c << (16 * r);
         }
     }

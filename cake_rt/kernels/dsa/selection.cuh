@@ -34,10 +34,14 @@ struct Sel {
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
-// Queries whose score words the final selection holds in registers (ScoreWords: 16 registers a query at REG_R = 4),
-// the others read from shared memory at each pass: every query at BQ <= 2, two at BQ = 3 or 4. Three or four at
-// H = 32, D = 128 spill the product role's key-copy addresses (ptxas's split of the register file between the roles).
-constexpr int FINISH_REG_QUERIES = BQ < 2 ? BQ : 2;
+// The final selection's register copy of the score words (ScoreWords): the full rounds of 4 keys a thread
+// (FINISH_REG_ROUNDS; a last partial round is read from shared memory at each use: at CAP = 3328 a quarter of the
+// threads hold keys there) of the first FINISH_REG_QUERIES queries, at most 36 registers: every query of a block of
+// one or two (H >= 48), two of three or four at CAP = 4096 (H = 40; H = 32, D = 64), three of four at H = 32,
+// D = 128. More spill the product role's key-copy addresses at H = 32 (ptxas's split of the register file between
+// the roles).
+constexpr int FINISH_REG_ROUNDS = CAP >= NT * 4 ? CAP / (NT * 4) : 1;
+constexpr int FINISH_REG_QUERIES = 36 / (4 * FINISH_REG_ROUNDS) < BQ ? 36 / (4 * FINISH_REG_ROUNDS) : BQ;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 static_assert(sizeof(DsaSelState) <= Layout::scratch - Layout::st, "the selection's state before the scan scratch");
 static_assert(4 * sizeof(DsaMultiState) <= 128, "four queries' states before the scan words (pscratch, finish_unit)");
@@ -304,7 +308,7 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
         }
         // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
         const auto in_place = [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; };
-        ScoreWords<NT, REG_R, BQ, FINISH_REG_QUERIES> sw = {s.cand, CAP, {}};
+        ScoreWords<NT, REG_R, BQ, FINISH_REG_QUERIES, FINISH_REG_ROUNDS> sw = {s.cand, CAP, {}};
         sw.load(n, todo);
         uint64_t K[BQ];
         int kept[BQ];
