@@ -5,7 +5,6 @@
 // buffers are kept in ascending key-id order (appends are ordered, compaction is stable), so the final
 // output needs no sort: selecting "key >= K" in buffer order yields ascending ids.
 #pragma once
-#include "../common/mma.cuh"
 #include "../common/types.cuh"
 #include "layout.cuh"
 
@@ -515,43 +514,9 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
     dsa::sel_sync();  // every thread has read the states before a later call rewrites them
 }
 
-// Stable in-order write of the keys >= K[q] of the buffers with bit q of `todo` (block-uniform), one scan for
-// all of them: v[q] holds this thread's count of them in each round r (16-bit field r; 0 for the other queries);
-// sink(q, pos, x); kept[q] gets the count (0 for the others). IN_PLACE (the sink writes into buffer q): each
-// buffer is reloaded and a barrier separates the reload from the writes.
-template <int NT, int R, int NQ, bool IN_PLACE, class Sink>
-CAKE_DEVICE void multi_keep_write(const uint64_t* bufs, int stride, const int (&n)[NQ], unsigned todo,
-                                  const uint64_t (&K)[NQ], const uint64_t (&v)[NQ], uint64_t* scratch64,
-                                  int (&kept)[NQ], Sink sink) {
-    uint64_t ex[NQ], tot[NQ];
-    multi_scan_u64<NT, NQ>(v, scratch64, ex, tot);
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) kept[q] = 0;
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) {
-        if (!((todo >> q) & 1u)) continue;  // block-uniform
-        const uint64_t* buf = bufs + (size_t)q * stride;
-        const int nq = pick(n, q);
-        const uint64_t Kq = pick(K, q), exq = pick(ex, q), totq = pick(tot, q);
-        uint64_t x[R][4];
-#pragma unroll
-        for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, nq, r);
-        if (IN_PLACE) dsa::sel_sync();
-        int base = 0;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            int pos = base + (int)((exq >> (16 * r)) & 0xffffull);
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                if ((r * NT + dsa::sel_tid()) * 4 + e < nq && x[r][e] >= Kq) sink(q, pos++, x[r][e]);
-            base += (int)((totq >> (16 * r)) & 0xffffull);
-        }
-        put(kept, q, base);
-    }
-}
-
 // Stable in-order keep of the keys >= K[q] of the buffers with bit q of `todo` (block-uniform), one scan for
-// all of them: sink(q, pos, x); kept[q] gets the count (0 for the others). IN_PLACE: as multi_keep_write.
+// all of them: sink(q, pos, x); kept[q] gets the count (0 for the others). IN_PLACE (the sink writes into
+// buffer q): each buffer is reloaded and a barrier separates the reload from the writes.
 template <int NT, int R, int NQ, bool IN_PLACE, class Sink>
 CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int (&n)[NQ], unsigned todo,
                                     const uint64_t (&K)[NQ], uint64_t* scratch64, int (&kept)[NQ], Sink sink) {
@@ -578,167 +543,29 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
         }
         put(v, q, vq);
     }
-    multi_keep_write<NT, R, NQ, IN_PLACE>(bufs, stride, n, todo, K, v, scratch64, kept, sink);
-}
-
-// ---- The final selection from registers: the score words of a block's queries read once ----
-//
-// A key's high word is its score's order key (score_id_key). The final selection reads each query's high words
-// into registers once (score_words) and runs the radix passes of the score's three digits (multi_kth_score) and
-// the keep's count (multi_keep_count_score) from them; the in-place write reloads whole keys (multi_keep_write).
-// When a query's k-th key shares its score with keys that are not kept (a tie at the k-th score), the passes do
-// not decide it within the score's digits: the caller then runs the full-key routines above from shared memory,
-// so the common path has no per-key test for ties. The compactions keep the full-key routines.
-
-// The score words of NQ buffers, four keys of round r of query q at a time (the keys (r * NT + sel_tid()) * 4 + e
-// in dsa_load4's unordered order: a round's counts do not depend on it; 0 past n[q]). Rounds r < RR of queries
-// q < NREG are read once into registers (load), the others from their buffers at each use.
-template <int NT, int R, int NQ, int NREG, int RR>
-struct ScoreWords {
-    static_assert(NREG >= 1 && NREG <= NQ && RR >= 1 && RR <= R, "queries and rounds held in registers");
-    const uint64_t* bufs;
-    int stride;
-    uint32_t hs[NREG][RR][4];
-    // The register queries with bit q of `todo` (0 for the others).
-    CAKE_DEVICE void load(const int (&n)[NQ], unsigned todo) {
+    uint64_t ex[NQ], tot[NQ];
+    multi_scan_u64<NT, NQ>(v, scratch64, ex, tot);
 #pragma unroll
-        for (int q = 0; q < NREG; ++q)
-#pragma unroll
-            for (int r = 0; r < RR; ++r) {
-                uint64_t x[4] = {0ull, 0ull, 0ull, 0ull};
-                if ((todo >> q) & 1u) dsa_load4<NT, false>(x, bufs + (size_t)q * stride, n[q], r);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) hs[q][r][e] = (uint32_t)(x[e] >> 32);
-            }
-    }
-    // q: a constant (the callers' query loops are unrolled).
-    CAKE_DEVICE void round(int q, int r, int n, uint32_t (&w)[4]) const {
-        if (q < NREG && r < RR) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) w[e] = hs[q < NREG ? q : 0][r < RR ? r : 0][e];
-        } else {
-            uint64_t x[4];
-            dsa_load4<NT, false>(x, bufs + (size_t)q * stride, n, r);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) w[e] = (uint32_t)(x[e] >> 32);
-        }
-    }
-};
-
-// multi_kth_largest (slack 0) over the score's digits (shifts 53, 42, 32 of the key: 21, 10, 0 of its high word),
-// counted from hs. A pass's decided bits are exactly those above its digit and the prefix is 0 from the digit down,
-// so a key takes part iff t = (word ^ prefix word) >> shift is below nb, and t is then its digit: an xor, a shift
-// and a compare a key, where the full-key count masks and compares 64 bits. The adds go to 32-bit shared addresses
-// (red.shared: the digit scaled onto the query's histogram with one LEA). Returns whether every active query was
-// decided within the score's digits (K[q] = its k-th key, low word 0; 0 for the others, as multi_kth_largest);
-// false: some query has a tie at its k-th score, and K is not set.
-template <int NT, int R, int NQ, class Words>
-CAKE_DEVICE bool multi_kth_score(const Words& sw, const int (&n)[NQ], int k, unsigned active,
-                                 uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ]) {
-    static_assert(NQ >= 1 && NQ <= 4, "four 16-bit bin sums per uint64");
-    const int tid = dsa::sel_tid();
-    if (tid < NQ) {
-        ms[tid].prefix = 0ull;
-        ms[tid].mask = 0ull;
-        ms[tid].need = k;
-        ms[tid].done = ((active >> tid) & 1u) ? 0 : 1;
-    }
-    const uint32_t hist0 = smem_u32(hists), sink = smem_u32(&ms[0].sink);
-    unsigned todo = active;
-#pragma unroll 1
-    for (int p = 0; p < 3 && todo; ++p) {
-        const int shift = (p == 0) ? 21 : (p == 1) ? 10 : 0;  // of the high word
-        const int bits = (p == 2) ? 10 : 11;
-        const int nb = 1 << bits;
-        const int per = nb / NT;  // every thread owns bins (owned_bins_sum)
-        const int top = nb - tid * per;  // bins [top - per, top), counted from the top digit down
-#pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
-        for (int q = 0; q < NQ; ++q)
-            if ((todo >> q) & 1u) zero_owned_bins(hists + q * 2048, top, per);
-        dsa::sel_sync();  // hists zeroed; the states of the previous pass (or the init) visible
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) {
-            if (!((todo >> q) & 1u)) continue;  // block-uniform
-            const uint32_t pw = (uint32_t)(ms[q].prefix >> 32), hq = hist0 + q * 2048 * 4;
-            const int lim = n[q] - 4 * tid;  // key (r * NT + tid) * 4 + e is in iff r * NT * 4 + e < lim: an immediate
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                uint32_t w[4];
-                sw.round(q, r, n[q], w);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const uint32_t t = (w[e] ^ pw) >> shift;
-                    const bool in = r * NT * 4 + e < lim && t < (uint32_t)nb;
-                    asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(in ? hq + 4u * t : sink));
-                }
-            }
-        }
-        dsa::sel_sync();
-        int need[NQ], s[NQ];
-        uint64_t v = 0ull;
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) {
-            need[q] = ms[q].need;
-            s[q] = 0;
-            if ((todo >> q) & 1u)
-                s[q] = owned_bins_sum(hists + q * 2048, top, per);
-            v |= (uint64_t)s[q] << (16 * q);  // a bin sum is at most n[q] < 65536
-        }
-        const uint64_t needs = pack16(need);  // need[q] <= n[q]
-        uint64_t total;
-        const uint64_t ex = block_excl_scan_u64<NT>(v, scratch64, total);
-#pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
-        for (int q = 0; q < NQ; ++q) {
-            const int above = (int)((ex >> (16 * q)) & 0xffffull);
-            const int nd = pick16(need, needs, q), sq = pick16(s, v, q);
-            if (((todo >> q) & 1u) && above < nd && above + sq >= nd) {
-                int cum = above;
-                for (int b = top - 1; b >= top - per; --b) {
-                    const int c = (int)hists[q * 2048 + b];
-                    if (cum + c >= nd) {  // one thread a query: it alone writes the state before the barrier
-                        const int nneed = nd - cum;
-                        ms[q].prefix |= (uint64_t)b << (shift + 32);
-                        ms[q].mask |= (uint64_t)(nb - 1) << (shift + 32);
-                        ms[q].need = nneed;
-                        ms[q].done = (c == nneed) ? 1 : 0;
-                        break;
-                    }
-                    cum += c;
-                }
-            }
-        }
-        dsa::sel_sync();
-        todo = 0u;
-#pragma unroll
-        for (int q = 0; q < NQ; ++q)
-            if (!ms[q].done) todo |= 1u << q;
-    }
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) K[q] = ((active >> q) & 1u) ? ms[q].prefix : 0ull;
-    dsa::sel_sync();  // every thread has read the states before a later call rewrites them
-    return todo == 0u;
-}
-
-// multi_ordered_keep's counts (v, for multi_keep_write) from hs, for K[q] with low word 0 (multi_kth_score's):
-// x >= K iff x's high word >= K's.
-template <int NT, int R, int NQ, class Words>
-CAKE_DEVICE void multi_keep_count_score(const Words& sw, const int (&n)[NQ], unsigned todo,
-                                        const uint64_t (&K)[NQ], uint64_t (&v)[NQ]) {
-    static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
+    for (int q = 0; q < NQ; ++q) kept[q] = 0;
 #pragma unroll
     for (int q = 0; q < NQ; ++q) {
-        v[q] = 0ull;
         if (!((todo >> q) & 1u)) continue;  // block-uniform
-        const uint32_t kw = (uint32_t)(K[q] >> 32);
-        const int lim = n[q] - 4 * dsa::sel_tid();  // as multi_kth_score's
+        const uint64_t* buf = bufs + (size_t)q * stride;
+        const int nq = pick(n, q);
+        const uint64_t Kq = pick(K, q), exq = pick(ex, q), totq = pick(tot, q);
+        uint64_t x[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, nq, r);
+        if (IN_PLACE) dsa::sel_sync();
+        int base = 0;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            uint32_t w[4];
-            sw.round(q, r, n[q], w);
-            int c = 0;
+            int pos = base + (int)((exq >> (16 * r)) & 0xffffull);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) c += (r * NT * 4 + e < lim && w[e] >= kw) ? 1 : 0;
-            v[q] |= (uint64_t)c << (16 * r);
+            for (int e = 0; e < 4; ++e)
+                if ((r * NT + dsa::sel_tid()) * 4 + e < nq && x[r][e] >= Kq) sink(q, pos++, x[r][e]);
+            base += (int)((totq >> (16 * r)) & 0xffffull);
         }
+        put(kept, q, base);
     }
 }

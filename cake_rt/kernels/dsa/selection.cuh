@@ -34,14 +34,6 @@ struct Sel {
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
-// The final selection's register copy of the score words (ScoreWords): the full rounds of 4 keys a thread
-// (FINISH_REG_ROUNDS; a last partial round is read from shared memory at each use: at CAP = 3328 a quarter of the
-// threads hold keys there) of the first FINISH_REG_QUERIES queries, at most 36 registers: every query of a block of
-// one or two (H >= 48), two of three or four at CAP = 4096 (H = 40; H = 32, D = 64), three of four at H = 32,
-// D = 128. More spill the product role's key-copy addresses at H = 32 (ptxas's split of the register file between
-// the roles).
-constexpr int FINISH_REG_ROUNDS = CAP >= NT * 4 ? CAP / (NT * 4) : 1;
-constexpr int FINISH_REG_QUERIES = 36 / (4 * FINISH_REG_ROUNDS) < BQ ? 36 / (4 * FINISH_REG_ROUNDS) : BQ;
 static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
 static_assert(sizeof(DsaSelState) <= Layout::scratch - Layout::st, "the selection's state before the scan scratch");
 static_assert(4 * sizeof(DsaMultiState) <= 128, "four queries' states before the scan words (pscratch, finish_unit)");
@@ -306,20 +298,12 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             if (q < un.nq) todo |= 1u << q;
             if (q < un.nq && n[q] > topk) active |= 1u << q;
         }
-        // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
-        const auto in_place = [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; };
-        ScoreWords<NT, REG_R, BQ, FINISH_REG_QUERIES, FINISH_REG_ROUNDS> sw = {s.cand, CAP, {}};
-        sw.load(n, todo);
         uint64_t K[BQ];
+        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
         int kept[BQ];
-        if (multi_kth_score<NT, REG_R, BQ>(sw, n, topk, active, hists, ms, scratch64, K)) {  // block-uniform
-            uint64_t v[BQ];
-            multi_keep_count_score<NT, REG_R, BQ>(sw, n, todo, K, v);
-            multi_keep_write<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, v, scratch64, kept, in_place);
-        } else {  // a tie at some query's k-th score: its id digits decide, from the whole keys
-            multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
-            multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept, in_place);
-        }
+        // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
+        multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
+                                                [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
         sel_sync();  // the kept keys of every query are in place
 #pragma unroll (DSA_ROLL_QUERIES ? 1 : BQ)
         for (int q = 0; q < (DSA_ROLL_QUERIES ? un.nq : BQ); ++q)
