@@ -633,11 +633,10 @@ def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, 
 
 
 def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,
-                    units_per_group: int, target: str = "sm_90a", *, family: str, pair_items: bool = True) -> dict:
+                    units_per_group: int, target: str = "sm_90a", *, family: str) -> dict:
     """The defines of the ``family`` program ("exact" or "chunkpar") that serves these dtypes (codes 0 bf16, 1 fp16,
     2 fp32) and shape: the shared ones and the family kernel's own, none of the other's (programs that differ only in
-    what their kernel does not read would be identical twins in the cache). ``pair_items``: whether a chunk-parallel
-    program may take phase-1 items of two units (``state_units``; the call's size decides, ``pairs_pay``)."""
+    what their kernel does not read would be identical twins in the cache)."""
     itemsize = 4 if x_code == 2 else 2
     optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
     wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
@@ -648,7 +647,7 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
         return {**shared, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
     out = {**shared, "SSD_HB": hb, "SSD_NBUF": nb}
-    state_hb = state_units(dstate, units_per_group, hb, nb, wg) if pair_items else hb
+    state_hb = state_units(dstate, units_per_group, hb, nb, wg)
     if state_hb != hb:  # (the kernel's default is SSD_HB: the other programs keep their defines)
         out["SSD_STATE_HB"] = state_hb
     return out
@@ -659,7 +658,7 @@ def state_units(dstate: int, units_per_group: int, hb: int, nbuf: int, wg: bool)
     them without growing (one unit a CTA, two B / X slots, dstate 128: the pair's second X slot is the S_prev tile and
     its chunk arrays the z tile, ``state_smem``) and the group's units pair up (an even count); else ``hb``. A pair loads
     each B sub-block once for both units' products. dstate 256 keeps one unit: two units' fp32 accumulators there
-    would be 256 registers a thread. Whether a call takes the pair is its size's (``pairs_pay``)."""
+    would be 256 registers a thread."""
     if wg and hb == 1 and nbuf == 2 and dstate == 128 and units_per_group % 2 == 0:
         return 2
     return hb
@@ -684,27 +683,18 @@ _PROGRAM_CASES = sorted(
     | {(0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 16)})                                # bench suite
 
 
-def pairs_pay(total_chunks: int, units: int, sm_count: int) -> bool:
-    """Whether a chunk-parallel call takes phase-1 pair items where its program can (``state_units``): when its
-    one-unit phase-1 tiles are more than one round of the resident CTAs (two an SM). A pair item takes longer than a
-    one-unit item, so where every tile has a CTA of its own (short: 16 tiles) pairing only lengthens the phase; with
-    rounds to spare, loading each B sub-block once for two units pays."""
-    return total_chunks * units > 2 * sm_count
-
-
 def programs(target: str = "sm_90a") -> list:
     """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile for
-    ``target`` (to prewarm the kernel cache or sanitize them): each case's exact-scan and chunk-parallel programs
-    (both of a chunk-parallel case whose calls may or may not take pair items), once each."""
+    ``target`` (to prewarm the kernel cache or sanitize them): each case's exact-scan and chunk-parallel programs,
+    once each."""
     out, seen = [], set()
     for case in _PROGRAM_CASES:
         for family in FAMILIES:
-            for pair_items in ((True, False) if family == "chunkpar" else (True,)):
-                d = program_defines(*case, target=target, family=family, pair_items=pair_items)
-                key = tuple(sorted(d.items()))
-                if key not in seen:
-                    seen.add(key)
-                    out.append((KERNEL_PATH, d))
+            d = program_defines(*case, target=target, family=family)
+            key = tuple(sorted(d.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append((KERNEL_PATH, d))
     return out
 
 
@@ -712,11 +702,9 @@ def _defines(c: _Problem, family: str) -> dict:
     from ..launch.arch import device_info, target_for_capability
 
     upg = (c.nheads // c.ngroups) * (c.headdim // UNIT_ROWS)
-    info = device_info(c.device)
-    target = target_for_capability(info.capability)
-    pairs = pairs_pay(c.total_chunks, c.nheads * (c.headdim // UNIT_ROWS), info.sm_count)
+    target = target_for_capability(device_info(c.device).capability)
     return program_defines(_CODES[np.dtype(c.x.dtype)], _CODES[np.dtype(c.dt.dtype)], _CODES[np.dtype(c.state_dtype)],
-                           c.headdim, c.dstate, c.chunk, upg, target, family=family, pair_items=pairs)
+                           c.headdim, c.dstate, c.chunk, upg, target, family=family)
 
 
 def program_smem(itemsize: int, defs: dict) -> int:

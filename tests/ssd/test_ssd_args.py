@@ -327,10 +327,6 @@ def test_programs_list():
     assert "SSD_STATE_HB" in ops.program_defines(0, 2, 2, 64, 128, 256, 80, family="chunkpar")      # m2-2.7b
     assert "SSD_STATE_HB" not in ops.program_defines(0, 2, 2, 64, 128, 256, 1, family="chunkpar")  # one unit a group
     assert "SSD_STATE_HB" not in ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_80", family="chunkpar")
-    assert "SSD_STATE_HB" not in ops.program_defines(0, 2, 2, 64, 128, 256, 80, family="chunkpar", pair_items=False)
-    # a call pairs where its one-unit tiles are more than one round of the H200's 264 resident CTAs: not short (16)
-    assert ops.pairs_pay(32, 80, 132) and ops.pairs_pay(6, 64, 132) and not ops.pairs_pay(2, 8, 132)
-    assert not ops.pairs_pay(33, 8, 132) and ops.pairs_pay(34, 8, 132)
     # the bench suite's programs of both families are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):
         for fam in ops.FAMILIES:
