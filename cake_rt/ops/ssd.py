@@ -646,22 +646,7 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
         hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
         return {**shared, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
-    out = {**shared, "SSD_HB": hb, "SSD_NBUF": nb}
-    state_hb = state_units(dstate, units_per_group, hb, nb, wg)
-    if state_hb != hb:  # (the kernel's default is SSD_HB: the other programs keep their defines)
-        out["SSD_STATE_HB"] = state_hb
-    return out
-
-
-def state_units(dstate: int, units_per_group: int, hb: int, nbuf: int, wg: bool) -> int:
-    """Units of a chunk-parallel phase-1 item (``SSD_STATE_HB``): two units of one group where the sm_90a layout holds
-    them without growing (one unit a CTA, two B / X slots, dstate 128: the pair's second X slot is the S_prev tile and
-    its chunk arrays the z tile, ``state_smem``) and the group's units pair up (an even count); else ``hb``. A pair loads
-    each B sub-block once for both units' products. dstate 256 keeps one unit: two units' fp32 accumulators there
-    would be 256 registers a thread."""
-    if wg and hb == 1 and nbuf == 2 and dstate == 128 and units_per_group % 2 == 0:
-        return 2
-    return hb
+    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -715,46 +700,38 @@ def program_smem(itemsize: int, defs: dict) -> int:
     return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
 
 
-def cap_slice_units(c: _Problem, step: int, cap: int) -> int:
+def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:
     """The most units (head x 64 headdim rows) a chunk-parallel slice can hold under the workspace cap, a
-    multiple of ``step`` (``slice_step``); 0 when not even one step of units fits."""
+    multiple of ``hb``; 0 when not even one block of units fits."""
     per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * c.chunk * 4)
     fixed = _align(c.total_chunks * c.nheads * 4) + 512
     units = c.nheads * (c.headdim // UNIT_ROWS)
     if per_unit == 0:
         return units
-    n = max(0, (cap - fixed) // per_unit) // step * step
+    n = max(0, (cap - fixed) // per_unit) // hb * hb
     return min(units, n)
 
 
-def slice_step(hb: int, state_hb: int) -> int:
-    """Units a chunk-parallel slice is a multiple of: whole phase-3 tiles (``hb``) and whole phase-1 items
-    (``state_hb``, a multiple of ``hb``)."""
-    return max(hb, state_hb)
-
-
-def slice_units(c: _Problem, hb: int, state_hb: int, cap: int, slots: int) -> int:
-    """Units per chunk-parallel slice: of the sizes the cap allows (``cap_slice_units``, multiples of
-    ``slice_step``) that need no more slices than the largest, the one whose slices take the fewest rounds of the grid
-    (``slots`` resident CTAs): first phase-1 item and phase-3 tile rounds, then phase-2 item rounds (an item walks all
-    its segment's chunks, so a partly filled round costs a whole walk); the largest size on ties. So a call the cap
-    does not cut stays one slice, and a cut call never gets more slices, tile rounds or phase-2 rounds than the
-    largest size gives. 0 when not even one step of units fits."""
-    step = slice_step(hb, state_hb)
-    most = cap_slice_units(c, step, cap)
+def slice_units(c: _Problem, hb: int, cap: int, slots: int) -> int:
+    """Units per chunk-parallel slice: of the sizes the cap allows (``cap_slice_units``, multiples of ``hb``) that need
+    no more slices than the largest, the one whose slices take the fewest rounds of the grid (``slots`` resident
+    CTAs): first phase-1 / phase-3 tile rounds, then phase-2 item rounds (an item walks all its segment's chunks,
+    so a partly filled round costs a whole walk); the largest size on ties. So a call the cap does not cut stays
+    one slice, and a cut call never gets more slices, tile rounds or phase-2 rounds than the largest size gives.
+    0 when not even one block of units fits."""
+    most = cap_slice_units(c, hb, cap)
     units = c.nheads * (c.headdim // UNIT_ROWS)
     if most == 0 or most >= units:
         return most
     nslices = -(-units // most)
 
     def rounds(n: int) -> tuple:
-        grid = chunkpar_grid(c, n, hb, state_hb, slots)
-        work = [chunkpar_work(c, k, hb, state_hb) for k in [n] * (units // n) + ([units % n] if units % n else [])]
-        return (sum(-(-items1 // grid) + -(-tiles // grid) for items1, tiles, _ in work),
-                sum(-(-items // grid) for _, _, items in work))
+        grid = chunkpar_grid(c, n, hb, slots)
+        work = [chunkpar_work(c, k, hb) for k in [n] * (units // n) + ([units % n] if units % n else [])]
+        return sum(-(-tiles // grid) for tiles, _ in work), sum(-(-items // grid) for _, items in work)
 
     best, best_rounds = most, rounds(most)
-    for n in range(most - step, 0, -step):
+    for n in range(most - hb, 0, -hb):
         if -(-units // n) > nslices:
             break
         r = rounds(n)
@@ -763,17 +740,15 @@ def slice_units(c: _Problem, hb: int, state_hb: int, cap: int, slots: int) -> in
     return best
 
 
-def chunkpar_work(c: _Problem, units: int, hb: int, state_hb: int) -> tuple:
-    """(phase-1 items, phase-3 tiles, phase-2 items) of a chunk-parallel slice of ``units`` units (``hb`` units a
-    tile, ``state_hb`` a phase-1 item)."""
-    return (c.total_chunks * units // state_hb, c.total_chunks * units // hb,
-            c.nseg * units * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC)))
+def chunkpar_work(c: _Problem, units: int, hb: int) -> tuple:
+    """(phase-1 / phase-3 tiles, phase-2 items) of a chunk-parallel slice of ``units`` units."""
+    return c.total_chunks * units // hb, c.nseg * units * (UNIT_ROWS * c.dstate // (THREADS * SCAN_VEC))
 
 
-def chunkpar_grid(c: _Problem, units: int, hb: int, state_hb: int, slots: int) -> int:
+def chunkpar_grid(c: _Problem, units: int, hb: int, slots: int) -> int:
     """The chunk-parallel grid for slices of ``units`` units: as many CTAs as a phase has work, at most ``slots``
     (the co-resident CTAs)."""
-    return max(1, min(max(chunkpar_work(c, units, hb, state_hb)), slots))
+    return max(1, min(max(chunkpar_work(c, units, hb)), slots))
 
 
 def workspace_bytes(c: _Problem, units: int | None = None) -> int:
@@ -843,10 +818,8 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     defs_x = _defines(c, "exact")
     defs = _defines(c, "chunkpar")
     hb, hbx = defs["SSD_HB"], defs_x["SSD_HBX"]
-    state_hb = defs.get("SSD_STATE_HB", hb)
-    step = slice_step(hb, state_hb)
     units = c.nheads * (c.headdim // UNIT_ROWS)
-    fits = cap_slice_units(c, step, cap) > 0
+    fits = cap_slice_units(c, hb, cap) > 0
     model, model_note = cost_model_for(info.name, info.capability)
     coop_error, capacity = None, None
     need_coop = family == "chunkpar" or (family == "auto" and mode != "never" and fits)
@@ -856,9 +829,9 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
             capacity = cooperative_capacity(k, cta_threads(defs), program_smem(np.dtype(c.x.dtype).itemsize, defs))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
-    su = slice_units(c, hb, state_hb, cap, capacity or 2 * info.sm_count)
+    su = slice_units(c, hb, cap, capacity or 2 * info.sm_count)
     slices = -(-units // su) if su else 0
-    ws = workspace_bytes(c, su) if su else workspace_bytes(c, step)  # over the cap when no slice fits
+    ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
                   max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
                   ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1))
@@ -875,7 +848,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines = defs if fam == "chunkpar" else defs_x
     plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
-        plan.grid = chunkpar_grid(c, su, hb, state_hb, capacity)
+        plan.grid = chunkpar_grid(c, su, hb, capacity)
     return plan
 
 

@@ -196,15 +196,15 @@ def test_workspace_slices_of_suite_rows():
     cap = ops.DEFAULT_WORKSPACE_CAP
     seed = _with_table(_validate(b=1, L=32768, H=8, G=1, N=128), 32768, 256)
     assert ops.workspace_bytes(seed) == 128 * 8 * 64 * 128 * (4 + 2) + 128 * 8 * 4 + 128 * 8 * 2 * 256 * 4
-    assert ops.cap_slice_units(seed, 2, cap) == ops.slice_units(seed, 2, 2, cap, 264) == 8
+    assert ops.cap_slice_units(seed, 2, cap) == ops.slice_units(seed, 2, cap, 264) == 8
     nem = _with_table(_validate(b=1, L=16384, H=128, G=8, N=128), 16384, 128)
     assert ops.workspace_bytes(nem) > cap
     most = ops.cap_slice_units(nem, 2, cap)
     assert 0 < most < 128 and most % 2 == 0
     assert ops.workspace_bytes(nem, most) <= cap < ops.workspace_bytes(nem, most + 2)
-    su = ops.slice_units(nem, 2, 2, cap, 264)
+    su = ops.slice_units(nem, 2, cap, 264)
     assert 0 < su <= most and su % 2 == 0
-    assert ops.cap_slice_units(nem, 2, 1000) == ops.slice_units(nem, 2, 2, 1000, 264) == 0  # not one block fits
+    assert ops.cap_slice_units(nem, 2, 1000) == ops.slice_units(nem, 2, 1000, 264) == 0  # not one block fits
 
 
 def _rounds(c, su, hb=1, slots=264):
@@ -224,10 +224,7 @@ def test_slices_are_sized_in_whole_rounds_of_the_grid():
     nem = _with_table(_validate(b=1, L=16384, H=128, G=8, N=128), 16384, 128)
     cap = ops.DEFAULT_WORKSPACE_CAP
     assert ops.cap_slice_units(nem, 1, cap) == 41 and _rounds(nem, 41) == (4, 63, 10)
-    assert ops.slice_units(nem, 1, 1, cap, 264) == 33 and _rounds(nem, 33) == (4, 63, 8)
-    # the pair program (phase-1 items of two units): slices of whole pairs, 4 slices of 32 (2 phase-2 rounds each)
-    assert ops.cap_slice_units(nem, 2, cap) == 40 and ops.slice_units(nem, 1, 2, cap, 264) == 32
-    assert _rounds(nem, 32) == (4, 64, 8)
+    assert ops.slice_units(nem, 1, cap, 264) == 33 and _rounds(nem, 33) == (4, 63, 8)
     # whatever the shape and cap: the size fits the cap, a call the cap does not cut stays one slice, and a cut call
     # gets no more slices, tile rounds or phase-2 rounds (in that order) than the largest size the cap allows
     for b, L, H, Q in ((1, 8192, 80, 256), (8, 2048, 80, 256), (1, 32768, 24, 128), (4, 8192, 48, 128), (1, 16384, 128, 128)):
@@ -235,7 +232,7 @@ def test_slices_are_sized_in_whole_rounds_of_the_grid():
         c.nseg, c.max_chunks = b, c.total_chunks // b
         for cap in (1 << 20, 16 << 20, 26 << 20, 40 << 20, 64 << 20, 256 << 20, 1 << 40):
             most = ops.cap_slice_units(c, 1, cap)
-            su = ops.slice_units(c, 1, 1, cap, 264)
+            su = ops.slice_units(c, 1, cap, 264)
             assert 0 <= su <= most and (su > 0) == (most > 0)
             if most >= H:
                 assert su == H
@@ -319,14 +316,7 @@ def test_programs_list():
     # a program holds one family's kernel and carries only the defines that kernel reads (no identical twins)
     shared = {"SSD_FAMILY", "SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_WG"}
     keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF"}}
-    assert all(set(d) - {"SSD_STATE_HB"} == keys[d["SSD_FAMILY"]] for _, d in progs)
-    # phase-1 pair items: chunk-parallel sm_90a programs at dstate 128 whose groups' units pair up, the define only there
-    pairs = [d for _, d in progs if "SSD_STATE_HB" in d]
-    assert pairs and all(d["SSD_FAMILY"] == 1 and d["SSD_STATE_HB"] == 2 and d["SSD_HB"] == 1 and d["SSD_N"] == 128
-                         for d in pairs)
-    assert "SSD_STATE_HB" in ops.program_defines(0, 2, 2, 64, 128, 256, 80, family="chunkpar")      # m2-2.7b
-    assert "SSD_STATE_HB" not in ops.program_defines(0, 2, 2, 64, 128, 256, 1, family="chunkpar")  # one unit a group
-    assert "SSD_STATE_HB" not in ops.program_defines(0, 2, 2, 64, 128, 256, 80, "sm_80", family="chunkpar")
+    assert all(set(d) == keys[d["SSD_FAMILY"]] for _, d in progs)
     # the bench suite's programs of both families are in the list
     for upg, q in ((8, 256), (80, 256), (16, 128)):
         for fam in ops.FAMILIES:

@@ -6,8 +6,6 @@
 // ops/ssd.py `program_defines`):
 //   SSD_HBX, SSD_NBUFX                 exact scan: units per CTA, B/X buffers (1 or 2)
 //   SSD_HB, SSD_NBUF                   chunk-parallel: the same
-//   SSD_STATE_HB                       chunk-parallel: units per phase-1 item (SSD_HB, or 2 units of one group
-//                                      beside phase 3's one: state_smem)
 #include "ssd_tile.cuh"
 #include "../common/grid_barrier.cuh"
 
@@ -173,9 +171,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 #ifndef SSD_NBUF
 #define SSD_NBUF 2
 #endif
-#ifndef SSD_STATE_HB
-#define SSD_STATE_HB SSD_HB
-#endif
 #ifndef SSD_SCAN_BATCH
 #define SSD_SCAN_BATCH (SSD_N > 128 ? 2 : 8)
 #endif
@@ -271,41 +266,6 @@ struct LocalSink {
     }
 };
 
-#if SSD_WG
-// Phase 1 of a pair program (SSD_STATE_HB 2, SSD_HB 1; sm_90a, dstate 128, two B / X slots): an item is two units of
-// one group, so each B sub-block is loaded once for both units' products (B is two thirds of phase 1's bytes with one
-// unit an item). Its shared memory lies over tiles phase 3 owns, without growing the CTA (past ~97 KiB two CTAs leave
-// the SM less L1): X slot k holds both units' tiles, 16 KiB from the X ring's base (slot 0 over phase 3's two X slots,
-// slot 1 over S_prev), and the chunk arrays of both units lie in the z tile. The producer fills S_prev and z of a
-// slice only after BAR_EPOCH (phase 1 done grid-wide); the X ring's reuse across the phases waits for the ring to
-// drain (state_ring_drained); the B ring and the raw dt (two units' Q floats: phase 3's cs and dt' buffer) are
-// phase 3's.
-template <int HB1>
-__device__ __forceinline__ SsdSmem state_smem(const SsdSmem& s) {
-    static_assert(HB1 == SSD_HB || (HB1 == 2 && SSD_HB == 1 && SSD_NBUF == 2 && SSD_N == 128),
-                  "a pair item: two units beside phase 3's one, two B / X slots, dstate 128");
-    static_assert(HB1 == SSD_HB || 6 * SSD_Q * 4 + 2 * (SSD_Q / 32) * 4 + 2 * 4 <= SSD_SUB * SSD_PB * 2,
-                  "the pair's chunk arrays fit the z tile");
-    if (HB1 == SSD_HB) return s;
-    SsdSmem v = s;
-    v.X1 = s.X0 + 2 * SSD_SUB * SSD_LDX;  // slot 1: the S_prev tile (16 KiB at dstate 128), adjacent to the X ring
-    float* f = (float*)s.Zs;
-    v.cs = f;
-    v.dtv = f + 2 * SSD_Q;
-    v.w = f + 4 * SSD_Q;
-    v.gt = f + 6 * SSD_Q;
-    v.dec = v.gt + 2 * (SSD_Q / 32);
-    return v;
-}
-// Producer, pair programs: the X ring's last fill has been freed (the wait its next-but-one fill makes): phase 1's X
-// slots and phase 3's are different cuts of the same memory, so the ring's slot barriers alone do not order a fill of
-// one phase after the other's last reads.
-template <int HB1>
-__device__ __forceinline__ void state_ring_drained(const SsdSmem& s, const SsdPipe& p) {
-    if (HB1 != SSD_HB) fill_begin(s, BAR_EMPTY_X + ring_slot<SSD_NBUF>(p.bx + 1), ring_phase<SSD_NBUF>(p.bx + 1));
-}
-#endif
-
 // Chunk-parallel tile `tile` of a slice starting at unit `us` (nblk blocks of HB units a chunk): its global chunk
 // c, the chunk's first token and length, and the block's first unit. Phases 1 and 3 walk the same tiles.
 struct ChunkTile {
@@ -332,8 +292,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units
     SSD_TMAP_PARAMS) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
-    constexpr int HB1 = SSD_STATE_HB, NB1 = HB1 == HB ? NB : SSD_N;  // phase 1 (a pair: 2 x 64 accumulators a thread)
-    static_assert(SSD_WG || HB1 == HB, "pair items: sm_90a programs");
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
     constexpr int NEB = SSD_UE / SSD_SCAN_BLK;              // phase-2 items per unit
@@ -351,19 +309,13 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         int epochs = 0;  // slices with tiles here: one BAR_EPOCH phase each (the math thread 0 arrives for the same)
         for (int us = 0; us < units; us += slice_units) {
             const int un = min(slice_units, units - us);
-            const int nblk = un / HB, nblk1 = un / HB1;
-            const long long ntiles = (long long)a.total_chunks * nblk, nitems1 = (long long)a.total_chunks * nblk1;
-            if (us > 0 && HB1 != HB) {  // the previous slice's last X and S_prev are read before phase 1 refills them
-                state_ring_drained<HB1>(s, pipe);
-                fill_begin(s, BAR_EMPTY_S, (uint32_t)(pipe.s & 1));
+            const int nblk = un / HB;
+            const long long ntiles = (long long)a.total_chunks * nblk;
+            for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
+                produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
-            for (long long tile = blockIdx.x; tile < nitems1; tile += gridDim.x) {
-                const ChunkTile t = chunk_tile<HB1>(a, tile, nblk1, us);
-                const SsdSmem s1 = state_smem<HB1>(s);  // (formed where it is used: its pointers stay out of phase 3)
-                produce_dt<HB1>(a, s1, pipe, t.ctok, t.l, t.u0);
-                produce_state<HB1, NBUF, NB1>(a, s1, pipe, t.ctok, t.l, t.u0);
-            }
-            state_ring_drained<HB1>(s, pipe);
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
@@ -379,29 +331,24 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 
     for (int us = 0; us < units; us += slice_units) {
         const int un = min(slice_units, units - us);
-        const int nblk = un / HB, nblk1 = un / HB1;
-        const long long ntiles = (long long)a.total_chunks * nblk, nitems1 = (long long)a.total_chunks * nblk1;
+        const int nblk = un / HB;
+        const long long ntiles = (long long)a.total_chunks * nblk;
         if (us > 0) grid_barrier(barrier, GRID_THREADS);  // the previous slice's outputs are done with the workspace
 
-        // Phase 1: chunk-local states, items of HB1 units.
-        for (long long tile = blockIdx.x; tile < nitems1; tile += gridDim.x) {
-            const ChunkTile t = chunk_tile<HB1>(a, tile, nblk1, us);
+        // Phase 1: chunk-local states.
+        for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
+            if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
+                ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
+            ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
+            LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
-            const SsdSmem s1 = state_smem<HB1>(s);  // phase 1's view (formed here: its pointers stay out of phase 3)
+            ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
 #else
-            const SsdSmem& s1 = s;
-#endif
-            ssd_chunk_prep<HB1>(a, s1, pipe, ctok, l, u0);
-            if (threadIdx.x < HB1 && unit_p0(u0 + threadIdx.x) == 0)
-                ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s1.dec[threadIdx.x];
-            ssd_prep_save<HB1>(s1, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
-            LocalSink<HB1, NB1> sink{ws_local, c, u0 - us, a.total_chunks};
-#if SSD_WG
-            ssd_chunk_state<HB1, NBUF, NB1>(a, s1, pipe, l, sink);
-#else
-            ssd_chunk_state<HB1, NBUF, NB1>(a, s1, ctok, l, u0, sink);
+            ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
 #endif
         }
         grid_barrier(barrier, GRID_THREADS);

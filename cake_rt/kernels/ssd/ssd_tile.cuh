@@ -532,19 +532,10 @@ __device__ __forceinline__ void load_units(const SsdArgs& a, T* dst, long long t
     copy_units_async<HB>(a, dst, Z ? a.z : a.x, tok, valid, u0);
     mbarrier_arrive_cp_async(full);
 }
-// x of a chunk-parallel pair item (`state_pair`): the two units' 128 adjacent columns, a partial sub-block as ONE
-// cp.async copy of 128-column rows into the two adjacent panels (as B's), whose one out-of-line call keeps the
-// producer within its registers (ptxas fails to allocate the kernel with two calls here).
-template <int HB, bool PAIR>
+template <int HB>
 __device__ __forceinline__ void load_x(const SsdArgs& a, const SsdSmem& s, int buf, long long tok, int valid, int u0,
                                        uint64_t* full) {
-    if (!PAIR || valid == SSD_SUB) {
-        load_units<HB, false>(a, sX(s, buf, 0), tok, valid, u0, full);
-        return;
-    }
-    load_tile_async<HB * SSD_PB>(sX(s, buf, 0), SSD_LDX, a.x + tok * a.nheads * SSD_P + u0 * SSD_PB,
-                                 (long long)a.nheads * SSD_P, valid);
-    mbarrier_arrive_cp_async(full);
+    load_units<HB, false>(a, sX(s, buf, 0), tok, valid, u0, full);
 }
 #else
 // B columns n0..n0+NCOLS and the X rows of every unit of the block for the sub-block at `tok` into buffer `buf`,
@@ -763,12 +754,8 @@ __device__ __forceinline__ void wx_fragment(uint32_t af[4], const T* Xs, const f
 // Calls sink(n0, acc) per pass with the warp's accumulators: acc[u][t] holds rows 16w + g (+8), columns
 // n0 + 8t + 2tg (+1).
 #if SSD_WG
-// A chunk-state block of HB units and NB columns a pass is a chunk-parallel pair item (two units' full-width fp32
-// accumulators, 2 x 64 a thread) where it holds more than one unit's 64 a thread.
-template <int HB, int NB>
-__host__ __device__ constexpr bool state_pair() { return HB * NB / 2 > 64; }
 // Producer: one B / X sub-block into the ring.
-template <int HB, int NBUF, int NCOLS, bool PAIR = false>
+template <int HB, int NBUF, int NCOLS>
 __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, int& k, long long tok, int valid,
                                            int grp, int u0, int n0) {
     const int slot = ring_slot<NBUF>(k);
@@ -776,7 +763,7 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     fill_begin(s, BAR_EMPTY_B + slot, ph);
     load_b<NCOLS>(a, s, slot, tok, valid, grp, n0, s.bar + BAR_FULL_B + slot);
     fill_begin(s, BAR_EMPTY_X + slot, ph);
-    load_x<HB, PAIR>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
+    load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
     ++k;
 }
 // Producer: the loads of ssd_chunk_state, in its order.
@@ -787,7 +774,7 @@ __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
     for (int n0 = 0; n0 < SSD_N; n0 += NB)
         for (int j = 0; j < nsub; ++j)
-            produce_bx<HB, NBUF, NB, state_pair<HB, NB>()>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
+            produce_bx<HB, NBUF, NB>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
 }
 
 // Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
@@ -815,32 +802,6 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
             const bool cp = l - j * SSD_SUB < SSD_SUB;  // a partial sub-block: cp.async fills
             use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx), false);  // (read by ldmatrix)
             const T* Bs = sB(s, buf);
-            if (state_pair<HB, NB>()) {
-                // A pair item (chunk-parallel phase 1, two units' full-width accumulators: 2 x 64 a thread) leaves the
-                // registers for one unit's A fragments at a time: the units' products are issued one unit after the
-                // other, each unit's k16 steps in the same order as with one unit an item (the same bits).
-#pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    uint32_t af[SSD_SUB / 16][4];
-#pragma unroll
-                    for (int k = 0; k < SSD_SUB / 16; ++k)
-                        wx_fragment(af[k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
-                    if (u == 0) use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx), cp);
-                    wgmma_fence();
-#pragma unroll
-                    for (int k = 0; k < SSD_SUB / 16; ++k) wg_rs_tb<NB>(&acc[u][0][0], af[k], desc_mn(Bs, 16 * k, n0), 1);
-                    wgmma_commit();
-                    wgmma_wait<0>();
-#pragma unroll
-                    for (int t = 0; t < NT; ++t)
-#pragma unroll
-                        for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
-                }
-                use_end(s, BAR_EMPTY_B + buf);
-                use_end(s, BAR_EMPTY_X + buf);
-                ++p.bx;
-                continue;
-            }
             // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
             uint32_t af[HB][SSD_SUB / 16][4];
 #pragma unroll
