@@ -122,6 +122,11 @@ def test_compile_report_parses_registers_and_spills():
     rep = cc.compile_report(src, name="big.cu", target="sm_80")
     assert rep["big"]["stack_bytes"] > 0  # a run-time indexed array lives in local memory
     assert rep["big"]["params"] == [8, 4]
+    # an out-of-line device function's figures (its block follows the kernel's in ptxas' log) are not the kernel's
+    called = src.replace('extern "C"', '__device__ __noinline__ void tail(float* o) { o[threadIdx.x] += 1.0f; }\n'
+                         '    extern "C"').replace("out[threadIdx.x] = s;", "out[threadIdx.x] = s; tail(out);")
+    rep2 = cc.compile_report(called, name="big.cu", target="sm_80")
+    assert set(rep2) == {"big"} and rep2["big"]["stack_bytes"] > 0, rep2
 
 
 @pytest.mark.parametrize("target", cc.available_targets())

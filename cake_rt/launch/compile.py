@@ -423,6 +423,7 @@ def forget_cubin(source: str, *, name: str, target: str, defines=None, options=(
 
 _fresh_count = itertools.count()
 _FUNC_RE = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS_RE = re.compile(r"Function properties for (\S+)")
 _STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGS_RE = re.compile(r"Used (\d+) registers")
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
@@ -449,7 +450,9 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
 
     Returns ``{kernel_name: {"registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "params"}}``
     (``params``: ``kernel_params``' parameter sizes).
-    Works without a GPU (CI uses it to fail on a kernel that stops compiling or starts spilling).
+    Works without a GPU (CI uses it to fail on a kernel that stops compiling or starts spilling). A kernel's figures are
+    those of its own "Function properties" block: an out-of-line device function's block (the sm_90a SSD producer's
+    ``load_tile_async``) follows the kernel's in the log and is not the kernel's.
 
     NVRTC 13 can answer a repeat compile of the same program without running ptxas again, and then its log has
     no report (seen on the H200's machine, whose GPU tests compile these programs first). So the report compiles
@@ -470,6 +473,10 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
                 {"registers": 0, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0, "shared_bytes": 0,
                  "params": params.get(m.group(1))},
             )
+            continue
+        m = _PROPS_RE.search(line)
+        if m:
+            current = report.get(m.group(1))  # None for a function that is not an entry
             continue
         if current is None:
             continue

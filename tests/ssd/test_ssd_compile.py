@@ -1,7 +1,8 @@
 """Every SSD program the GPU tests and the bench suite use (``cake_rt.ops.ssd.programs``) compiles with NVRTC
-for sm_90a and sm_80 (no GPU needed), with its resource report read from ptxas: its family's kernel alone, no
-spills beyond a few words outside the tile loops (ptxas keeps a handful of long-lived scalars of the
-255-register kernels in local memory: at most 32 bytes on sm_90a, 64 on sm_80), no static shared memory
+for sm_90a and sm_80 (no GPU needed), with its resource report read from ptxas: its family's kernel alone, its
+spills under a ceiling (ptxas keeps long-lived values of the kernels in local memory: on sm_90a, where the math
+warpgroup runs at 216 registers, up to 132 bytes of spill stores and 252 of loads, the dstate-256 programs most;
+on sm_80 at most 64 bytes; a change that spills more fails here), no static shared memory
 (the host sizes it), the dynamic layout fits the target's opt-in limit, and the kernel's parameters are the
 arguments the host packs for it (``ops.ssd._packed``: the tensor maps of the sm_90a programs last)."""
 import numpy as np
@@ -11,7 +12,7 @@ from cake_rt.launch.compile import compile_report, load_source
 from cake_rt.ops import ssd as ops
 
 TARGETS = ("sm_90a", "sm_80")
-MAX_SPILL = {"sm_90a": 32, "sm_80": 64}
+MAX_SPILL = {"sm_90a": 136, "sm_80": 64}  # bytes of spill stores; loads: twice that
 CASES = [(target, i) for target in TARGETS for i in range(len(ops.programs(target)))]
 
 
