@@ -443,3 +443,47 @@ print("ok")
 
 def test_two_growths_at_once_never_replace_a_buffer_unguarded():
     run_with_cpu_stubs(RACING_GROWTHS_SCRIPT)
+
+
+CAPTURE_QUERY_SCRIPT = COMMON + r'''
+T, Tkv = 64, 300
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, 16), np.int32)); sc = make(np.empty((T, 16), np.float32))
+call = lambda: cake_rt.dsa_indexer_det_topk(q, k, w, 16, indices=idx, scores=sc, stream=s)
+call()                                   # eager first: the captured call needs no new library memory
+# A capture in global or thread-local mode (PyTorch's torch.cuda.graph by default) refuses event queries: the driver
+# answers cudaErrorStreamCaptureUnsupported (and invalidates the capture), which says nothing about the work.
+capture = {"on": False, "queried": 0}
+def done(ev):
+    if capture["on"]:
+        capture["queried"] += 1
+        raise runtime.CUDARuntimeError(900)
+    return pending["done"]
+pending = {"done": False}                # the dead stream's last work is still queued
+Event.done = property(done)
+# The state of a stream that was collected with work queued (a stream's weakref callback appends its key).
+dead = streams.stream_state(0, 0x5000, False)
+dead.begin(); dead.end(0x5000, False)
+streams._dead.append(dead.key)
+runtime.streamIsCapturing = lambda h: runtime.streamCaptureStatusActive if capture["on"] else runtime.streamCaptureStatusNone
+capture["on"] = True
+call()                                   # captured: drops the dead stream's state, must not free it
+capture["on"] = False
+assert capture["queried"] == 0, "a captured call queried events (refused, and it invalidates the capture)"
+assert dead.retired and tracked(dead)
+streams.collect()
+assert tracked(dead), "a state whose work is queued was freed"
+# Another thread's collect while a capture refuses the query: still not freed.
+capture["on"] = True
+streams.collect()
+capture["on"] = False
+assert tracked(dead), "an event query refused by a capture was taken for a completed event"
+pending["done"] = True
+streams.collect()
+assert not tracked(dead)                 # freed once its work has run
+print("ok")
+'''
+
+
+def test_a_capture_never_queries_events_nor_takes_a_refused_query_for_completion():
+    run_with_cpu_stubs(CAPTURE_QUERY_SCRIPT)

@@ -46,6 +46,10 @@ class CaptureError(RuntimeError):
     """A call under CUDA graph capture would need library memory the graph could outlive."""
 
 
+# cudaErrorStreamCapture* and cudaErrorCapturedEvent (900-908): what an event query answers while a capture forbids it.
+_CAPTURE_ERRORS = frozenset(range(900, 909))
+
+
 # ----------------------------------------------------------------------------------------------------
 # stream handles
 # ----------------------------------------------------------------------------------------------------
@@ -310,24 +314,30 @@ class Guarded:
 
     def idle(self) -> bool:
         """No call in flight and every recorded event complete (an event that cannot be queried, e.g. of a
-        destroyed context, counts as complete: its work can no longer run)."""
+        destroyed context, counts as complete: its work can no longer run). A query refused because a graph
+        capture is under way (global or thread-local capture mode: PyTorch's ``torch.cuda.graph`` by default) says
+        nothing about the work: not complete."""
         if self._inflight:
             return False
         for ev in list(self._events.values()):
             try:
                 if not ev.done:
                     return False
-            except Exception:
-                pass
+            except Exception as exc:
+                if getattr(exc, "status", None) in _CAPTURE_ERRORS:
+                    return False
         return True
 
-    def retire(self) -> None:
+    def retire(self, collect_now: bool = True) -> None:
+        """Hand the object to the retirement list; ``collect_now=False`` under capture (``collect`` queries events,
+        which a capture in global or thread-local mode refuses and is invalidated by)."""
         self.retired = True
         if self.pinned:
             return  # a captured graph may still replay with it: kept for the life of the process
         with _life_lock:
             _retired.append(self)
-        collect()
+        if collect_now:
+            collect()
 
 
 _call_events: dict = {}  # stream_key -> the event every call on that stream records once, after its launches
@@ -548,7 +558,7 @@ _states = GuardedLRU(MAX_STREAM_STATES)
 _dead: list = []  # keys of states whose CuPy stream object was collected (appended by a weakref callback)
 
 
-def _drop_dead() -> None:
+def _drop_dead(capturing: bool = False) -> None:
     while True:
         try:
             key = _dead.pop()
@@ -557,7 +567,7 @@ def _drop_dead() -> None:
         with _states._lock:
             st = _states._d.pop(key, None)
         if st is not None:
-            st.retire()
+            st.retire(collect_now=not capturing)
         forget_handle(key[1])
 
 
@@ -567,7 +577,7 @@ def stream_state(device: int, handle: int, capturing: bool = False, stream_obj=N
     When ``stream_obj`` is a CuPy stream the state is released (after its queued work) once that object is
     collected, so a later stream that reuses the handle starts with fresh state."""
     if _dead:
-        _drop_dead()
+        _drop_dead(capturing)
     key = (device, handle, 0) if handle > PER_THREAD else stream_key(device, handle)  # stream_key, inlined
     st = _states.get(key)
     if st is None:
