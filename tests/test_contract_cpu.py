@@ -156,6 +156,25 @@ def test_saved_cost_model_in_an_untrusted_cache_is_ignored(cost_cache):
     assert model == ssd.COST_MODELS[(9, 0)]
 
 
+def test_a_cache_directory_that_cannot_be_searched_gives_the_built_in_cost_model(cost_cache, monkeypatch):
+    import pathlib
+
+    from cake_rt.ops import ssd
+
+    cost_cache.mkdir(mode=0o700)
+    _saved_fit(cost_cache)
+    stat = pathlib.Path.stat
+
+    def denied(self, *a, **k):  # a private cache directory made mode 0600 (no search bit); root would pass it
+        if cost_cache in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return stat(self, *a, **k)
+
+    monkeypatch.setattr(pathlib.Path, "stat", denied)
+    model, _ = ssd.cost_model_for("NVIDIA Test GPU", (9, 0))
+    assert model == ssd.COST_MODELS[(9, 0)]
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
 def test_saved_cost_model_with_a_non_finite_or_negative_constant_is_ignored(cost_cache, value):
     from cake_rt.ops import ssd

@@ -124,9 +124,13 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
 
     model, note = None, ""
     path = cost_model_path(gpu_name)
+    try:
+        saved = path is not None and path.is_file()
+    except OSError:  # a cache directory this user cannot search (pathlib raises EACCES): no fit can be read there
+        saved = False
     # Read only from a trusted cache directory (as the cubins): a fit planted by another user would steer the
     # selection. trusted_cache_dir warns once when it is not.
-    if path is not None and path.is_file() and trusted_cache_dir() is not None:
+    if saved and trusted_cache_dir() is not None:
         try:
             import json
 
