@@ -107,16 +107,36 @@ def test_unreadable_cache_file_is_recompiled_not_fatal(cache, monkeypatch):
     good = _compile()
     path = _only_file(cache)
     monkeypatch.setattr(cc, "_cubin_cache", {})
-    real = type(path).read_bytes
+    real = os.open
 
-    def deny(self):
-        if self == path:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def deny(name, *a, **k):  # mode 000 (root would read it anyway)
+        if os.fspath(name) == str(path):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real(name, *a, **k)
 
-    monkeypatch.setattr(type(path), "read_bytes", deny)
+    monkeypatch.setattr(cc.os, "open", deny)
     with pytest.warns(cc.CacheWarning, match="unreadable"):
         assert _compile() == good
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_cache_name_that_is_not_a_regular_file_is_recompiled_without_blocking(cache, monkeypatch, kind):
+    good = _compile()
+    path = _only_file(cache)
+    path.unlink()
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()  # a FIFO's read would wait for a writer forever
+    monkeypatch.setattr(cc, "_cubin_cache", {})
+    got = []
+    t = threading.Thread(target=lambda: got.append(_compile()), daemon=True)
+    with pytest.warns(cc.CacheWarning, match=path.name):
+        t.start()
+        t.join(20)
+        if t.is_alive():  # unblock the reader so that the test process can end
+            with open(path, "wb"):
+                pass
+            t.join(20)
+            pytest.fail(f"reading a {kind} under a cubin's name blocked")
+    assert got == [good]
 
 
 def test_failed_write_leaves_no_temp_file(cache, monkeypatch):

@@ -286,15 +286,35 @@ def _unpack_file(blob: bytes):
     return data, None
 
 
+def _read_file(path: pathlib.Path):
+    """The bytes of ``path`` (None: it does not exist), or the reason it cannot be a cache file. Opened without
+    blocking and read only when it is a regular file: a FIFO or a device under a cubin's name (``/dev/zero``
+    through a link) would otherwise hang or exhaust memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"is unreadable ({exc.__class__.__name__}: {exc})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "is not a regular file"
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(), None
+    except OSError as exc:
+        return None, f"is unreadable ({exc.__class__.__name__}: {exc})"
+    finally:
+        os.close(fd)
+
+
 def _read_cached(path: pathlib.Path):
     """Verified cubin bytes from ``path``, or None; a bad file is removed with a warning naming it."""
-    try:
-        blob = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        _warn(f"cake-rt cache file {path} is unreadable ({exc.__class__.__name__}: {exc}); recompiling")
+    blob, bad = _read_file(path)
+    if bad is not None:
+        _warn(f"cake-rt cache file {path} {bad}; recompiling")
         _discard_file(path)
+        return None
+    if blob is None:
         return None
     data, reason = _unpack_file(blob)
     if data is None:
