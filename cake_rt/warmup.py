@@ -94,15 +94,12 @@ def _name(path: str) -> str:
 
 
 def is_cached(path: str, defines: dict, target: str) -> bool:
-    """Whether the disk cache already holds this program."""
-    from . import env
-    from .launch.compile import cache_key, debug_options, load_source
+    """Whether the disk cache already holds this program, verified as a call would load it (a truncated, empty or
+    corrupt file is discarded with a warning and compiled again)."""
+    from .launch.compile import debug_options, is_cached_on_disk, load_source
 
-    d = env.cache_dir()
-    if d is None:
-        return False
-    key = cache_key(load_source(path), name=_name(path), target=target, defines=defines, options=debug_options())
-    return (d / f"{key}.cubin").is_file()
+    return is_cached_on_disk(load_source(path), name=_name(path), target=target, defines=defines,
+                             options=debug_options())
 
 
 def _compile_one(job):

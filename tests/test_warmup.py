@@ -45,6 +45,24 @@ def test_warmup_compiles_once_then_finds_the_cache(monkeypatch, tmp_path):
     assert warmup.clear_cache() == 1 and warmup.cache_summary()["files"] == 0
 
 
+@pytest.mark.parametrize("how", ["empty", "truncated"])
+def test_warmup_compiles_again_a_bad_cache_file(monkeypatch, tmp_path, how):
+    """A cubin file a crash or a full disk left short is not "already cached": warmup replaces it, so the first
+    call compiles nothing."""
+    from cake_rt.launch import compile as cc
+
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    shapes = warmup.parse_shapes(["family=exact,dtype=float32,SSD_DT=2,SSD_SD=2,headdim=64,dstate=64,chunk=64"])
+    assert warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)["compiled"] == 1
+    f, = tmp_path.glob("*.cubin")
+    good = f.read_bytes()
+    f.write_bytes(b"" if how == "empty" else good[: len(good) // 2])
+    with pytest.warns(cc.CacheWarning, match=f.name):
+        again = warmup.warmup(("ssd",), "sm_90a", shapes=shapes, jobs=1)
+    assert again["cached"] == 0 and again["compiled"] == 1 and not again["failed"]
+    assert f.read_bytes() == good
+
+
 def test_warmup_compiles_with_the_options_a_call_loads(monkeypatch, tmp_path):
     """Under CAKE_RT_LINEINFO a call loads its program with -lineinfo: warmup compiles and finds that program, a
     separate cache entry from the plain one."""

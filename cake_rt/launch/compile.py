@@ -390,6 +390,16 @@ def compile_cubin(source: str, *, name: str, target: str, defines=None, options=
     return data
 
 
+def is_cached_on_disk(source: str, *, name: str, target: str, defines=None, options=()) -> bool:
+    """Whether the trusted disk cache holds a verified cubin of this program (what ``compile_cubin`` would load);
+    a bad file is discarded with the warning a load gives, so ``cake-rt warmup`` compiles it again."""
+    cdir = trusted_cache_dir()
+    if cdir is None:
+        return False
+    key = cache_key(source, name=name, target=target, defines=defines, options=options)
+    return _read_cached(cdir / f"{key}.cubin") is not None
+
+
 def _check_target(target: str) -> None:
     """A clear error when this NVRTC cannot compile for ``target`` (an NVRTC older than the GPU)."""
     if target in SUPPORTED_TARGETS and target not in available_targets():
