@@ -53,11 +53,20 @@ def _eval_target(rec: dict, target: dict | None):
     return {"spec": target, "checks": checks, "met": all(checks.values())}
 
 
+# What ``finalize`` derives: dropped first, so a saved run (--from-json) shows figures of its raw times only.
+_DERIVED = ("tflops", "tbps", "floor_ms", "floor_bound", "floor_fraction", "unheld_ms", "slowdown", "static_over_ticket",
+            "target_result")
+
+
 def finalize(doc: dict) -> dict:
     """Add the derived figures to every record of a raw result document (in place; returns it)."""
     floors = doc.get("floors")
     recs = doc.get("records", [])
     for r in recs:
+        for k in _DERIVED:
+            r.pop(k, None)
+        for p in r.get("peers", {}).values():
+            p.pop("speedup", None)
         if r.get("error") or "ms" not in r:
             continue
         ms = r["ms"]["median"]
@@ -306,6 +315,86 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+# The dimensions each table's rows print (``_sections``).
+_DIMS = {"ssd": ("batch", "seqlen", "nheads", "ngroups", "chunk"), "dsa": ("H", "T", "Tkv", "segments")}
+# The figures a target may ask for (``_eval_target``), each compared with a number.
+_TARGET_NUMBERS = ("min_floor_fraction", "max_floor_ratio", "max_ms", "min_peer_speedup", "max_slowdown")
+
+
+def _need(cond: bool, where: str, what: str, got) -> None:
+    if not cond:
+        raise ValueError(f"{where}: expected {what}, got {got!r}")
+
+
+def _optional_object(v, where: str) -> dict:
+    _need(v is None or isinstance(v, dict), where, "an object", v)
+    return v or {}
+
+
+def _optional_number(v, where: str) -> None:
+    _need(v is None or _number(v), where, "a number", v)
+
+
+def _view(ms: dict, view: str, where: str) -> None:
+    """An optional timing view of ``ms`` (``host``, ``wall``): None or an object with a number median."""
+    v = ms.get(view)
+    if v is not None:
+        _need(isinstance(v, dict) and _number(v.get("median")), f"{where}.{view}", "an object with a number median", v)
+        _optional_number(v.get("probe_us"), f"{where}.{view}.probe_us")
+
+
+def _check_record(i: int, r) -> None:
+    """One record: every part ``finalize``, ``compare`` and the tables read (``validate_doc``)."""
+    _need(isinstance(r, dict), f"records[{i}]", "an object", r)
+    miss = [k for k in REQUIRED_RECORD if k not in r]
+    if miss:
+        raise ValueError(f"record {r.get('key')!r}: missing {miss}")
+    _need(isinstance(r["key"], str), f"records[{i}].key", "a string", r["key"])
+    where = f"record {r['key']!r}"
+    for k in ("table", "row", "arm"):
+        _need(isinstance(r[k], str), f"{where}: {k}", "a string", r[k])
+    for k in ("heads", "hold"):  # with row and arm, the key a side-stream row is paired by (hashable)
+        _need(r.get(k) is None or _number(r[k]), f"{where}: {k}", "a number or null", r.get(k))
+    _need(r["error"] is None or (isinstance(r["error"], str) and r["error"]), f"{where}: error",
+          "null or a message", r["error"])
+    _need(isinstance(r.get("notes", []), list), f"{where}: notes", "a list", r.get("notes"))
+    if r["error"] is not None:
+        return
+    ms = r.get("ms")
+    if not isinstance(ms, dict) or any(not _number(ms.get(k)) for k in REQUIRED_MS):
+        raise ValueError(f"{where}: 'ms' needs numbers {REQUIRED_MS}")
+    if not 0 < ms["p20"] <= ms["median"] <= ms["p80"]:
+        raise ValueError(f"{where}: expected 0 < p20 <= median <= p80, got {ms}")
+    for view in ("host", "wall"):
+        _view(ms, view, f"{where}: ms")
+    for k in ("flops", "bytes"):
+        _optional_number(r.get(k), f"{where}: {k}")
+    if r["table"] in _DIMS:
+        dims = r.get("dims")
+        _need(isinstance(dims, dict) and all(k in dims for k in _DIMS[r["table"]]), f"{where}: dims",
+              f"an object with {list(_DIMS[r['table']])}", dims)
+    if r["table"] == "side_stream":
+        _need("heads" in r, f"{where}: heads", "a head count", None)
+    extra = _optional_object(r.get("extra"), f"{where}: extra")
+    _optional_object(extra.get("hold_info"), f"{where}: extra.hold_info")
+    target = _optional_object(r.get("target"), f"{where}: target")
+    for k in _TARGET_NUMBERS:
+        if k in target:
+            _need(_number(target[k]), f"{where}: target.{k}", "a number", target[k])
+    peers = r.get("peers", {})
+    if not isinstance(peers, dict):
+        raise ValueError(f"{where}: 'peers' expected an object, got {peers!r}")
+    for name, p in peers.items():
+        if not isinstance(p, dict):
+            raise ValueError(f"{where}: peer {name!r} expected an object, got {p!r}")
+        if "ms" in p:
+            if not (isinstance(p["ms"], dict) and _number(p["ms"].get("median"))):
+                raise ValueError(f"{where}: peer {name!r} 'ms' needs a median")
+            _view(p["ms"], "wall", f"{where}: peer {name!r} ms")
+        if "check" in p:
+            _need(isinstance(p["check"], dict), f"{where}: peer {name!r} check", "an object", p["check"])
+
+
 def validate_doc(doc: dict) -> None:
     """Raise ValueError when a result document does not follow the schema (cake-rt-bench/1). Every part that
     ``finalize``, ``compare`` and the tables index is type-checked here, so a file that parses as JSON but holds
@@ -320,6 +409,8 @@ def validate_doc(doc: dict) -> None:
     missing = [k for k in REQUIRED_MACHINE if k not in m]
     if missing:
         raise ValueError(f"machine: missing {missing}")
+    _need(m["git_hash"] is None or isinstance(m["git_hash"], str), "machine.git_hash", "a string or null",
+          m["git_hash"])
     if not isinstance(m["gpu"], dict):
         raise ValueError(f"machine.gpu: expected an object, got {m['gpu']!r}")
     for k in ("name", "sm_count"):
@@ -330,39 +421,39 @@ def validate_doc(doc: dict) -> None:
         if not isinstance(f, dict):
             raise ValueError(f"floors: expected an object, got {f!r}")
         for k in ("copy_tbps", "bf16_tflops"):
-            if not _number(f.get(k)):
-                raise ValueError(f"floors.{k}: expected a number, got {f.get(k)!r}")
-    if not isinstance(doc.get("config"), dict):
+            if not (_number(f.get(k)) and f[k] > 0):
+                raise ValueError(f"floors.{k}: expected a positive number, got {f.get(k)!r}")
+        _need(isinstance(f.get("gemm"), dict) and "method" in f["gemm"], "floors.gemm", "an object with a method",
+              f.get("gemm"))
+    cfg = doc.get("config")
+    if not isinstance(cfg, dict):
         raise ValueError("config: expected an object")
+    _need(cfg.get("method") is None or isinstance(cfg["method"], str), "config.method", "a string", cfg.get("method"))
+    argv = cfg.get("argv")
+    _need(argv is None or (isinstance(argv, list) and all(isinstance(a, str) for a in argv)), "config.argv",
+          "a list of strings", argv)
+    _need(isinstance(doc.get("notes", []), list), "notes", "a list", doc.get("notes"))
     recs = doc.get("records")
     if not isinstance(recs, list):
         raise ValueError("records: expected a list")
     keys = set()
     for i, r in enumerate(recs):
-        if not isinstance(r, dict):
-            raise ValueError(f"records[{i}]: expected an object, got {r!r}")
-        miss = [k for k in REQUIRED_RECORD if k not in r]
-        if miss:
-            raise ValueError(f"record {r.get('key')!r}: missing {miss}")
-        if not isinstance(r["key"], str):
-            raise ValueError(f"records[{i}].key: expected a string, got {r['key']!r}")
+        _check_record(i, r)
         if r["key"] in keys:
             raise ValueError(f"record key {r['key']!r} appears twice")
         keys.add(r["key"])
-        if r["error"] is None:
-            ms = r.get("ms")
-            if not isinstance(ms, dict) or any(not _number(ms.get(k)) for k in REQUIRED_MS):
-                raise ValueError(f"record {r['key']!r}: 'ms' needs numbers {REQUIRED_MS}")
-            if not ms["p20"] <= ms["median"] <= ms["p80"]:
-                raise ValueError(f"record {r['key']!r}: expected p20 <= median <= p80, got {ms}")
-            peers = r.get("peers", {})
-            if not isinstance(peers, dict):
-                raise ValueError(f"record {r['key']!r}: 'peers' expected an object, got {peers!r}")
-            for name, p in peers.items():
-                if not isinstance(p, dict):
-                    raise ValueError(f"record {r['key']!r}: peer {name!r} expected an object, got {p!r}")
-                if "ms" in p and not (isinstance(p["ms"], dict) and _number(p["ms"].get("median"))):
-                    raise ValueError(f"record {r['key']!r}: peer {name!r} 'ms' needs a median")
+    comp = doc.get("compare")  # the block of a run made with --compare, printed again by --from-json
+    if comp is not None:
+        _need(isinstance(comp, dict) and "path" in comp and isinstance(comp.get("rows"), list)
+              and isinstance(comp.get("missing", []), list) and all(isinstance(k, str) for k in comp.get("missing", [])),
+              "compare", "an object with a path, a list of rows and a list of missing keys", comp)
+        _need(comp.get("old_git_hash") is None or isinstance(comp["old_git_hash"], str), "compare.old_git_hash",
+              "a string or null", comp.get("old_git_hash"))
+        for j, c in enumerate(comp["rows"]):
+            _need(isinstance(c, dict) and all(k in c for k in ("key", "old_ms", "new_ms", "speedup")),
+                  f"compare.rows[{j}]", "an object with key, old_ms, new_ms and speedup", c)
+            for k in ("old_ms", "new_ms", "speedup"):
+                _optional_number(c[k], f"compare.rows[{j}].{k}")
 
 
 # ---------------------------------------------------------------------------------------------- compare

@@ -27,6 +27,17 @@ def _set(path, value):
     return edit
 
 
+def _del(path):
+    def edit(doc):
+        *head, last = path
+        d = doc
+        for k in head:
+            d = d[k]
+        del d[last]
+        return doc
+    return edit
+
+
 MALFORMED = {
     "a list": lambda d: [1, 2],
     "a string": lambda d: "run",
@@ -39,6 +50,24 @@ MALFORMED = {
     "peers a list": _set(("records", 0, "peers"), [1]),
     "a peer that is a number": _set(("records", 0, "peers"), {"x": 3}),
     "a peer ms that is a list": _set(("records", 0, "peers"), {"x": {"ms": [1]}}),
+    # what the tables and finalize read beyond the timings
+    "a record without dims": _del(("records", 0, "dims")),
+    "a host view without a median": _set(("records", 0, "ms", "host"), {}),
+    "a wall view that is a number": _set(("records", 0, "ms", "wall"), 3),
+    "floors without the gemm method": _del(("floors", "gemm")),
+    "a zero copy floor": _set(("floors", "copy_tbps"), 0),
+    "a zero time": _set(("records", 0, "ms"), {"median": 0, "p20": 0, "p80": 0, "n": 5}),
+    "error false": _set(("records", 0, "error"), False),
+    "a target bound that is a string": _set(("records", 0, "target"), {"max_ms": "1"}),
+    "notes a number": _set(("notes",), 3),
+    "record notes null": _set(("records", 0, "notes"), None),
+    "a peer check that is null": _set(("records", 0, "peers"), {"x": {"ms": {"median": 1.0}, "check": None}}),
+    "git_hash a number": _set(("machine", "git_hash"), 7),
+    "flops a string": _set(("records", 0, "flops"), "many"),
+    "extra a string": _set(("records", 0, "extra"), "x"),
+    "a row that is a list": _set(("records", 0, "row"), ["S1"]),
+    "argv a string": _set(("config", "argv"), "bench ssd"),
+    "a compare block without rows": _set(("compare",), {"path": "old.json"}),
 }
 
 
@@ -57,3 +86,23 @@ def test_from_json_malformed_document_is_a_usage_error(tmp_path, capsys, monkeyp
     assert cli.main(["--from-json", str(good), "--compare", str(bad)]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("cake-rt bench: --compare: ") and "Traceback" not in err, err
+
+
+def test_from_json_derives_the_figures_again_from_the_raw_times(tmp_path, capsys, monkeypatch):
+    """Derived figures saved in the file (tflops, floor fractions, peer speedups, side-stream ratios) are not read:
+    --from-json shows those of the raw times, whatever the file holds for them."""
+    monkeypatch.setattr(cli, "gpu_problem", lambda: "no GPU (test)")
+    doc = _doc()
+    want = cli.main(["--from-json", _write(tmp_path / "good.json", doc)])
+    good = capsys.readouterr().out
+    for r in doc["records"]:
+        r.update(tflops="stale", floor_fraction=[1], static_over_ticket={}, target_result=3)
+        for p in r["peers"].values():
+            p["speedup"] = "stale"
+    assert want == cli.main(["--from-json", _write(tmp_path / "stale.json", doc)]) == cli.EXIT_OK
+    assert capsys.readouterr().out.replace("stale.json", "good.json") == good
+
+
+def _write(path, doc):
+    path.write_text(json.dumps(doc))
+    return str(path)
