@@ -154,20 +154,44 @@ def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=Non
 
 
 def cache_summary() -> dict:
-    """{'path', 'files', 'bytes'} of the disk cache (path None when it is off)."""
+    """{'path', 'files', 'bytes'} of the disk cache (path None when it is off): the files the cache writes
+    (``cache_files``), not whatever else a shared folder holds."""
     from . import env
 
     d = env.cache_dir()
     if d is None:
         return {"path": None, "files": 0, "bytes": 0}
-    files = [f for f in d.rglob("*") if f.is_file()] if d.is_dir() else []
-    return {"path": str(d), "files": len(files), "bytes": sum(f.stat().st_size for f in files)}
+    try:
+        listing = cache_files(d)
+    except OSError:  # a directory this user cannot list: nothing to count (a compile warns about its files)
+        listing = []
+    files, nbytes = 0, 0
+    for f in listing:
+        try:
+            nbytes += f.stat().st_size
+        except OSError:  # renamed or removed by another process since the listing (a temp file of a compile)
+            continue
+        files += 1
+    return {"path": str(d), "files": files, "bytes": nbytes}
 
 
 # What the cache writes, and nothing else: a cache directory set to a folder that holds other files (a project,
 # the home directory) must not lose them to ``cake-rt cache --clear``.
 _CACHE_FILES = re.compile(r"[0-9a-f]{64}\.cubin|\.tmp-[^/]*\.cubin")
 _MODEL_FILES = re.compile(r"ssd-[^/]*\.json|ssd-[^/]*\.tmp|\.tmp-[^/]*\.json")
+
+
+def cache_files(d) -> list:
+    """The files of cache directory ``d`` with the names the cache writes (cubins, cost models and their temp files),
+    sorted; what ``cache_summary`` counts and ``clear_cache`` removes."""
+    out = []
+    if not d.is_dir():
+        return out
+    for folder, names in ((d, _CACHE_FILES), (d / "cost-models", _MODEL_FILES)):
+        if not folder.is_dir() or folder.is_symlink() and folder != d:
+            continue
+        out += [f for f in sorted(folder.iterdir()) if names.fullmatch(f.name) and (f.is_file() or f.is_symlink())]
+    return out
 
 
 def clear_cache() -> int:
@@ -179,13 +203,9 @@ def clear_cache() -> int:
     if d is None or not d.is_dir():
         return 0
     n = 0
-    for folder, names in ((d, _CACHE_FILES), (d / "cost-models", _MODEL_FILES)):
-        if not folder.is_dir() or folder.is_symlink() and folder != d:
-            continue
-        for f in sorted(folder.iterdir()):
-            if names.fullmatch(f.name) and (f.is_file() or f.is_symlink()):
-                f.unlink(missing_ok=True)
-                n += 1
+    for f in cache_files(d):
+        f.unlink(missing_ok=True)
+        n += 1
     try:
         (d / "cost-models").rmdir()
     except OSError:

@@ -110,6 +110,18 @@ def test_clear_removes_only_what_the_cache_writes(monkeypatch, tmp_path):
     for f in ours + theirs:
         f.write_text("x")
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(d))
+    # `cake-rt info` / `cake-rt cache` count what --clear would remove, not the folder's other files
+    assert warmup.cache_summary() == {"path": str(d), "files": len(ours), "bytes": len(ours)}
+    stat = type(d).stat
+
+    def vanished(self, *a, **k):  # a compile's temp file renamed by its process between the listing and the stat
+        if self.name == ".tmp-x1.cubin":
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return stat(self, *a, **k)
+
+    monkeypatch.setattr(type(d), "stat", vanished)
+    assert warmup.cache_summary()["files"] == len(ours) - 1
+    monkeypatch.setattr(type(d), "stat", stat)
     assert warmup.clear_cache() == len(ours)
     assert not any(f.exists() for f in ours)
     assert all(f.exists() for f in theirs)
