@@ -451,3 +451,26 @@ def test_guarded_lru_is_bounded_and_retires_evicted_values():
         assert lru.put(i, v) is v
     assert len(lru) == 3 and lru.get(0) is None and lru.get(4) is vals[4]
     assert lru.put(4, streams.Guarded()) is vals[4]  # first insert wins
+
+
+def test_a_re_zero_captured_into_a_graph_leaves_the_ticket_words_dirty_for_eager_launches(monkeypatch):
+    """After a failed launch the words are re-zeroed before the next one; under capture that memset only runs at the
+    graph's replays, so the next eager launch must still re-zero them."""
+    from cupy_backends.cuda.api import runtime
+
+    from cake_rt.launch import tickets
+
+    w = tickets.TicketWords.__new__(tickets.TicketWords)
+    w.array = cupy.ndarray((4,), cupy.uint32, memptr=cupy.cuda.MemoryPointer(
+        cupy.cuda.UnownedMemory(_BASE, 16, None, device_id=0), 0))
+    w._dirty, w._lock = False, threading.Lock()
+    memsets, capturing = [], {"on": True}
+    monkeypatch.setattr(runtime, "memsetAsync", lambda ptr, v, n, h: memsets.append(h))
+    monkeypatch.setattr(runtime, "streamIsCapturing", lambda h: runtime.streamCaptureStatusActive if capturing["on"]
+                        else runtime.streamCaptureStatusNone)
+    w.mark_dirty()
+    assert w.before_launch(7) and memsets == [7]      # captured: a memset node of the graph
+    assert w.dirty
+    capturing["on"] = False
+    assert w.before_launch(7) and memsets == [7, 7]   # the eager launch after the capture re-zeroes them itself
+    assert not w.dirty and not w.before_launch(7)

@@ -72,7 +72,8 @@ class TicketWords:
         return self._dirty
 
     def before_launch(self, stream) -> bool:
-        """Re-zero the words on ``stream`` if a previous launch failed; returns whether it did."""
+        """Re-zero the words on ``stream`` if a previous launch failed; returns whether it did. Under graph capture
+        the memset is a node of the graph, run at its replays only: the words stay dirty for the next eager launch."""
         from cupy_backends.cuda.api import runtime
 
         if not self._dirty:
@@ -80,8 +81,9 @@ class TicketWords:
         with self._lock:
             if not self._dirty:
                 return False
-            runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, _handle(stream))
-            self._dirty = False
+            handle = _handle(stream)
+            runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, handle)
+            self._dirty = is_capturing(handle)
             return True
 
     def mark_dirty(self) -> None:
