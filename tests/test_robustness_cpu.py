@@ -170,6 +170,42 @@ def test_forget_cubin_drops_memory_and_disk_copies(cache):
     assert list(cache.iterdir()) == [] and cc._cubin_cache == {}
 
 
+def test_a_module_load_refused_by_a_capture_keeps_the_cubin_and_is_a_capture_error(cache, monkeypatch):
+    """A program first needed during graph capture: the driver refuses the module load (cudaErrorStreamCaptureUnsupported).
+    The cubin is good: it stays in both caches (no recompile), and the call gets a CaptureError saying what to do."""
+    import contextlib
+    import types
+
+    import cupy
+
+    from cake_rt.launch import arch, streams
+
+    good = _compile()
+    path = _only_file(cache)
+    info = arch.DeviceInfo(index=0, name="stand-in", capability=(8, 0), sm_count=108, smem_per_block_optin=166912,
+                           smem_per_sm=167936, regs_per_sm=65536, cooperative_launch=True, l2_bytes=40 << 20,
+                           target="sm_80")
+    monkeypatch.setattr(arch, "device_info", lambda device=None: info)
+    monkeypatch.setattr(cupy.cuda, "Device", lambda index=None: contextlib.nullcontext())
+    monkeypatch.setattr(cc, "load_source", lambda path: SRC)
+    compiles = []
+    monkeypatch.setattr(cc, "_run_nvrtc", lambda *a, **k: compiles.append(a) or (good, ""))
+
+    class Refused(Exception):  # what CuPy's CUDADriverError carries
+        status = 900
+
+    class Module:
+        def load(self, cubin):
+            raise Refused("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(cupy.cuda, "function", types.SimpleNamespace(Module=Module))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "did not load; recompiling" warning
+        with pytest.raises(streams.CaptureError, match="before capturing"):
+            cc._get_kernel_slow("k.cu", "k", defines=None, options=(), device=0)
+    assert compiles == [] and path.read_bytes() == cc._pack_file(good) and good in cc._cubin_cache.values()
+
+
 # ----------------------------------------------------------------------------------------------------
 # argument checks before any launch (device arrays are stand-ins)
 # ----------------------------------------------------------------------------------------------------

@@ -625,6 +625,12 @@ def _get_kernel_slow(path, kernel_name: str, *, defines, options, device) -> Ker
         try:
             module.load(cubin)
         except Exception as exc:
+            from .streams import CAPTURE_ERRORS, CaptureError
+
+            if getattr(exc, "status", None) in CAPTURE_ERRORS:  # the cubin is good: a capture forbids loading it
+                raise CaptureError(
+                    f"cake-rt: {name} ({info.target}) is not loaded yet, and a CUDA graph capture under way forbids "
+                    f"loading a module: make one eager call with the same arguments before capturing") from None
             # A verified cubin the driver still refuses (e.g. written by a broken toolchain): never keep it.
             forget_cubin(source, name=name, target=info.target, defines=defines, options=options)
             _warn(f"cake-rt: the cached cubin of {name} ({info.target}) did not load ({exc}); recompiling")

@@ -46,8 +46,9 @@ class CaptureError(RuntimeError):
     """A call under CUDA graph capture would need library memory the graph could outlive."""
 
 
-# cudaErrorStreamCapture* and cudaErrorCapturedEvent (900-908): what an event query answers while a capture forbids it.
-_CAPTURE_ERRORS = frozenset(range(900, 909))
+# cudaErrorStreamCapture* and cudaErrorCapturedEvent (900-908; the driver's CUDA_ERROR_* codes are the same): what an
+# event query or a module load answers while a capture forbids it.
+CAPTURE_ERRORS = frozenset(range(900, 909))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -324,7 +325,7 @@ class Guarded:
                 if not ev.done:
                     return False
             except Exception as exc:
-                if getattr(exc, "status", None) in _CAPTURE_ERRORS:
+                if getattr(exc, "status", None) in CAPTURE_ERRORS:
                     return False
         return True
 
