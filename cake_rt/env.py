@@ -1,7 +1,9 @@
 """Every environment switch cake-rt reads, in one place, with one rule for "on".
 
-    CAKE_RT_CACHE_DIR            where compiled cubins and calibrated cost models are kept; ``off`` disables
-                                 the disk cache. Default ``$XDG_CACHE_HOME/cake-rt``, else ``~/.cache/cake-rt``.
+    CAKE_RT_CACHE_DIR            where compiled cubins and calibrated cost models are kept (``~`` expanded, a
+                                 relative path taken from the working directory); ``off`` disables the disk
+                                 cache. Default ``$XDG_CACHE_HOME/cake-rt`` (when absolute), else
+                                 ``~/.cache/cake-rt``.
     CAKE_RT_QUIET                on: no compile-progress line on stderr (``cake-rt`` prints one when a
                                  program takes more than a second to compile).
     CAKE_RT_SSD_CHUNK_PARALLEL   ``auto`` (default), ``always``, ``never``: overrides the SSD family choice
@@ -106,5 +108,7 @@ def cache_dir() -> pathlib.Path | None:
         if v.lower() in ("off", "0", "none", ""):
             return None
         return pathlib.Path(v).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base or not os.path.isabs(base):  # a relative one is invalid (XDG base directory spec): ignored
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return pathlib.Path(base) / "cake-rt"

@@ -45,6 +45,11 @@ def test_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("CAKE_RT_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert env.cache_dir() == tmp_path / "cake-rt"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "rel/cache")  # relative: invalid under the XDG spec, not the working directory's
+    assert env.cache_dir() == tmp_path / "home" / ".cache" / "cake-rt"
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", "~/kernels")
+    assert env.cache_dir() == tmp_path / "home" / "kernels"
 
 
 def test_every_switch_the_package_names_is_documented():
