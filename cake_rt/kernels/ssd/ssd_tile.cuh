@@ -1386,10 +1386,9 @@ __device__ __forceinline__ void pin_acc(float (&d)[8][4]) {
         for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(d[t][q])::"memory");
 }
 // Two steps left of the diagonal of row block i, j and j + 1 (ring loads p.bx, p.bx + 1; one unit): both C B^T issued
-// back to back and landed together, then M X_j issued and M_{j+1} formed under it; M X_{j+1} starts once M X_j has
-// landed, as in the single steps (y holds the sum of every step before). Each product and each element's arithmetic
-// is the single step's; the two C B^T chains and the M arithmetic overlap. Accumulators are read only after a wait
-// for every group (a read under a product in flight makes ptxas serialize every wgmma of the kernel).
+// back to back, M X_j issued as soon as C_i B_j^T lands (C_i B_{j+1}^T still running) and M_{j+1} formed under it;
+// M X_{j+1} starts once M X_j has landed, as in the single steps (y holds the sum of every step before). Each product
+// and each element's arithmetic is the single step's; the two C B^T chains and the M arithmetic overlap.
 template <int NBUF>
 __device__ __forceinline__ void output_offdiag_pair(float (*y)[4], const SsdSmem& s, SsdPipe& p, int i, int j) {
     const int b0 = ring_slot<NBUF>(p.bx), b1 = ring_slot<NBUF>(p.bx + 1);
@@ -1401,14 +1400,15 @@ __device__ __forceinline__ void output_offdiag_pair(float (*y)[4], const SsdSmem
     gemm_cb_issue(cb0, s.Cs, sB(s, b0));
     use_begin(s, BAR_FULL_B + b1, ph1, false);
     gemm_cb_issue(cb1, s.Cs, sB(s, b1));
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // C_i B_j^T
     pin_acc(cb0);
-    pin_acc(cb1);
     use_end(s, BAR_EMPTY_B + b0);
-    use_end(s, BAR_EMPTY_B + b1);
     use_begin(s, BAR_FULL_X + b0, ph0, false);
     mx_fragments(af0, cb0, 4, MOffWG{s.cs + j * SSD_SUB, s.dtv + j * SSD_SUB, R});
     mx_issue(y, af0, sX(s, b0, 0));
+    wgmma_wait<1>();  // C_i B_{j+1}^T (committed before M X_j)
+    pin_acc(cb1);
+    use_end(s, BAR_EMPTY_B + b1);
     mx_fragments(af1, cb1, 4, MOffWG{s.cs + (j + 1) * SSD_SUB, s.dtv + (j + 1) * SSD_SUB, R});
     wg_land<32>(&y[0][0]);
     use_end(s, BAR_EMPTY_X + b0);
@@ -1517,8 +1517,9 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         // the diagonal step (j = i; zero fragments above each warp's diagonal in M X). z_i's gate is formed while
         // the tensor cores run its products, half under C_i B_i^T and half under M X_i, and z_i is released there:
         // the producer's next z lands under the rest. With a step left over (`lead`, j = i - 1: ring load p.bx, the
-        // diagonal's the next), both C B^T are issued back to back and landed together, then M X_{i-1} issued and the
-        // diagonal's M formed under it; the diagonal's row factors wait for M X_{i-1} (they scale its sum).
+        // diagonal's the next), both C B^T are issued back to back, M X_{i-1} as soon as its C B^T lands, and the
+        // gate's first half and the diagonal's M are formed under it; the diagonal's row factors wait for M X_{i-1}
+        // (they scale its sum).
         const bool lead = PAIR && j < i;
         const int kl = p.bx, kd = p.bx + (lead ? 1 : 0);
         const int bl = ring_slot<NBUF>(kl), buf = ring_slot<NBUF>(kd);
@@ -1546,15 +1547,16 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             gemm_cb_issue(cbl, s.Cs, sB(s, bl));
             use_begin(s, BAR_FULL_B + buf, ph, valid_i < SSD_SUB);
             gemm_cb_issue(cb, s.Cs, sB(s, buf));
-            wgmma_wait<0>();
+            wgmma_wait<1>();  // C_i B_{i-1}^T
             pin_acc(cbl);
-            pin_acc(cb);
             use_end(s, BAR_EMPTY_B + bl);
-            use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + bl, phl, false);
             mx_fragments(afl, cbl, 4, MOffWG{s.cs + j * SSD_SUB, s.dtv + j * SSD_SUB, s.cs[i * SSD_SUB - 1]});
             mx_issue(y[0], afl, sX(s, bl, 0));
             gate_first_half();
+            wgmma_wait<1>();  // C_i B_i^T (committed before M X_{i-1})
+            pin_acc(cb);
+            use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
             use_end(s, BAR_EMPTY_C);  // the row block's last use of C
             ++p.c;
