@@ -948,11 +948,11 @@ __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, c
 // 2kk+1 are the A fragment of k-tile kk), X_j read transposed; k-tiles kk >= nk (this warp's rows see
 // nothing there) get zero fragments: the warpgroup issues all four products.
 // `under()` runs between the products' issue and their wait (work for the math warpgroup while the tensor cores run).
-// M's fragments (mx_fragments) and the products issued as one committed group, not waited for (mx_issue): a caller
-// with two chains forms the next M while this product runs.
-template <class F>
-__device__ __forceinline__ void mx_fragments(uint32_t (&af)[4][4], const float (*cb)[4], int nk, const F& f) {
+template <class F, class U>
+__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f,
+                                        const U& under) {
     const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    uint32_t af[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
         af[kk][0] = af[kk][1] = af[kk][2] = af[kk][3] = 0u;
@@ -964,22 +964,13 @@ __device__ __forceinline__ void mx_fragments(uint32_t (&af)[4][4], const float (
             af[kk][3] = f.pair(cb[2 * kk + 1][2], cb[2 * kk + 1][3], g + 8, c1);
         }
     }
-}
-__device__ __forceinline__ void mx_issue(float (*y)[4], const uint32_t (&af)[4][4], const T* Xs) {
     float* d = &y[0][0];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wg_rs_tb<64>(d, af[kk], desc_mn(Xs, 16 * kk, 0), 1);
     wgmma_commit();
-}
-template <class F, class U>
-__device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f,
-                                        const U& under) {
-    uint32_t af[4][4];
-    mx_fragments(af, cb, nk, f);
-    mx_issue(y, af, Xs);
     under();
-    wg_land<32>(&y[0][0]);
+    wg_land<32>(d);
 }
 template <class F>
 __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f) {
@@ -1334,31 +1325,24 @@ __device__ __forceinline__ void scale_by_row_decay(float (&y)[HB][8][4], const f
     }
 }
 
-// The diagonal step's M factors of unit u (its cs and dt' of row block i, the cs of the warp's rows g and g + 8).
-__device__ __forceinline__ MDiag diag_m(const SsdSmem& s, int i, int u, int m0, int g) {
-    const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
-    return MDiag{cs, s.dtv + u * SSD_Q + i * SSD_SUB, cs[m0 + g], cs[m0 + g + 8], m0};
-}
-// acc *= 2^(cs_t - R_i) (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T), the rows' factors from f (diag_m).
-__device__ __forceinline__ void scale_to_rows(float (*y)[4], const MDiag& f, const SsdSmem& s, int i, int u) {
-    const float R = i > 0 ? s.cs[u * SSD_Q + i * SSD_SUB - 1] : 0.0f;
-    const float r0 = ex2(__fsub_rn(f.ct0, R)), r1 = ex2(__fsub_rn(f.ct1, R));
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-        y[t][0] = __fmul_rn(y[t][0], r0); y[t][1] = __fmul_rn(y[t][1], r0);
-        y[t][2] = __fmul_rn(y[t][2], r1); y[t][3] = __fmul_rn(y[t][3], r1);
-    }
-}
-
-// The diagonal step of row block i: acc *= 2^(cs_t - R_i), then acc += (C_i B_i^T * L) X_i over the n-tiles at or
-// left of each warp's diagonal; `under()` runs under the first unit's product (gemm_mx).
+// The diagonal step of row block i: acc *= 2^(cs_t - R_i) (R_0 = 0: the inter term alone, 2^cs_t C S_prev^T),
+// then acc += (C_i B_i^T * L) X_i over the n-tiles at or left of each warp's diagonal; `under()` runs under the first
+// unit's product (gemm_mx).
 template <int HB, class U>
 __device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const float (&cb)[8][4], const SsdSmem& s,
                                                      int buf, int i, int m0, int g, int w, const U& under) {
 #pragma unroll
     for (int u = 0; u < HB; ++u) {
-        const MDiag f = diag_m(s, i, u, m0, g);
-        scale_to_rows(y[u], f, s, i, u);
+        const float* cs = s.cs + u * SSD_Q + i * SSD_SUB;
+        const float ct0 = cs[m0 + g], ct1 = cs[m0 + g + 8];
+        const float R = i > 0 ? s.cs[u * SSD_Q + i * SSD_SUB - 1] : 0.0f;
+        const float r0 = ex2(__fsub_rn(ct0, R)), r1 = ex2(__fsub_rn(ct1, R));
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            y[u][t][0] = __fmul_rn(y[u][t][0], r0); y[u][t][1] = __fmul_rn(y[u][t][1], r0);
+            y[u][t][2] = __fmul_rn(y[u][t][2], r1); y[u][t][3] = __fmul_rn(y[u][t][3], r1);
+        }
+        const MDiag f{cs, s.dtv + u * SSD_Q + i * SSD_SUB, ct0, ct1, m0};
         if (u == 0) gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f, under);
         else gemm_mx(y[u], cb, sX(s, buf, u), w + 1, f);
     }
@@ -1377,47 +1361,6 @@ struct MOffWG {
                      __fmul_rn(v1, __fmul_rn(ex2(__fsub_rn(R, q.y)), d.y)));
     }
 };
-
-// The accumulators of products landed by a wait (the compiler does not move reads of them above it).
-__device__ __forceinline__ void pin_acc(float (&d)[8][4]) {
-#pragma unroll
-    for (int t = 0; t < 8; ++t)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(d[t][q])::"memory");
-}
-// Two steps left of the diagonal of row block i, j and j + 1 (ring loads p.bx, p.bx + 1; one unit): both C B^T issued
-// back to back, M X_j issued as soon as C_i B_j^T lands (C_i B_{j+1}^T still running) and M_{j+1} formed under it;
-// M X_{j+1} starts once M X_j has landed, as in the single steps (y holds the sum of every step before). Each product
-// and each element's arithmetic is the single step's; the two C B^T chains and the M arithmetic overlap.
-template <int NBUF>
-__device__ __forceinline__ void output_offdiag_pair(float (*y)[4], const SsdSmem& s, SsdPipe& p, int i, int j) {
-    const int b0 = ring_slot<NBUF>(p.bx), b1 = ring_slot<NBUF>(p.bx + 1);
-    const uint32_t ph0 = ring_phase<NBUF>(p.bx), ph1 = ring_phase<NBUF>(p.bx + 1);
-    const float R = s.cs[i * SSD_SUB - 1];
-    float cb0[8][4], cb1[8][4];
-    uint32_t af0[4][4], af1[4][4];
-    use_begin(s, BAR_FULL_B + b0, ph0, false);  // (j + 1 < i: whole sub-blocks, tensor-map copies)
-    gemm_cb_issue(cb0, s.Cs, sB(s, b0));
-    use_begin(s, BAR_FULL_B + b1, ph1, false);
-    gemm_cb_issue(cb1, s.Cs, sB(s, b1));
-    wgmma_wait<1>();  // C_i B_j^T
-    pin_acc(cb0);
-    use_end(s, BAR_EMPTY_B + b0);
-    use_begin(s, BAR_FULL_X + b0, ph0, false);
-    mx_fragments(af0, cb0, 4, MOffWG{s.cs + j * SSD_SUB, s.dtv + j * SSD_SUB, R});
-    mx_issue(y, af0, sX(s, b0, 0));
-    wgmma_wait<1>();  // C_i B_{j+1}^T (committed before M X_j)
-    pin_acc(cb1);
-    use_end(s, BAR_EMPTY_B + b1);
-    mx_fragments(af1, cb1, 4, MOffWG{s.cs + (j + 1) * SSD_SUB, s.dtv + (j + 1) * SSD_SUB, R});
-    wg_land<32>(&y[0][0]);
-    use_end(s, BAR_EMPTY_X + b0);
-    use_begin(s, BAR_FULL_X + b1, ph1, false);
-    mx_issue(y, af1, sX(s, b1, 0));
-    wg_land<32>(&y[0][0]);
-    use_end(s, BAR_EMPTY_X + b1);
-    p.bx += 2;
-}
 
 // Producer: the loads of ssd_chunk_output: per row block i: C_i, B/X of step (i, 0), z_i, B/X of steps (i, 1..i);
 // prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's B / X and before its z, behind
@@ -1463,9 +1406,6 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
 template <int HB, int NBUF, bool S_F32>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                  int u0, bool s_pipe) {
-    // Two steps at a time: two B / X ring slots, one unit (two units' accumulators and gates would not fit the
-    // registers), and more than one row block a chunk.
-    constexpr bool PAIR = NBUF == 2 && HB == 1 && SSD_Q > SSD_SUB;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2;
     const int m0 = 16 * w;
@@ -1490,96 +1430,48 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             ++p.s;
         }
         if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
-        // the steps left of the diagonal: CB = C_i B_j^T, acc += round_T(CB * c_s) X_j; PAIR: two at a time, and one
-        // left over (i odd) joins the diagonal step
-        int j = 0;
-        if (PAIR) {
-            for (; j + 1 < i; j += 2) output_offdiag_pair<NBUF>(y[0], s, p, i, j);
-        } else {
-            for (; j < i; ++j) {
-                const int buf = ring_slot<NBUF>(p.bx);
-                const uint32_t ph = ring_phase<NBUF>(p.bx);
-                float cb[8][4];
-                use_begin(s, BAR_FULL_B + buf, ph, false);  // (j < i: a whole sub-block, a tensor-map copy)
-                gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
-                use_end(s, BAR_EMPTY_B + buf);
-                use_begin(s, BAR_FULL_X + buf, ph, false);
+        // the steps left of the diagonal: CB = C_i B_j^T, acc += round_T(CB * c_s) X_j
+        for (int j = 0; j < i; ++j) {
+            const int buf = ring_slot<NBUF>(p.bx);
+            const uint32_t ph = ring_phase<NBUF>(p.bx);
+            float cb[8][4];
+            use_begin(s, BAR_FULL_B + buf, ph, false);  // (j < i: a whole sub-block, a tensor-map copy)
+            gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
+            use_end(s, BAR_EMPTY_B + buf);
+            use_begin(s, BAR_FULL_X + buf, ph, false);
 #pragma unroll
-                for (int u = 0; u < HB; ++u) {
-                    const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
-                                   s.cs[u * SSD_Q + i * SSD_SUB - 1]};
-                    gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
-                }
-                use_end(s, BAR_EMPTY_X + buf);
-                ++p.bx;
+            for (int u = 0; u < HB; ++u) {
+                const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
+                               s.cs[u * SSD_Q + i * SSD_SUB - 1]};
+                gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
             }
+            use_end(s, BAR_EMPTY_X + buf);
+            ++p.bx;
         }
         // the diagonal step (j = i; zero fragments above each warp's diagonal in M X). z_i's gate is formed while
         // the tensor cores run its products, half under C_i B_i^T and half under M X_i, and z_i is released there:
-        // the producer's next z lands under the rest. With a step left over (`lead`, j = i - 1: ring load p.bx, the
-        // diagonal's the next), both C B^T are issued back to back, M X_{i-1} as soon as its C B^T lands, and the
-        // gate's first half and the diagonal's M are formed under it; the diagonal's row factors wait for M X_{i-1}
-        // (they scale its sum).
-        const bool lead = PAIR && j < i;
-        const int kl = p.bx, kd = p.bx + (lead ? 1 : 0);
-        const int bl = ring_slot<NBUF>(kl), buf = ring_slot<NBUF>(kd);
-        const uint32_t phl = ring_phase<NBUF>(kl), ph = ring_phase<NBUF>(kd);
+        // the producer's next z lands under the rest.
+        const int buf = ring_slot<NBUF>(p.bx);
+        const uint32_t ph = ring_phase<NBUF>(p.bx);
         float cb[8][4], gz[HB][2][8][2];
-        const auto gate_first_half = [&] {
-            if (hasZ) {
-                use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1), false);  // (read by ld.shared)
-                ssd_gate_rows<HB, 0>(gz, s);
-            }
-        };
-        const auto gate_second_half = [&] {
+        use_begin(s, BAR_FULL_B + buf, ph, valid_i < SSD_SUB);
+        gemm_cb_issue(cb, s.Cs, sB(s, buf));
+        if (hasZ) {
+            use_begin(s, BAR_FULL_Z, (uint32_t)(p.z & 1), false);  // (read by ld.shared)
+            ssd_gate_rows<HB, 0>(gz, s);
+        }
+        gemm_cb_land(cb);
+        use_end(s, BAR_EMPTY_B + buf);
+        use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
+        use_end(s, BAR_EMPTY_C);  // the row block's last use of C
+        ++p.c;
+        output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w, [&] {
             if (hasZ) {
                 ssd_gate_rows<HB, 1>(gz, s);
                 use_end_read(s, BAR_EMPTY_Z);
                 ++p.z;
             }
-        };
-        // Each branch lands every product it issues (a product in flight across the join would make ptxas serialize
-        // every wgmma of the kernel: it cannot tell that the other branch's reads of y are on another path).
-        if (lead) {
-            float cbl[8][4];
-            uint32_t afl[4][4], af[4][4];
-            use_begin(s, BAR_FULL_B + bl, phl, false);
-            gemm_cb_issue(cbl, s.Cs, sB(s, bl));
-            use_begin(s, BAR_FULL_B + buf, ph, valid_i < SSD_SUB);
-            gemm_cb_issue(cb, s.Cs, sB(s, buf));
-            wgmma_wait<1>();  // C_i B_{i-1}^T
-            pin_acc(cbl);
-            use_end(s, BAR_EMPTY_B + bl);
-            use_begin(s, BAR_FULL_X + bl, phl, false);
-            mx_fragments(afl, cbl, 4, MOffWG{s.cs + j * SSD_SUB, s.dtv + j * SSD_SUB, s.cs[i * SSD_SUB - 1]});
-            mx_issue(y[0], afl, sX(s, bl, 0));
-            gate_first_half();
-            wgmma_wait<1>();  // C_i B_i^T (committed before M X_{i-1})
-            pin_acc(cb);
-            use_end(s, BAR_EMPTY_B + buf);
-            use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
-            use_end(s, BAR_EMPTY_C);  // the row block's last use of C
-            ++p.c;
-            const MDiag f = diag_m(s, i, 0, m0, g);
-            mx_fragments(af, cb, w + 1, f);
-            wg_land<32>(&y[0][0][0]);  // M X_{i-1}
-            use_end(s, BAR_EMPTY_X + bl);
-            ++p.bx;
-            scale_to_rows(y[0], f, s, i, 0);
-            mx_issue(y[0], af, sX(s, buf, 0));
-            gate_second_half();
-            wg_land<32>(&y[0][0][0]);
-        } else {
-            use_begin(s, BAR_FULL_B + buf, ph, valid_i < SSD_SUB);
-            gemm_cb_issue(cb, s.Cs, sB(s, buf));
-            gate_first_half();
-            gemm_cb_land(cb);
-            use_end(s, BAR_EMPTY_B + buf);
-            use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
-            use_end(s, BAR_EMPTY_C);  // the row block's last use of C
-            ++p.c;
-            output_diagonal_step<HB>(y, cb, s, buf, i, m0, g, w, gate_second_half);
-        }
+        });
         // X_i is released once the epilogue holds it in registers: the next row block's diagonal X then lands under
         // the epilogue's arithmetic.
         ssd_epilogue<HB>(a, y, gz, dh, sX(s, buf, 0), tok_i, valid_i, u0, [&] {
