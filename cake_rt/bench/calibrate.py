@@ -6,8 +6,9 @@ synchronized call, cold L2), next to the time each family's ``predict_us`` gives
 fit is a least-squares solve per family on features read off ``predict_us`` itself, in relative residuals
 (each row divided by its measured time: the selection compares the families' ratio, and the rows span 30 us
 to 4 ms): the op keeps the one formula, this module only measures. A constant no row exercises keeps its
-current value; a fit that comes out negative falls back to scaling the current constants by one factor per
-family. The workspace
+current value; the solve is non-negative (a constant the rows do not need comes out 0, never negative: a
+negative one would predict less time for more work), and only when no non-negative solution exists does the
+fit fall back to scaling the current constants by one factor per family. The workspace
 bandwidth (the one constant ``predict_us`` divides by) is searched on a log grid around its current value:
 the linear fit is made at each candidate, and the one whose predictions are nearest the measurements in
 relative terms is kept.
@@ -80,6 +81,26 @@ def fit(model, samples: list) -> tuple:
     return new, how
 
 
+def nonnegative_lstsq(A, b):
+    """``x >= 0`` minimizing ``|A x - b|`` (None when no column gives a non-negative solution). The optimum is the
+    unconstrained least squares on its own support, so among the column subsets whose solution is non-negative the
+    one with the smallest residual is it: exact, and cheap for the four or five constants of a family. A constant
+    at 0 is one the rows do not need (a negative one would predict less time for more work)."""
+    best = None
+    n = A.shape[1]
+    for mask in range(1, 1 << n):
+        cols = [j for j in range(n) if mask >> j & 1]
+        x = np.linalg.lstsq(A[:, cols], b, rcond=None)[0]
+        if not np.all(np.isfinite(x)) or np.any(x < 0):
+            continue
+        full = np.zeros(n)
+        full[cols] = x
+        err = float(np.sum((A @ full - b) ** 2))
+        if best is None or err < best[0]:
+            best = (err, full)
+    return None if best is None else best[1]
+
+
 def fit_linear(model, samples: list) -> tuple:
     """Fit ``model``'s linear constants to ``samples`` (as ``fit``), the workspace bandwidth as it is."""
     names = linear_fields(model, samples[0][0]) if samples else []
@@ -101,10 +122,12 @@ def fit_linear(model, samples: list) -> tuple:
         used = [j for j in range(len(names)) if np.any(A[:, j] != 0)]
         sol = None
         if len(rows) >= len(used) + 1 and used:
-            x = np.linalg.lstsq(A[:, used], b, rcond=None)[0]
-            if np.all(np.isfinite(x)) and np.all(x > 0):
+            x = nonnegative_lstsq(A[:, used], b)
+            if x is not None:
                 sol = dict(zip((names[j] for j in used), x.tolist()))
-                how[fam] = f"least squares on {len(rows)} rows: {', '.join(names[j] for j in used)}"
+                zero = [names[j] for j, v in zip(used, x) if v == 0.0]
+                how[fam] = (f"least squares on {len(rows)} rows: {', '.join(names[j] for j in used)}"
+                            + (f" ({', '.join(zero)} at 0: non-negative)" if zero else ""))
         if sol is None:
             c = np.asarray(cur)
             scale = float(c @ b / (c @ c)) if float(c @ c) > 0 else 1.0

@@ -92,10 +92,10 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=7.702, e_step=1.005, e_chunk=3.275, e_pair=0.2191, p_slice=5.569, p0=6.240, p1=1.022,
-                      p2=0.08996, bw_bytes_per_us=8.485e6,
-                      source="H200, 2026-12-01: `cake-rt calibrate --repeats 7` on the six suite rows, both families, "
-                             "tree 918dcb7's kernels (v7.4; docs/ssd.md)"),
+    (9, 0): CostModel(e0=7.137, e_step=0.6669, e_chunk=2.569, e_pair=0.2252, p_slice=0.0, p0=5.136, p1=0.9437,
+                      p2=0.01223, bw_bytes_per_us=5.045e6,
+                      source="H200, 2026-12-01: `cake-rt calibrate --repeats 5` on the six suite rows, both families, "
+                             "tree 37c1f25 (the 12-01f record's kernels), the non-negative fit (docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
@@ -234,7 +234,8 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
 
     ``family`` ("auto", "exact", "chunkpar") wins over ``mode`` (CAKE_RT_SSD_CHUNK_PARALLEL: auto, always,
     never). Chunk-parallel needs the workspace within ``cap`` and a possible cooperative launch
-    (``coop_error`` is None); under auto it also needs a predicted gain >= 5% over the exact scan.
+    (``coop_error`` is None); under auto it must also be the family the cost model predicts faster (a tie goes to
+    the exact scan, which holds no workspace).
     """
     if family == "exact":
         return "exact", "family='exact' requested"
@@ -254,9 +255,9 @@ def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: i
         return "exact", f"cooperative launch impossible: {coop_error}"
     if mode == "always":
         return "chunkpar", f"{ENV_MODE}=always"
-    if predicted["chunkpar"] > 0.95 * predicted["exact"]:
-        return "exact", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us is not 5% faster than "
-                         f"exact {predicted['exact']:.1f} us")
+    if predicted["chunkpar"] >= predicted["exact"]:
+        return "exact", (f"cost model: exact {predicted['exact']:.1f} us vs chunk-parallel "
+                         f"{predicted['chunkpar']:.1f} us")
     return "chunkpar", (f"cost model: chunk-parallel {predicted['chunkpar']:.1f} us vs exact "
                         f"{predicted['exact']:.1f} us")
 
