@@ -622,15 +622,14 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 // same expression on the same values as formed in the step, so the same bits.
 template <int HB>
 __device__ __forceinline__ void ssd_column_factors(const SsdSmem& s, const float* cs, const float* dtv, int ld) {
-    for (int e = threadIdx.x; e < HB * SSD_CF; e += SSD_THREADS) {
-        const int u = e / SSD_CF, k = e % SSD_CF;
-        int i = 1;
+#pragma unroll 1
+    for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {  // (by token: a thread's addresses are its own)
+        const int u = e / SSD_Q, t = e % SSD_Q;
+        const float c = cs[u * ld + t], d = dtv[u * ld + t];
 #pragma unroll
-        for (int v = 2; v < SSD_NSUB; ++v)
-            if (k >= ssd_cf_off(v)) i = v;
-        const int t = k - ssd_cf_off(i);
-        const float R = cs[u * ld + i * SSD_SUB - 1];
-        s.cf[e] = __fmul_rn(ex2(__fsub_rn(R, cs[u * ld + t])), dtv[u * ld + t]);
+        for (int i = 1; i < SSD_NSUB; ++i)
+            if (t < i * SSD_SUB)
+                s.cf[u * SSD_CF + ssd_cf_off(i) + t] = __fmul_rn(ex2(__fsub_rn(cs[u * ld + i * SSD_SUB - 1], c)), d);
     }
 }
 #endif
