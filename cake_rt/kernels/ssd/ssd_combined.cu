@@ -142,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     for (int c = 0; c < nch; ++c) {
         const long long ctok = tok0 + (long long)c * SSD_Q;
         const int l = min(SSD_Q, len - c * SSD_Q);
-        ssd_chunk_prep<HB, true>(a, s, pipe, ctok, l, u0);      // (its first barrier also publishes S)
+        ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);            // (its first barrier also publishes S)
         ExactSink<HB, NB> sink{&s};
 #if SSD_WG
         ssd_chunk_output<HB, NBUF, true>(a, s, pipe, ctok, l, u0, false);
@@ -340,7 +340,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
-            ssd_chunk_prep<HB, false>(a, s, pipe, ctok, l, u0);
+            ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
             ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);

@@ -16,7 +16,7 @@
 //
 // Output tile of a 64-token row block i (warp w owns tokens 16w..16w+15):
 //   acc  = 2^R_i (C_i S_prev^T)                          R_i = cs[64 i - 1] (0 for i = 0), <= 0
-//   acc += round_T(CB_ij * c_s) X_j        for j < i     c_s = 2^(R_i - cs_s) dt'_s <= dt'_s (a table in shared memory)
+//   acc += round_T(CB_ij * c_s) X_j        for j < i     c_s = 2^(R_i - cs_s) dt'_s <= dt'_s
 //   acc *= 2^(cs_t - R_i)                                 (<= 1: both factors of the decay have exponent <= 0)
 //   acc += round_T(CB_ii * 2^(cs_t - cs_s) dt'_s [s <= t]) X_i       (diagonal block, masked per element)
 // CB_ij = C_i B_j^T is computed once per warp strip and reused for every unit of the block; M never leaves
@@ -102,10 +102,6 @@ typedef typename ESD::storage SDT;
 #define SSD_PB 64                        // headdim rows per unit
 #define SSD_PBLKS (SSD_P / SSD_PB)       // units per head
 #define SSD_SUB 64                       // tokens per sub-block of a chunk
-#define SSD_NSUB (SSD_Q / SSD_SUB)
-// sm_90a: the off-diagonal column factors c_s of a tile, per unit: row block i >= 1 has 64 i of them (its tokens'
-// predecessors in the chunk), from offset ssd_cf_off(i); 384 at Q = 256.
-#define SSD_CF (SSD_SUB * SSD_NSUB * (SSD_NSUB - 1) / 2)
 #define SSD_IS_F32 (SSD_T == 2)
 #if SSD_WG
 #if SSD_IS_F32
@@ -132,7 +128,6 @@ typedef typename ESD::storage SDT;
 // ---------------------------------------------------------------------------------------------------
 // shared memory: one layout per (units, buffers, state kind); the host mirrors it (ops/ssd.py smem_bytes).
 __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16; }
-__host__ __device__ constexpr int ssd_cf_off(int i) { return SSD_SUB * i * (i - 1) / 2; }
 #if SSD_WG
 // mbarriers of the load pipeline (sm_90a): full (producer -> math) and empty (math -> producer) per buffer.
 // B and X of a sub-block have their own barriers: B is free after C B^T, X only after M X (or the epilogue),
@@ -168,8 +163,7 @@ struct SsdLayout {
     static constexpr int w = dtv + 4 * HB * SSD_Q;
     static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer;
                                                                    // chunk-parallel [HB][2][Q]: phase 3's cs and dt'
-    static constexpr int cf = dtr + 4 * HB * SSD_Q * (EXACT ? 1 : 2);  // float [HB][CF] the tile's column factors
-    static constexpr int gt = cf + 4 * HB * SSD_CF;
+    static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT ? 1 : 2);
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
     static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers
     static constexpr int bytes = bar + 8 * SSD_NBARS;
@@ -216,7 +210,11 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     s.cs = (float*)(base + L::cs);
     s.dtv = (float*)(base + L::dtv);
     s.w = (float*)(base + L::w);
+#if SSD_WG
+    s.cf = nullptr;  // (c_s is computed where it is used)
+#else
     s.cf = (float*)(base + L::cf);
+#endif
     s.gt = (float*)(base + L::gt);
     s.dec = (float*)(base + L::dec);
     s.Cs = (T*)(base + L::C);
@@ -615,31 +613,11 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 #endif
 
 
-#if SSD_WG
-// The off-diagonal column factors of the tile (sm_90a), s.cf[u][ssd_cf_off(i) + t] = 2^(R_i - cs_t) dt'_t for row
-// blocks i >= 1 and tokens t < 64 i (R_i = cs_{64 i - 1}), from the unit's cs and dt' at cs + u ld, dtv + u ld: formed
-// once a tile by the prep (before its closing barrier) instead of 16 `ex2` a thread in every off-diagonal step. The
-// same expression on the same values as formed in the step, so the same bits.
-template <int HB>
-__device__ __forceinline__ void ssd_column_factors(const SsdSmem& s, const float* cs, const float* dtv, int ld) {
-#pragma unroll 1
-    for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {  // (by token: a thread's addresses are its own)
-        const int u = e / SSD_Q, t = e % SSD_Q;
-        const float c = cs[u * ld + t], d = dtv[u * ld + t];
-#pragma unroll
-        for (int i = 1; i < SSD_NSUB; ++i)
-            if (t < i * SSD_SUB)
-                s.cf[u * SSD_CF + ssd_cf_off(i) + t] = __fmul_rn(ex2(__fsub_rn(cs[u * ld + i * SSD_SUB - 1], c)), d);
-    }
-}
-#endif
-
 // ---------------------------------------------------------------------------------------------------
 // Chunk prep of every unit u of the block (arrays [u][Q]): dtv = dt' (0 beyond the chunk's l tokens),
 // cs = inclusive cumsum of dt' A log2(e) in a fixed order (32-token warp scans, then the group totals added
-// left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last; OUT (the exact scan, whose output step follows;
-// sm_90a): the column factors as well. Starts and ends with a barrier of the math threads.
-template <int HB, bool OUT>
+// left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last. Starts and ends with a barrier of the math threads.
+template <int HB>
 __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                int u0) {
     constexpr int G = SSD_Q / 32;
@@ -711,9 +689,6 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
         s.w[e] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[e])), s.dtv[e]) : 0.0f;
     }
     if (threadIdx.x < HB) s.dec[threadIdx.x] = ex2(s.cs[threadIdx.x * SSD_Q + l - 1]);
-#if SSD_WG
-    if (OUT) ssd_column_factors<HB>(s, s.cs, s.dtv, SSD_Q);
-#endif
     math_sync();
 }
 
@@ -729,9 +704,8 @@ __device__ __forceinline__ void ssd_prep_save(const SsdSmem& s, float* saved) {
         *(float4*)(saved + 4 * e) = *(const float4*)src;
     }
 }
-// Phase 3's prep: cs and dt' of the tile from phase 1 (sm_90a: staged in the dt buffer by the producer, and the column
-// factors formed from it; else read from `saved` here). Starts and ends with a barrier of the math threads, as
-// ssd_chunk_prep does.
+// Phase 3's prep: cs and dt' of the tile from phase 1 (sm_90a: staged in the dt buffer by the producer; else read
+// from `saved` here). Starts and ends with a barrier of the math threads, as ssd_chunk_prep does.
 template <int HB>
 __device__ __forceinline__ void ssd_prep_load(const SsdSmem& s, SsdPipe& p, const float* saved) {
     constexpr int Q4 = SSD_Q / 4;
@@ -754,7 +728,6 @@ __device__ __forceinline__ void ssd_prep_load(const SsdSmem& s, SsdPipe& p, cons
 #endif
     }
 #if SSD_WG
-    ssd_column_factors<HB>(s, s.dtr, s.dtr + SSD_Q, 2 * SSD_Q);
     use_end(s, BAR_EMPTY_DT);
     ++p.dt;
 #endif
@@ -1375,18 +1348,20 @@ __device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const
     }
 }
 
-// Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s from s.cf: sm_90a a table of the tile, formed by the prep;
-// else the row block's, formed at its start).
-struct MOff {
-    const float* cf;  // the unit's column factors of this row block's sub-block j
-    __device__ __forceinline__ float one(float v, int, int c) const { return __fmul_rn(v, cf[c]); }
+#if SSD_WG
+// Off-diagonal M = CB * c_s, c_s = 2^(R_i - cs_s) dt'_s computed where it is used (no shared array, so no
+// barrier between row blocks).
+struct MOffWG {
+    const float* cs;   // the unit's cumsum of this sub-block
+    const float* dtv;  // its dt'
+    float R;           // R_i
     __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
-        const float2 f = *(const float2*)(cf + c);
-        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
+        const float2 q = *(const float2*)(cs + c), d = *(const float2*)(dtv + c);
+        return pack2(__fmul_rn(v0, __fmul_rn(ex2(__fsub_rn(R, q.x)), d.x)),
+                     __fmul_rn(v1, __fmul_rn(ex2(__fsub_rn(R, q.y)), d.y)));
     }
 };
 
-#if SSD_WG
 // Producer: the loads of ssd_chunk_output: per row block i: C_i, B/X of step (i, 0), z_i, B/X of steps (i, 1..i);
 // prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's B / X and before its z, behind
 // the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the slice's first tile first waits for phase `epoch`
@@ -1466,7 +1441,8 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             use_begin(s, BAR_FULL_X + buf, ph, false);
 #pragma unroll
             for (int u = 0; u < HB; ++u) {
-                const MOff f{s.cf + u * SSD_CF + ssd_cf_off(i) + j * SSD_SUB};
+                const MOffWG f{s.cs + u * SSD_Q + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB,
+                               s.cs[u * SSD_Q + i * SSD_SUB - 1]};
                 gemm_mx(y[u], cb, sX(s, buf, u), 4, f);
             }
             use_end(s, BAR_EMPTY_X + buf);
@@ -1505,6 +1481,15 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     }
 }
 #else
+// Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
+struct MOff {
+    const float* cf;  // the unit's column factors of this sub-block
+    __device__ __forceinline__ float one(float v, int, int c) const { return __fmul_rn(v, cf[c]); }
+    __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
+        const float2 f = *(const float2*)(cf + c);
+        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
+    }
+};
 // Starts with a CTA barrier.
 template <int HB, int NBUF, bool S_F32>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
