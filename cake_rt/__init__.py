@@ -30,6 +30,21 @@ _SUBMODULES = ("interop", "cp", "env", "ops", "launch", "reference", "compat", "
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
+def _warn_unknown_switches() -> None:
+    from . import env
+
+    unknown = env.unknown_switches()
+    if unknown:
+        import warnings
+
+        warnings.warn(f"cake-rt: {', '.join(unknown)} {'is not a switch' if len(unknown) == 1 else 'are not switches'} "
+                      f"of this version and {'has' if len(unknown) == 1 else 'have'} no effect (switches: "
+                      f"{', '.join(env.SWITCHES)}; see cake_rt/env.py)", RuntimeWarning, stacklevel=2)
+
+
+_warn_unknown_switches()
+
+
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f"cake_rt.{name}")

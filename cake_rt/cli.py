@@ -71,6 +71,10 @@ def cmd_info(_args) -> int:
     c = cache_summary()
     print(f"{'cache':12s} " + (f"{c['path']} ({c['files']} files, {c['bytes'] / 2**20:.1f} MiB)" if c["path"]
                                else "off (CAKE_RT_CACHE_DIR=off)"))
+    from .env import unknown_switches
+
+    for name in unknown_switches():
+        print(f"{'ignored':12s} {name} (not a cake-rt switch: no effect)")
     problem = gpu_problem()
     if problem is not None:
         print(f"gpu          {problem}: cake-rt can compile its kernels here but not run them.")

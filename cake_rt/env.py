@@ -17,7 +17,8 @@
 
 A boolean switch is on for ``1``, ``true``, ``yes``, ``on`` and off when unset or ``0``, ``false``, ``no``,
 ``off`` or empty (any case, surrounding blanks ignored); any other value is a ``ValueError`` naming the
-variable. Values are read when asked for, never cached, so a test or a shell can change them between calls.
+variable. Values are read when asked for, never cached, so a test or a shell can change them between calls. Any
+other ``CAKE_RT_*`` variable has no effect: ``import cake_rt`` warns once naming it (``unknown_switches``).
 """
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ SWITCHES = {
 
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
+
+
+def unknown_switches() -> list:
+    """Names in the environment that look like cake-rt switches (``CAKE_RT_`` prefix) and are not one: a misspelling,
+    or a switch an earlier version read (the DSA-only lineinfo switch, now ``CAKE_RT_LINEINFO``). They do nothing;
+    ``import cake_rt`` warns once about them and ``cake-rt info`` lists them."""
+    return sorted(k for k in os.environ if k.startswith("CAKE_RT_") and k not in SWITCHES)
 
 
 def _check(name: str) -> None:

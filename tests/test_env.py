@@ -87,3 +87,23 @@ def test_lineinfo_reaches_the_building_blocks_and_the_bench_kernels(monkeypatch)
     seen.clear()
     selftest._k("selftest_ticket")
     assert seen == [("selftest_ticket", ())]
+
+
+def test_a_variable_that_is_not_a_switch_is_named_on_import_and_by_info(tmp_path):
+    """A misspelt or retired switch (CAKE_RT_DSA_LINEINFO, now CAKE_RT_LINEINFO) would otherwise be ignored silently."""
+    import os
+    import subprocess
+    import sys
+
+    root = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CAKE_RT_")}
+    base.update(PYTHONPATH=root, CAKE_RT_CACHE_DIR=str(tmp_path))
+    run = lambda code, **extra: subprocess.run([sys.executable, "-W", "always", "-c", code], env={**base, **extra},  # noqa: E731
+                                               capture_output=True, text=True, timeout=120)
+    out = run("import cake_rt", CAKE_RT_DSA_LINEINFO="1", CAKE_RT_QUIET="1")
+    assert out.returncode == 0, out.stderr
+    assert "CAKE_RT_DSA_LINEINFO is not a switch" in out.stderr and "CAKE_RT_LINEINFO" in out.stderr
+    assert "CAKE_RT_QUIET" not in out.stderr.split("switches:")[0]
+    assert run("import cake_rt", CAKE_RT_QUIET="1").stderr == ""
+    info = run("from cake_rt.cli import main; main(['info'])", CAKE_RT_SSD_VARIANT="x")
+    assert "ignored      CAKE_RT_SSD_VARIANT" in info.stdout, info.stdout + info.stderr
