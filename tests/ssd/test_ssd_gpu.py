@@ -421,16 +421,16 @@ def test_errors_before_launch_leave_out_untouched():
     d = case["dev"]
     out = poison(d["x"].shape, d["x"].dtype)
     before = to_bytes(out)
-    bad = [
-        dict(dt=d["dt"][:, :100]),
-        dict(A=to_dev(np.zeros(4, np.float64))),
-        dict(B=to_dev(np.ones((1, 200, 3, 64), np.float32).astype(BF16))),
-        dict(x=d["x"][:, ::2]),
-        dict(chunk=96),
-        dict(dt_limit=(1.0, 0.0)),
-        dict(cu_seqlens=to_dev(np.array([0, 50, 40, 200], np.int32))),
+    bad = [  # (arguments replaced, the argument the message starts with)
+        (dict(dt=d["dt"][:, :100]), "dt"),
+        (dict(A=to_dev(np.zeros(4, np.float64))), "A"),
+        (dict(B=to_dev(np.ones((1, 200, 3, 64), np.float32).astype(BF16))), "B"),
+        (dict(x=d["x"][:, ::2]), "x"),
+        (dict(chunk=96), "chunk_size"),
+        (dict(dt_limit=(1.0, 0.0)), "dt_limit"),
+        (dict(cu_seqlens=to_dev(np.array([0, 50, 40, 200], np.int32))), "cu_seqlens"),
     ]
-    for kw in bad:
+    for kw, name in bad:
         a = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], chunk=64)
         kwargs = dict(case["dev_kw"])
         for k, v in kw.items():
@@ -439,7 +439,7 @@ def test_errors_before_launch_leave_out_untouched():
             else:
                 kwargs[k] = v
         with record_launches() as recs:
-            with pytest.raises((ValueError, TypeError)):
+            with pytest.raises((ValueError, TypeError), match=f"^{name}: "):
                 cake_rt.ssd_combined(a["x"], a["dt"], a["A"], a["B"], a["C"], a["chunk"], **kwargs, out=out)
         assert recs == [], kw
         assert to_bytes(out) == before, kw
