@@ -242,11 +242,15 @@ def test_plans_env_override_and_workspace_cap(monkeypatch):
             cake_rt.ssd_combined(*args, **case["dev_kw"], family="chunkpar", out=out)
     assert recs == [] and to_bytes(out) == before
     monkeypatch.delenv("CAKE_RT_SSD_WORKSPACE_CAP")
-    # many (segment, head) items: the environment and an explicit family override the cost model
+    # many (segment, head) items: auto takes the family the cost model predicts faster (a tie: the exact scan), and
+    # the environment and an explicit family override it
     many = make_case(72, 1, 300, sms, 64, 64, 1, BF16)
     dm = many["dev"]
     margs = (dm["x"], dm["dt"], dm["A"], dm["B"], dm["C"], 64)
-    assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family in ("exact", "chunkpar")
+    p = cake_rt.ssd_plan(*margs, **many["dev_kw"])
+    pred = p.predicted_us
+    assert p.family == ("chunkpar" if pred["chunkpar"] < pred["exact"] else "exact"), p
+    assert p.reason.startswith("cost model:"), p
     monkeypatch.setenv("CAKE_RT_SSD_CHUNK_PARALLEL", "always")
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family == "chunkpar"
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"], family="exact").family == "exact"
