@@ -119,9 +119,11 @@ def test_neighbour_sequences_of_inf_and_nan_never_enter(family):
         assert to_bytes(clean[0][:, rows]) == to_bytes(dirty[0][:, rows]), f"sequence {k}: y moved"
         assert np.all(np.isfinite(yc[:, rows])) and np.all(np.isfinite(yd[:, rows]))
         assert to_bytes(clean[2][k]) == to_bytes(dirty[2][k]), f"sequence {k}: its state moved"
+        assert np.all(np.isfinite(to_host64(clean[2][k]))), f"sequence {k}: its state not written"
     ck = np.concatenate([[0], np.cumsum([n // 64 for n in lens])])
     for k in (0, 2):
         assert to_bytes(clean[3][ck[k]:ck[k + 1]]) == to_bytes(dirty[3][ck[k]:ck[k + 1]]), f"sequence {k}: checkpoints"
+        assert np.all(np.isfinite(to_host64(clean[3][ck[k]:ck[k + 1]]))), f"sequence {k}: checkpoints not written"
 
 
 # (batch, seqlen, nheads, headdim, dstate, ngroups, dtype, chunk, layout, dirty spans (batch row, t0, t1), clean spans
@@ -170,9 +172,11 @@ def test_tensor_map_tiles_never_cross_a_segment_end(name, family):
     if name == "packed_q256":  # sequences 0, 2 and 4 are clean: their states
         for k in (0, 2, 4):
             assert to_bytes(clean[2][k]) == to_bytes(dirty[2][k]), f"sequence {k}: its state moved"
+            assert np.all(np.isfinite(to_host64(clean[2][k]))), f"sequence {k}: its state not written"
     else:  # every row's last segment is clean
         rows = sorted({r for r, _, _ in clean_spans})
         assert to_bytes(clean[1][rows]) == to_bytes(dirty[1][rows]), "a row's final state moved"
+        assert np.all(np.isfinite(to_host64(clean[1][rows]))), "a row's final state not written"
 
 
 def test_varlen_without_seq_idx_and_empty_last_sequence():
