@@ -31,14 +31,21 @@ def check_convert(n=4097, seed=0):
     oh = cupy.full(n, np.nan, np.float32)
     pk = cupy.full(n, 0xDEADBEEF, np.uint32)
     launch(_k("selftest_convert"), (n + 255) // 256, 256, (d, ob, oh, pk, np.int32(n)))
+    ok = convert_matches(x, ob.get(), oh.get(), pk.get())
+    return ok, "bf16/fp16 round-to-nearest conversions and bf16x2 packing match NumPy/ml_dtypes bit for bit"
+
+
+def convert_matches(x, ob, oh, pk) -> bool:
+    """``selftest_convert``'s outputs (``x`` rounded to bf16 / fp16 and back to float32, ``x`` and ``-x`` packed as
+    bf16x2) equal NumPy's bit for bit: compared as words, since a value comparison takes -0.0 for 0.0."""
     want_b = x.astype(BF16).astype(np.float32)
     with np.errstate(over="ignore"):
         want_h = x.astype(np.float16).astype(np.float32)
     lo = x.astype(BF16).view(np.uint16).astype(np.uint32)
     hi = (-x).astype(BF16).view(np.uint16).astype(np.uint32)
-    ok = (np.array_equal(ob.get(), want_b) and np.array_equal(oh.get(), want_h)
-          and np.array_equal(pk.get(), lo | (hi << 16)))
-    return ok, "bf16/fp16 round-to-nearest conversions and bf16x2 packing match NumPy/ml_dtypes bit for bit"
+    return (np.array_equal(np.asarray(ob, np.float32).view(np.uint32), want_b.view(np.uint32))
+            and np.array_equal(np.asarray(oh, np.float32).view(np.uint32), want_h.view(np.uint32))
+            and np.array_equal(pk, lo | (hi << 16)))
 
 
 def check_mma(seed=1):

@@ -64,6 +64,16 @@ def test_every_switch_the_package_names_is_documented():
     assert all(name in doc for name in env.SWITCHES)
 
 
+def test_the_users_docs_list_every_switch_and_no_other():
+    """docs/index.md's table of environment variables and the README's settings name exactly the switches env.py
+    reads."""
+    docs = pathlib.Path(env.__file__).resolve().parents[1]
+    table = re.findall(r"^\| `(CAKE_RT_[A-Z0-9_]+)` \|", (docs / "docs" / "index.md").read_text(), re.M)
+    assert sorted(table) == sorted(env.SWITCHES)
+    settings = (docs / "README.md").read_text().split("## Settings", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"CAKE_RT_[A-Z0-9_]+", settings)) == set(env.SWITCHES)
+
+
 def test_lineinfo_reaches_the_building_blocks_and_the_bench_kernels(monkeypatch):
     """CAKE_RT_LINEINFO compiles every kernel with -lineinfo: the selftest's (which scripts/sanitize runs under it) and
     the bench's too, not the ops' alone."""

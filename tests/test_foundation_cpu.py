@@ -110,6 +110,26 @@ def test_common_selftest_kernels_compile_without_spills(target):
         assert r["registers"] > 0
 
 
+def test_selftest_convert_check_compares_bits():
+    """The conversion self-test claims bit-for-bit agreement: a kernel that rounds -0.0 to +0.0 (equal as values)
+    or packs one wrong bf16 half must fail it."""
+    from cake_rt.selftest import convert_matches
+
+    x = np.array([0.0, -0.0, np.inf, -np.inf, 1.0 + 2.0 ** -9, -3.0e-41, 7.0e4], np.float32)
+    ob = x.astype(interop.BF16).astype(np.float32)
+    with np.errstate(over="ignore"):
+        oh = x.astype(np.float16).astype(np.float32)
+    pk = (x.astype(interop.BF16).view(np.uint16).astype(np.uint32)
+          | ((-x).astype(interop.BF16).view(np.uint16).astype(np.uint32) << 16))
+    assert convert_matches(x, ob, oh, pk)
+    for which in ("bf16", "fp16"):
+        bad_b, bad_h = ob.copy(), oh.copy()
+        (bad_b if which == "bf16" else bad_h)[1] = 0.0  # +0.0 where -0.0 is due
+        assert np.array_equal(bad_b, ob) and np.array_equal(bad_h, oh)  # what a value comparison saw
+        assert not convert_matches(x, bad_b, bad_h, pk), which
+    assert not convert_matches(x, ob, oh, pk ^ np.uint32(1 << 16))
+
+
 def test_compile_report_parses_registers_and_spills():
     src = r'''
     extern "C" __global__ void big(float* out, int n) {

@@ -374,11 +374,14 @@ def worker(seed):
             streams.release_stream(s)  # the stream's next call takes a new state (ticket words, workspace)
         if rng.random() < 0.1:
             streams.collect()
+errors = []
+threading.excepthook = lambda args: errors.append(args.exc_value)  # a thread's exception is otherwise printed only
 threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
 for t in threads:
     t.start()
 for t in threads:
     t.join()
+assert not errors, errors
 assert not bad, f"{len(bad)} launches on freed memory"
 print("ok")
 '''
@@ -427,6 +430,8 @@ def spy(self, handle, ptrs, *a):
         seen["live"] = all(live(q) for q in ptrs[-5:])
     return run(self, handle, ptrs, *a)
 grid.PackedLaunch.run = spy
+errors = []
+threading.excepthook = lambda args: errors.append(args.exc_value)  # a thread's exception is otherwise printed only
 g1 = threading.Thread(target=lambda: state_workspace(state, "ssd_chunkpar", 3 * X // 2, handle=s.ptr, stream_obj=s),
                       name="G1")
 g1.start(); assert allocating.wait(10)
@@ -436,6 +441,7 @@ d.start(); assert at_launch.wait(10)
 g1_go.set(); g1.join(10)
 streams.collect(); gc.collect()
 d_go.set(); d.join(10)
+assert not errors, errors
 assert seen["live"] is True, "a call launched on a workspace another growth replaced unguarded"
 print("ok")
 '''

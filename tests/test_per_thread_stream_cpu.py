@@ -20,10 +20,14 @@ streams.external_stream = lambda handle: type(s).from_external(StreamHandle(hand
 waits = []
 runtime.streamWaitEvent = lambda handle, event, flags: waits.append((threading.get_ident(), handle))
 
+errors = []
+threading.excepthook = lambda args: errors.append(args.exc_value)  # a thread's exception is otherwise printed only
+
 def in_thread(fn):
     t = threading.Thread(target=fn)
     t.start()
     t.join()
+    assert not errors, errors
     return t.ident
 
 T, Tkv = 64, 300

@@ -167,6 +167,7 @@ def test_dsa_prepared_first_run_is_ordered_after_prepare():
     s.synchronize()
     assert_exact(idx, sc, want)
     idx.fill(0x7F7F7F7F)
+    sc.fill(np.nan)
     cupy.cuda.get_current_stream().synchronize()  # the poison lands before the run on `other`
     runner(stream=other)  # and on another stream
     other.synchronize()

@@ -228,8 +228,7 @@ class SsdPlan:
                 f"(cap {self.workspace_cap}); predicted {pred}")
 
 
-def select_family(*, family: str, mode: str, nseg: int, nheads: int, sm_count: int, ws_bytes: int, cap: int,
-                  coop_error: str | None, predicted: dict):
+def select_family(*, family: str, mode: str, ws_bytes: int, cap: int, coop_error: str | None, predicted: dict):
     """The selection rule (pure; CPU-testable). Returns (family, reason) or raises for explicit chunkpar.
 
     ``family`` ("auto", "exact", "chunkpar") wins over ``mode`` (CAKE_RT_SSD_CHUNK_PARALLEL: auto, always,
@@ -841,8 +840,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
                   max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
                   ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1))
     pred = predict_us(model, **inputs)
-    fam, reason = select_family(family=family, mode=mode, nseg=c.nseg, nheads=c.nheads, sm_count=info.sm_count,
-                                ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
+    fam, reason = select_family(family=family, mode=mode, ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
     if model_note:
         reason = f"{reason}; {model_note}"
     items = c.nseg * units // hbx

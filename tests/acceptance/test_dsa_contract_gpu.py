@@ -176,7 +176,7 @@ def test_errors_name_the_argument_before_launch():
         (dict(topk=0), "topk"),
         (dict(q=q.astype(np.float32)), "q"),
         (dict(weights=w[:, :16]), "weights"),
-        (dict(cu_seqlens_q=np.array([0, 8], np.int32)), "cu_seqlens"),  # without cu_seqlens_k
+        (dict(cu_seqlens_q=np.array([0, 8], np.int32)), "cu_seqlens_[qk]"),  # without cu_seqlens_k
         (dict(cu_seqlens_q=np.array([0, 9, 8], np.int32), cu_seqlens_k=np.array([0, 30, 64], np.int32)),
          "cu_seqlens_q"),
         (dict(causal=False, q_causal_offsets=np.array([0], np.int32)), "q_causal_offsets"),
@@ -185,7 +185,7 @@ def test_errors_name_the_argument_before_launch():
     for kw, name in cases:
         args = dict(q=q, k=k, weights=w, topk=16)
         args.update(kw)
-        with pytest.raises((ValueError, TypeError), match=name):
+        with pytest.raises((ValueError, TypeError), match=f"^{name}: "):  # the message starts with the name
             cake_rt.dsa_indexer_det_topk(args.pop("q"), args.pop("k"), args.pop("weights"), args.pop("topk"),
                                          indices=idx, scores=sc, **args)
     cupy.cuda.runtime.deviceSynchronize()
@@ -209,12 +209,15 @@ def test_split_tail_is_one_launch_and_exact(H):
     sc = cupy.full((T, topk), np.nan, np.float32)
     runner = cake_rt.prepare_dsa_indexer_det_topk(dq, dk, dw, topk, indices=idx, scores=sc)
     assert runner.plan.nsplit > 0
-    for _ in range(2):
+    want_i, want_s = brute_force(q, k, w, topk, [0, T], [0, Tkv], None, True)
+    for run in range(2):
+        if run:  # poisoned again: the second run must write every row itself
+            idx.fill(7)
+            sc.fill(np.nan)
         with record_launches() as recs:
             runner()
         assert [r.name for r in recs] == ["dsa_scan"]
         cupy.cuda.runtime.deviceSynchronize()
-        want_i, want_s = brute_force(q, k, w, topk, [0, T], [0, Tkv], None, True)
         assert np.array_equal(idx.get(), want_i) and np.array_equal(sc.get(), want_s.astype(np.float32))
     ui, us = _run(q, k, w, topk, key_split=10 ** 6)
     assert np.array_equal(ui, idx.get()) and us.tobytes() == sc.get().tobytes()

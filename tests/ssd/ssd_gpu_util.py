@@ -34,20 +34,23 @@ def to_bytes(a) -> bytes:
     return a.view(cupy.uint8).get().tobytes()
 
 
+POISON_BYTE = 0xFF  # NaN in float32, bfloat16 and float16 alike (0x7F bytes are NaN in float16 only: 3.4e38 in the others)
+
+
 def poison(shape, dtype):
-    """A device array of ``shape`` filled with NaN bit patterns (0x7F bytes)."""
+    """A device array of ``shape`` filled with NaN bit patterns (``POISON_BYTE`` bytes)."""
     import cupy
 
     n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buf = cupy.full(max(n, 1), 0x7F, dtype=cupy.uint8)[:n]
+    buf = cupy.full(max(n, 1), POISON_BYTE, dtype=cupy.uint8)[:n]
     return buf.view(dtype).reshape(shape)
 
 
 def poison_pool(nbytes=64 << 20):
-    """Fill free memory-pool blocks with 0x7F so the op's cupy.empty outputs start as NaN garbage."""
+    """Fill free memory-pool blocks with ``POISON_BYTE`` so the op's cupy.empty outputs start as NaN garbage."""
     import cupy
 
-    bufs = [cupy.full(nbytes // 8, 0x7F, dtype=cupy.uint8) for _ in range(8)]
+    bufs = [cupy.full(nbytes // 8, POISON_BYTE, dtype=cupy.uint8) for _ in range(8)]
     cupy.cuda.Device().synchronize()
     del bufs
 

@@ -146,7 +146,7 @@ def test_state_dtype_names_and_initial_dtype():
 
 
 def _sel(**kw):
-    base = dict(family="auto", mode="auto", nseg=1, nheads=8, sm_count=132, ws_bytes=10, cap=100, coop_error=None,
+    base = dict(family="auto", mode="auto", ws_bytes=10, cap=100, coop_error=None,
                 predicted={"exact": 100.0, "chunkpar": 50.0})
     base.update(kw)
     return ops.select_family(**base)
@@ -154,16 +154,15 @@ def _sel(**kw):
 
 def test_selection_rule():
     assert _sel()[0] == "chunkpar"
-    assert _sel(nheads=132)[0] == "chunkpar"                              # the cost model decides, not the SMs
     assert _sel(predicted={"exact": 100.0, "chunkpar": 99.0})[0] == "chunkpar"  # the predicted-faster family
     assert _sel(predicted={"exact": 100.0, "chunkpar": 100.0})[0] == "exact"    # a tie: no workspace
     assert _sel(predicted={"exact": 100.0, "chunkpar": 101.0})[0] == "exact"
     assert _sel(ws_bytes=101)[0] == "exact" and "cap" in _sel(ws_bytes=101)[1]
     assert _sel(coop_error="no coop")[0] == "exact" and "cooperative" in _sel(coop_error="no coop")[1]
     assert _sel(mode="never")[0] == "exact"
-    assert _sel(mode="always", nheads=500, predicted={"exact": 1.0, "chunkpar": 9.0})[0] == "chunkpar"
+    assert _sel(mode="always", predicted={"exact": 1.0, "chunkpar": 9.0})[0] == "chunkpar"
     assert _sel(family="exact")[0] == "exact"
-    assert _sel(family="chunkpar", mode="never", nheads=500)[0] == "chunkpar"
+    assert _sel(family="chunkpar", mode="never", predicted={"exact": 1.0, "chunkpar": 9.0})[0] == "chunkpar"
     with pytest.raises(ValueError, match="cap"):
         _sel(family="chunkpar", ws_bytes=101)
     from cake_rt.launch.grid import CooperativeLaunchError
@@ -270,8 +269,7 @@ def test_h200_cost_model_picks_the_measured_faster_family(row):
     nseg, H, Q, mx, tot, ws, slices, exact_us, chunkpar_us = H200_ROWS[row]
     pred = ops.predict_us(ops.COST_MODELS[(9, 0)], nseg=nseg, nheads=H, headdim=64, dstate=128, chunk=Q,
                           max_chunks=mx, total_chunks=tot, sm_count=132, ws_bytes=ws, coop_slots=264, slices=slices)
-    fam, _ = ops.select_family(family="auto", mode="auto", nseg=nseg, nheads=H, sm_count=132, ws_bytes=0,
-                               cap=1 << 30, coop_error=None, predicted=pred)
+    fam, _ = ops.select_family(family="auto", mode="auto", ws_bytes=0, cap=1 << 30, coop_error=None, predicted=pred)
     assert fam == ("chunkpar" if chunkpar_us < exact_us else "exact")
     assert pred["exact"] == pytest.approx(exact_us, rel=0.05)
     assert pred["chunkpar"] == pytest.approx(chunkpar_us, rel=0.10)

@@ -119,9 +119,11 @@ def test_neighbour_sequences_of_inf_and_nan_never_enter(family):
         assert to_bytes(clean[0][:, rows]) == to_bytes(dirty[0][:, rows]), f"sequence {k}: y moved"
         assert np.all(np.isfinite(yc[:, rows])) and np.all(np.isfinite(yd[:, rows]))
         assert to_bytes(clean[2][k]) == to_bytes(dirty[2][k]), f"sequence {k}: its state moved"
+        assert np.all(np.isfinite(to_host64(clean[2][k]))), f"sequence {k}: its state not written"
     ck = np.concatenate([[0], np.cumsum([n // 64 for n in lens])])
     for k in (0, 2):
         assert to_bytes(clean[3][ck[k]:ck[k + 1]]) == to_bytes(dirty[3][ck[k]:ck[k + 1]]), f"sequence {k}: checkpoints"
+        assert np.all(np.isfinite(to_host64(clean[3][ck[k]:ck[k + 1]]))), f"sequence {k}: checkpoints not written"
 
 
 # (batch, seqlen, nheads, headdim, dstate, ngroups, dtype, chunk, layout, dirty spans (batch row, t0, t1), clean spans
@@ -170,9 +172,11 @@ def test_tensor_map_tiles_never_cross_a_segment_end(name, family):
     if name == "packed_q256":  # sequences 0, 2 and 4 are clean: their states
         for k in (0, 2, 4):
             assert to_bytes(clean[2][k]) == to_bytes(dirty[2][k]), f"sequence {k}: its state moved"
+            assert np.all(np.isfinite(to_host64(clean[2][k]))), f"sequence {k}: its state not written"
     else:  # every row's last segment is clean
         rows = sorted({r for r, _, _ in clean_spans})
         assert to_bytes(clean[1][rows]) == to_bytes(dirty[1][rows]), "a row's final state moved"
+        assert np.all(np.isfinite(to_host64(clean[1][rows]))), "a row's final state not written"
 
 
 def test_varlen_without_seq_idx_and_empty_last_sequence():
@@ -242,11 +246,15 @@ def test_plans_env_override_and_workspace_cap(monkeypatch):
             cake_rt.ssd_combined(*args, **case["dev_kw"], family="chunkpar", out=out)
     assert recs == [] and to_bytes(out) == before
     monkeypatch.delenv("CAKE_RT_SSD_WORKSPACE_CAP")
-    # many (segment, head) items: the environment and an explicit family override the cost model
+    # many (segment, head) items: auto takes the family the cost model predicts faster (a tie: the exact scan), and
+    # the environment and an explicit family override it
     many = make_case(72, 1, 300, sms, 64, 64, 1, BF16)
     dm = many["dev"]
     margs = (dm["x"], dm["dt"], dm["A"], dm["B"], dm["C"], 64)
-    assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family in ("exact", "chunkpar")
+    p = cake_rt.ssd_plan(*margs, **many["dev_kw"])
+    pred = p.predicted_us
+    assert p.family == ("chunkpar" if pred["chunkpar"] < pred["exact"] else "exact"), p
+    assert p.reason.startswith("cost model:"), p
     monkeypatch.setenv("CAKE_RT_SSD_CHUNK_PARALLEL", "always")
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"]).family == "chunkpar"
     assert cake_rt.ssd_plan(*margs, **many["dev_kw"], family="exact").family == "exact"
@@ -421,16 +429,16 @@ def test_errors_before_launch_leave_out_untouched():
     d = case["dev"]
     out = poison(d["x"].shape, d["x"].dtype)
     before = to_bytes(out)
-    bad = [
-        dict(dt=d["dt"][:, :100]),
-        dict(A=to_dev(np.zeros(4, np.float64))),
-        dict(B=to_dev(np.ones((1, 200, 3, 64), np.float32).astype(BF16))),
-        dict(x=d["x"][:, ::2]),
-        dict(chunk=96),
-        dict(dt_limit=(1.0, 0.0)),
-        dict(cu_seqlens=to_dev(np.array([0, 50, 40, 200], np.int32))),
+    bad = [  # (arguments replaced, the argument the message starts with)
+        (dict(dt=d["dt"][:, :100]), "dt"),
+        (dict(A=to_dev(np.zeros(4, np.float64))), "A"),
+        (dict(B=to_dev(np.ones((1, 200, 3, 64), np.float32).astype(BF16))), "B"),
+        (dict(x=d["x"][:, ::2]), "x"),
+        (dict(chunk=96), "chunk_size"),
+        (dict(dt_limit=(1.0, 0.0)), "dt_limit"),
+        (dict(cu_seqlens=to_dev(np.array([0, 50, 40, 200], np.int32))), "cu_seqlens"),
     ]
-    for kw in bad:
+    for kw, name in bad:
         a = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], chunk=64)
         kwargs = dict(case["dev_kw"])
         for k, v in kw.items():
@@ -439,7 +447,7 @@ def test_errors_before_launch_leave_out_untouched():
             else:
                 kwargs[k] = v
         with record_launches() as recs:
-            with pytest.raises((ValueError, TypeError)):
+            with pytest.raises((ValueError, TypeError), match=f"^{name}: "):
                 cake_rt.ssd_combined(a["x"], a["dt"], a["A"], a["B"], a["C"], a["chunk"], **kwargs, out=out)
         assert recs == [], kw
         assert to_bytes(out) == before, kw
