@@ -1,0 +1,237 @@
+// scripts/ssd-link-bench's kernel: chains of state steps handed CTA to CTA through L2, the hand-off a
+// single-pass SSD schedule needs (docs/ssd.md, "What the bytes say"). Not a library program.
+//
+// A chain is one (unit u, holder h): a block of B = E / H fp32 elements of unit u's state. Link c of the chain
+// steps S_c = fma(decay(c, u), S_{c-1}, S_loc(c, u, e)) over the block. Items are numbered
+// i = (c * U + u) * H + h and CTA b takes i = b, b + G, b + 2G, ... in order, so consecutive links of a chain land
+// on different CTAs (unless U H is a multiple of G: the script refuses that grid) and the lowest unfinished item
+// can always run (its predecessor has a lower number), which with a cooperative launch (every CTA resident) makes
+// the waits safe.
+//
+// The state lives in two slots per unit (link c reads slot (c - 1) & 1, writes slot c & 1): link c + 1 overwrites
+// S_{c-1} only after it has seen link c's word, i.e. after link c's loads. A chain's word counts its published
+// links (the waiter of link c waits for word >= c); the last link puts the word back to 0, so every launch leaves
+// the words at zero. S_loc and the decay are integer formulas (exact in fp32; the script's NumPy reference uses the
+// same ones), computed before the wait: the real step's S_loc is in the tile's registers when the chain arrives.
+//
+// Variants (defines; one program each):
+//   LINK_PUBLISH   0: __threadfence() (fence.sc.gpu) + relaxed store of the word   (ssd23's publish)
+//                  1: fence.acq_rel.gpu + relaxed store
+//                  2: st.release.gpu of the word alone after the CTA barrier
+//                  3: red.release.gpu.add of the word alone after the CTA barrier
+//   LINK_SLEEP_NS  thread 0 polls the word with ld.relaxed.gpu, __nanosleep(LINK_SLEEP_NS) between polls (0: spin),
+//                  then one ld.acquire.gpu; a CTA barrier passes the acquire on to the other threads
+//   LINK_LOAD      0: ld.global.cg (16-byte), 1: ld.relaxed.gpu (16-byte), 2: cp.async.bulk of the block into shared
+//                  memory on an mbarrier (sm_90+; on older targets the program has no body and the script refuses it)
+//   LINK_STAMPS    1: thread 0 records %clock64 / %globaltimer at the parts of each link, with a CTA barrier after
+//                  each part so that a stamp means every thread is done (the stamped program is slower than the
+//                  plain one by those barriers; its parts are read against the plain program's slope)
+#include "common/mbarrier.cuh"
+
+#ifndef LINK_PUBLISH
+#define LINK_PUBLISH 2
+#endif
+#ifndef LINK_SLEEP_NS
+#define LINK_SLEEP_NS 0
+#endif
+#ifndef LINK_LOAD
+#define LINK_LOAD 0
+#endif
+#ifndef LINK_STAMPS
+#define LINK_STAMPS 0
+#endif
+#define LINK_POLL_LIMIT (1u << 22)  // ~1-4 s of polls at an L2 round trip each
+#define LINK_THREADS 128
+#define LINK_VEC4 16  // float4s a thread holds at most: a 32 KB block (H = 1 of an 8192-element state) over 128 threads
+
+// Stamp slots of one item (u64 each): clock64 at start (S_loc ready), wait done, loads + step done, stores issued,
+// published; globaltimer at start, wait done, published. After the items' rows, a row per CTA: clock64 and
+// globaltimer at its start and its end, for the clock's rate (clock64 counts per SM; a CTA's own span is long
+// enough for a coarse globaltimer, one link is not).
+#define LINK_STAMP_SLOTS 8
+
+CAKE_DEVICE unsigned link_ld_relaxed(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+CAKE_DEVICE unsigned link_ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+CAKE_DEVICE void link_st_relaxed(unsigned* p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+CAKE_DEVICE float4 link_load4(const float4* p) {
+#if LINK_LOAD == 1
+    float4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+#else
+    return __ldcg(p);
+#endif
+}
+
+// The chain's formulas (the script's `chain_operands` is the same arithmetic): S_loc in [-1/8, 1/8) and the decay
+// in [7/8, 1), both exact in fp32, so the reference needs no rounding but the fma's.
+CAKE_DEVICE float link_loc(int c, int u, int e) {
+    return (float)((int)((unsigned)(c * 1103 + u * 12289 + e * 7) & 1023u) - 512) * (1.0f / 4096.0f);
+}
+CAKE_DEVICE float link_decay(int c, int u) { return (float)(((c * 37 + u * 11) & 63) + 448) * (1.0f / 512.0f); }
+
+// Holds v in registers from here on: the compiler would otherwise compute S_loc after the wait (it is cheap to
+// recompute and costs 64 registers to keep), where the real step's S_loc is already there.
+CAKE_DEVICE void link_pin(float4& v) { asm volatile("" : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)); }
+
+CAKE_DEVICE unsigned long long link_clock() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+    return t;
+}
+CAKE_DEVICE unsigned long long link_gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+
+// state: [2][units][elems] fp32 (slot 1 holds S_{-1} at launch); words: [units * holders], zero at launch;
+// stamps: [links * units * holders + gridDim.x][LINK_STAMP_SLOTS] when LINK_STAMPS, else unused.
+extern "C" __global__ void __launch_bounds__(LINK_THREADS) ssd_link_chain(
+    float* state, unsigned* words, int links, int units, int holders, int elems, unsigned long long* stamps) {
+#if LINK_LOAD == 2 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900)
+    return;  // cp.async.bulk needs sm_90: the script launches this variant on sm_90+ only
+#else
+    const int tid = threadIdx.x;
+    const int block = elems / holders;  // floats a holder moves
+    const int nvec = block / 4;
+    const int chains = units * holders;
+    const long long items = (long long)links * chains;
+#if LINK_LOAD == 2
+    extern __shared__ __align__(128) float4 prev_smem[];
+    __shared__ __align__(8) uint64_t bulk_bar;
+    if (tid == 0) {
+        mbarrier_init(&bulk_bar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    unsigned bulk_parity = 0;
+#endif
+#if LINK_STAMPS
+    unsigned long long* cta_st = stamps + (items + blockIdx.x) * LINK_STAMP_SLOTS;
+    if (tid == 0) { cta_st[0] = link_clock(); cta_st[1] = link_gtimer(); }
+#endif
+    for (long long i = blockIdx.x; i < items; i += gridDim.x) {
+        const int c = (int)(i / chains), r = (int)(i % chains), u = r / holders, h = r % holders;
+        const int e0 = h * block;
+        unsigned* word = words + r;
+        const float4* src = (const float4*)(state + ((long long)((c + 1) & 1) * units + u) * elems + e0);
+        float4* dst = (float4*)(state + ((long long)(c & 1) * units + u) * elems + e0);
+        const float decay = link_decay(c, u);
+        float4 loc[LINK_VEC4];
+#pragma unroll
+        for (int k = 0; k < LINK_VEC4; ++k) {
+            const int e = e0 + 4 * (tid + k * LINK_THREADS);
+            loc[k] = make_float4(link_loc(c, u, e), link_loc(c, u, e + 1), link_loc(c, u, e + 2), link_loc(c, u, e + 3));
+            link_pin(loc[k]);
+        }
+#if LINK_STAMPS
+        unsigned long long* st = stamps + i * LINK_STAMP_SLOTS;
+        if (tid == 0) { st[0] = link_clock(); st[5] = link_gtimer(); }
+#endif
+        // The wait: one thread polls (relaxed: no ordering paid per poll), one acquire once the word is there.
+        // A wait that never ends (a broken instrument) gives up after LINK_POLL_LIMIT polls, so the launch ends and
+        // the check reports the chain wrong instead of the device call hanging.
+        if (c > 0 && tid == 0) {
+            for (unsigned polls = 0; link_ld_relaxed(word) < (unsigned)c; ++polls) {
+                if (polls == LINK_POLL_LIMIT) {
+                    atomicOr(word, 0x80000000u);  // the chain's later links pass at once (and leave the word set)
+                    break;
+                }
+#if LINK_SLEEP_NS > 0
+                __nanosleep(LINK_SLEEP_NS);
+#endif
+            }
+            (void)link_ld_acquire(word);
+        }
+#if LINK_LOAD != 2 || LINK_STAMPS
+        __syncthreads();  // passes thread 0's acquire on to every thread (the bulk copy's mbarrier does that itself)
+#endif
+#if LINK_STAMPS
+        if (tid == 0) { st[1] = link_clock(); st[6] = link_gtimer(); }
+#endif
+#if LINK_LOAD == 2
+        if (tid == 0) {
+            // The block was written by other CTAs' generic stores; the bulk copy reads it through the async proxy.
+            // .global only: the plain fence.proxy.async adds a MEMBAR.ALL.GPU (SASS), and the shared slot's last
+            // generic reads are ordered before this copy by the CTA barrier after the previous link's stores.
+            asm volatile("fence.proxy.async.global;" ::: "memory");
+            mbarrier_arrive_expect_tx(&bulk_bar, (uint32_t)(block * 4));
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"((uint32_t)__cvta_generic_to_shared(prev_smem)), "l"(src), "r"(block * 4),
+                         "r"((uint32_t)__cvta_generic_to_shared(&bulk_bar))
+                         : "memory");
+        }
+        mbarrier_wait_parity(&bulk_bar, bulk_parity);
+        bulk_parity ^= 1u;
+#endif
+        float4 S[LINK_VEC4];
+#pragma unroll
+        for (int k = 0; k < LINK_VEC4; ++k) {
+            const int q = tid + k * LINK_THREADS;
+#if LINK_LOAD == 2
+            S[k] = q < nvec ? prev_smem[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#else
+            S[k] = q < nvec ? link_load4(src + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#endif
+        }
+#pragma unroll
+        for (int k = 0; k < LINK_VEC4; ++k) {
+            S[k].x = __fmaf_rn(decay, S[k].x, loc[k].x);
+            S[k].y = __fmaf_rn(decay, S[k].y, loc[k].y);
+            S[k].z = __fmaf_rn(decay, S[k].z, loc[k].z);
+            S[k].w = __fmaf_rn(decay, S[k].w, loc[k].w);
+        }
+#if LINK_STAMPS
+        // The step consumes every load, so this barrier is passed only once every thread's loads have landed.
+        __syncthreads();
+        if (tid == 0) st[2] = link_clock();
+#endif
+#pragma unroll
+        for (int k = 0; k < LINK_VEC4; ++k) {
+            const int q = tid + k * LINK_THREADS;
+            if (q < nvec) __stcg(dst + q, S[k]);
+        }
+        __syncthreads();  // every thread's stores issued (and, for the bulk copy, its reads of the slot done)
+#if LINK_STAMPS
+        if (tid == 0) st[3] = link_clock();
+#endif
+        if (tid == 0) {
+            if (c == links - 1) {
+                link_st_relaxed(word, 0u);  // the chain's last link: nobody waits on it, the next launch finds 0
+            } else {
+#if LINK_PUBLISH == 0
+                __threadfence();
+                link_st_relaxed(word, (unsigned)(c + 1));
+#elif LINK_PUBLISH == 1
+                asm volatile("fence.acq_rel.gpu;" ::: "memory");
+                link_st_relaxed(word, (unsigned)(c + 1));
+#elif LINK_PUBLISH == 2
+                asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(word), "r"((unsigned)(c + 1)) : "memory");
+#else
+                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(word) : "memory");
+#endif
+            }
+#if LINK_STAMPS
+            st[4] = link_clock();
+            st[7] = link_gtimer();
+#endif
+        }
+    }
+#if LINK_STAMPS
+    if (tid == 0) { cta_st[2] = link_clock(); cta_st[3] = link_gtimer(); }
+#endif
+#endif
+}
