@@ -99,7 +99,7 @@ CAKE_DEVICE unsigned long long link_gtimer() {
 
 // state: [2][units][elems] fp32 (slot 1 holds S_{-1} at launch); words: [units * holders], zero at launch;
 // stamps: [links * units * holders + gridDim.x][LINK_STAMP_SLOTS] when LINK_STAMPS, else unused.
-extern "C" __global__ void __launch_bounds__(LINK_THREADS) ssd_link_chain(
+extern "C" __global__ void __launch_bounds__(LINK_THREADS, 1) ssd_link_chain(
     float* state, unsigned* words, int links, int units, int holders, int elems, unsigned long long* stamps) {
 #if LINK_LOAD == 2 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900)
     return;  // cp.async.bulk needs sm_90: the script launches this variant on sm_90+ only
@@ -132,9 +132,11 @@ extern "C" __global__ void __launch_bounds__(LINK_THREADS) ssd_link_chain(
         const float decay = link_decay(c, u);
         float4 loc[LINK_VEC4];
 #pragma unroll
-        for (int k = 0; k < LINK_VEC4; ++k) {
-            const int e = e0 + 4 * (tid + k * LINK_THREADS);
-            loc[k] = make_float4(link_loc(c, u, e), link_loc(c, u, e + 1), link_loc(c, u, e + 2), link_loc(c, u, e + 3));
+        for (int k = 0; k < LINK_VEC4; ++k) {  // only the block's vectors: a small block's link pays no idle ALU work
+            const int q = tid + k * LINK_THREADS, e = e0 + 4 * q;
+            loc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (q < nvec) loc[k] = make_float4(link_loc(c, u, e), link_loc(c, u, e + 1), link_loc(c, u, e + 2),
+                                               link_loc(c, u, e + 3));
             link_pin(loc[k]);
         }
 #if LINK_STAMPS
