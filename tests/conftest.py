@@ -4,6 +4,8 @@ import functools
 import importlib.machinery
 import importlib.util
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -40,6 +42,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def script_help():
+    """``script_help(name)``: the stdout of ``scripts/<name> --help`` run in a fresh interpreter (it must exit 0)."""
+
+    def run(name: str) -> str:
+        path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / name
+        out = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    return run
 
 
 @pytest.fixture

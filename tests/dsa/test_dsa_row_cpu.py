@@ -1,19 +1,12 @@
 """CPU: ``scripts/dsa-row`` (a DSA suite row's eager call, for a profiler) runs the bench's inputs of the row it names."""
-import pathlib
-import subprocess
 import sys
 import types
 
 import pytest
 
-SCRIPTS = pathlib.Path(__file__).resolve().parents[2] / "scripts"
-
-
-def test_dsa_row_help():
-    out = subprocess.run([sys.executable, str(SCRIPTS / "dsa-row"), "--help"], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert "row" in out.stdout and "--heads" in out.stdout
+def test_dsa_row_help(script_help):
+    out = script_help("dsa-row")
+    assert "row" in out and "--heads" in out
 
 
 def test_dsa_row_calls_the_entry_with_the_rows_inputs(load_script, monkeypatch, capsys):

@@ -3,7 +3,6 @@ for every variant, its NumPy reference of the chain against a direct loop in exa
 (timing table, checks, stamps) driven by a NumPy stand-in of the kernel. No GPU is used or pretended: the stand-in
 checks the script's bookkeeping, the device's numbers come from a real run."""
 import fractions
-import subprocess
 import sys
 import types
 
@@ -26,9 +25,8 @@ def bench():  # conftest's load_script, at module scope
     return mod
 
 
-def test_help(bench):
-    out = subprocess.run([sys.executable, str(bench.SOURCE.with_name("ssd-link-bench")), "--help"],
-                         capture_output=True, text=True, check=True).stdout
+def test_help(script_help):
+    out = script_help("ssd-link-bench")
     assert "--quick" in out and "--stamps" in out and "--compile-only" in out
 
 
