@@ -706,14 +706,16 @@ def program_smem(itemsize: int, defs: dict) -> int:
 
 def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:
     """The most units (head x 64 headdim rows) a chunk-parallel slice can hold under the workspace cap, a
-    multiple of ``hb``; 0 when not even one block of units fits."""
-    per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * c.chunk * 4)
-    fixed = _align(c.total_chunks * c.nheads * 4) + 512
+    multiple of ``hb``; 0 when not even one block of units fits. A call cut into slices holds two prep parts
+    (``workspace_bytes``)."""
     units = c.nheads * (c.headdim // UNIT_ROWS)
-    if per_unit == 0:
+    if workspace_bytes(c) <= cap:
         return units
-    n = max(0, (cap - fixed) // per_unit) // hb * hb
-    return min(units, n)
+    per_unit = c.total_chunks * (UNIT_ROWS * c.dstate * (4 + np.dtype(c.x.dtype).itemsize) + 2 * 2 * c.chunk * 4)
+    n = min(units, max(0, (cap - _align(c.total_chunks * c.nheads * 4)) // per_unit)) // hb * hb
+    while n > 0 and workspace_bytes(c, n) > cap:  # the parts' 256-B alignment
+        n -= hb
+    return n
 
 
 def slice_units(c: _Problem, hb: int, cap: int, slots: int) -> int:
@@ -756,14 +758,17 @@ def chunkpar_grid(c: _Problem, units: int, hb: int, slots: int) -> int:
 
 
 def workspace_bytes(c: _Problem, units: int | None = None) -> int:
-    """Chunk-parallel workspace for a slice of ``units`` units (default: all of them): fp32 local states,
-    round_T(S_prev), per-chunk decays and the prep's cs and dt' per chunk and unit (256-B aligned)."""
+    """Chunk-parallel workspace for slices of ``units`` units (default: all of them, one slice): fp32 local states,
+    round_T(S_prev), per-chunk decays and the prep's cs and dt' per chunk and unit (256-B aligned); two prep parts
+    when the units are cut into slices (phase 1 of a slice writes one while phase 3 of the previous reads the other)."""
+    everything = c.nheads * (c.headdim // UNIT_ROWS)
     if units is None:
-        units = c.nheads * (c.headdim // UNIT_ROWS)
+        units = everything
     n = c.total_chunks * units * UNIT_ROWS * c.dstate
     it = np.dtype(c.x.dtype).itemsize
+    parts = 2 if units < everything else 1
     return (_align(n * 4) + _align(n * it) + _align(c.total_chunks * c.nheads * 4)
-            + _align(c.total_chunks * units * 2 * c.chunk * 4))
+            + _align(parts * c.total_chunks * units * 2 * c.chunk * 4))
 
 
 def _align(n, a=256):
@@ -1088,7 +1093,7 @@ def _stream_parts(p: _Problem, ex: tuple, handle: int, s, capturing: bool) -> tu
     if words is None:
         words = state_ticket_words(state, handle, p.device, 4, s, capturing)
     o1, o2, o3 = ex[3:6]
-    base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep [o3, workspace_bytes)
+    base = ws.data.ptr  # local states [0, o1), round_T(S_prev) [o1, o2), decays [o2, o3), prep parts [o3, workspace_bytes)
     held = (handle, weakref.ref(state), version, (base, base + o1, base + o2, base + o3, words.ptr), ex)
     if handle != PER_THREAD:
         p.held_stream = held

@@ -183,10 +183,14 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
+// No grid barrier between slices: a CTA goes from its phase-3 tiles of slice s to its phase-1 tiles of slice s + 1,
+// so the tail of one phase fills with the other's tiles. What phase 1 of s + 1 writes is free: the local states and
+// decays were last read by phase 2 of s (before barrier 2 of s), the S_prev part is written by phase 2 only; the
+// prep, which phase 3 of s still reads, alternates between two parts by slice parity.
 // Workspace of a slice of `un` units: prev [total_chunks][un][64][N] (T, read as tiles by phase 3); local (fp32)
 // [un][UE / SCAN_BLK][total_chunks][SCAN_BLK]: a phase-2 item (SCAN_BLK adjacent elements of one unit's state) finds
 // its chunks one after another, so a batch of chunk loads reads one contiguous run; prep (fp32)
-// [total_chunks][un][2][Q] (cs, then dt').
+// [slice parity][total_chunks][un][2][Q] (cs, then dt'; one part when the call is one slice).
 // ===================================================================================================
 #define SSD_UE (SSD_PB * SSD_N)                    // elements of one unit's state
 #define SSD_SCAN_SV 4                              // phase 2: adjacent state columns a thread (16-byte loads)
@@ -300,6 +304,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, false>(smem_raw);
     const int units = a.nheads * SSD_PBLKS;
+    const long long prep_part = (long long)a.total_chunks * slice_units * 2 * SSD_Q;  // floats of one prep part
     constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
@@ -311,6 +316,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int un = min(slice_units, units - us);
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
+            const float* prep = ws_prep + ((us / slice_units) & 1) * prep_part;
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
@@ -319,7 +325,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
                 produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
-                                         ws_prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q,
+                                         prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q,
                                          tile == blockIdx.x ? (epochs++ & 1) : -1);
             }
         }
@@ -333,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         const int un = min(slice_units, units - us);
         const int nblk = un / HB;
         const long long ntiles = (long long)a.total_chunks * nblk;
-        if (us > 0) grid_barrier(barrier, GRID_THREADS);  // the previous slice's outputs are done with the workspace
+        float* prep = ws_prep + ((us / slice_units) & 1) * prep_part;  // the previous slice's phase 3 reads the other
 
         // Phase 1: chunk-local states.
         for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -343,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
                 ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
-            ssd_prep_save<HB>(s, ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q);
+            ssd_prep_save<HB>(s, prep + (c * un + (u0 - us)) * 2 * SSD_Q);
             LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
             ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
@@ -425,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
-            const float* saved = ws_prep + (c * un + (u0 - us)) * 2 * SSD_Q;
+            const float* saved = prep + (c * un + (u0 - us)) * 2 * SSD_Q;
 #if SSD_WG
             ssd_prep_load<HB>(s, pipe, saved);
             ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
