@@ -264,10 +264,10 @@ def test_plans_env_override_and_workspace_cap(monkeypatch):
 
 @pytest.mark.parametrize("H, P, N", [(8, 128, 64), (64, 64, 128)])
 def test_chunkpar_over_the_cap_runs_in_slices(monkeypatch, H, P, N):
-    """A cap that holds only part of the units cuts the chunk-parallel work into slices (grid barriers
-    between them): same bits as one slice and as the exact scan. With 32 units a group at dstate 128 (sm_90a:
-    C B^T once per (chunk, group)) the full call stages C B^T and the sliced one, whose slices the CB part would
-    shrink, runs the program without it: the two programs' bits agree too."""
+    """A cap that holds only part of the units cuts the chunk-parallel work into slices (phase 3 of one
+    running into phase 1 of the next): same bits as one slice and as the exact scan. With 32 units a group at
+    dstate 128 (sm_90a: C B^T once per (chunk, group)) the full call stages C B^T and the sliced one, whose slices
+    the CB part would shrink, runs the program without it: the two programs' bits agree too."""
     import cake_rt
 
     case = make_case(73, 1, 700, H, P, N, 2, BF16)   # 16 units, 8 a group; 64 units, 32 a group
@@ -358,7 +358,7 @@ def _exact_and_chunkpar_calls(cases, stream):
 
 def test_chunkpar_programs_alternating_on_one_stream(monkeypatch):
     """Calls of chunk-parallel programs of four shapes alternate on one stream with no synchronization between them
-    (the grid barrier's words of the stream shared by all; one program in slices, a grid barrier between them):
+    (the grid barrier's words of the stream shared by all; one program in slices, the prep's two parts):
     every call gives the exact scan's bits."""
     import cupy
 
