@@ -63,6 +63,7 @@
 #define LINK_WAIT_CTA 0
 #endif
 #define LINK_POLL_LIMIT (1u << 22)  // ~1-4 s of polls at an L2 round trip each
+#define LINK_WAIT_LIMIT_NS 200000000ull  // the cluster kernel's give-up: a legitimate wait is a few links (us)
 #define LINK_THREADS 128
 #define LINK_VEC4 16  // float4s a thread holds at most: a 32 KB block (H = 1 of an 8192-element state) over 128 threads
 
@@ -277,9 +278,10 @@ extern "C" __global__ void __launch_bounds__(LINK_THREADS, 1) ssd_link_chain(
 // bytes) at the start and again once it has read the slot (were bytes to land before the arming, the transaction
 // count would go negative in between, which the mbarrier allows).
 //
-// The words are the chains' error flags here: a wait that passes LINK_POLL_LIMIT try_waits sets its chain's top
-// bit and the thread waits no more (its chain is then wrong, which the check reports), so a broken instrument ends
-// the launch. A cluster barrier at the start (every mbarrier initialised before a remote CTA signals it) and at the
+// The words are the chains' error flags here: a wait longer than LINK_WAIT_LIMIT_NS (by %globaltimer; a try_wait
+// suspends the thread for a time of the hardware's choosing, so a count of them bounds nothing) sets its chain's
+// top bit and the thread waits no more (its chain is then wrong, which the check reports), so a broken instrument
+// ends the launch. A cluster barrier at the start (every mbarrier initialised before a remote CTA signals it) and at the
 // end (no CTA leaves while another may still write its shared memory).
 
 CAKE_DEVICE uint32_t link_smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -395,8 +397,12 @@ extern "C" __global__ void __launch_bounds__(LINK_THREADS, 1) ssd_link_cluster(
             }
         } else {
             if (waiting) {
-                for (unsigned polls = 0; !link_try_wait_cluster(bar0 + 8u * slot, (m >> 1) & 1); ++polls) {
-                    if (polls == LINK_POLL_LIMIT) {
+                unsigned long long t0 = 0;
+                while (!link_try_wait_cluster(bar0 + 8u * slot, (m >> 1) & 1)) {
+                    const unsigned long long now = link_gtimer();
+                    if (t0 == 0) {
+                        t0 = now;
+                    } else if (now - t0 > LINK_WAIT_LIMIT_NS) {
                         atomicOr(words + r, 0x80000000u);
                         waiting = false;
                         break;

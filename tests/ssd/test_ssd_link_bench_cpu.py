@@ -308,3 +308,17 @@ def test_references_slice_the_longest_chain(bench):
     init, ref = refs.get(2)
     direct = bench.chain_reference(bench.chain_init(5, 16)[:2], (3, 6))
     assert init.shape == (2, 16) and np.array_equal(ref[6].view(np.uint32), direct[6].view(np.uint32))
+
+
+def test_a_broken_cluster_variant_is_timed_no_further(bench, stand_in, monkeypatch, capsys):
+    stale = _stand_in(bench, stale_at=(5, 1))
+    monkeypatch.setattr(bench, "launch_cluster", lambda kernel, csize, grid, block, args, shared_mem=0: stale(
+        kernel, grid, block, args, shared_mem))
+    rc = bench.main(["--variants", "cluster.st.async,st.release", "--cluster-sizes", "2,4", "--units", "1",
+                     "--holders", "4", "--links", "4,8", "--elems", "64", "--repeats", "1", "--warmup", "0",
+                     "--stamps"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    rows = [line for line in out.splitlines() if line.startswith("| cluster.st.async |")]
+    assert len(rows) == 1 and "| nan |" in rows[0] and "WRONG" in rows[0]  # C 2 only; no C 4 row, no stamps
+    assert "| st.release | - | 1 | 4 |" in out
