@@ -148,6 +148,22 @@ def test_nan_and_inf_scores_rank_tie_and_pad_exactly(schedule, key_split):
     assert got_i[0, 0] == 0 and np.isnan(got_s[0, 0]) and (got_i[0, 1:] == -1).all()
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_queries_that_see_no_key_get_all_padding_rows(causal):
+    """Queries of a segment with no keys, and every query of a call with no keys at all (Tkv = 0), get -1 / -inf
+    rows; the segments around the empty one keep their own global key ids."""
+    rng = np.random.default_rng(13)
+    H, D, topk = 8, 64, 20
+    cu_q, cu_k = np.array([0, 3, 9, 12], np.int32), np.array([0, 40, 40, 90], np.int32)  # segment 1: 6 queries, 0 keys
+    q, k, w = _exact_inputs(rng, 12, 90, H, D)
+    got_i, got_s = _run(q, k, w, topk, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=causal)
+    want_i, want_s = brute_force(q, k, w, topk, cu_q, cu_k, None, causal)
+    assert np.array_equal(got_i, want_i) and np.array_equal(got_s, want_s.astype(np.float32))
+    assert (got_i[3:9] == -1).all() and np.isneginf(got_s[3:9]).all()
+    got_i, got_s = _run(q[:5], k[:0], w[:5], topk, causal=causal)
+    assert (got_i == -1).all() and np.isneginf(got_s).all()
+
+
 def test_random_scores_chosen_set_is_the_top_and_partition_independent():
     rng = np.random.default_rng(3)
     T, Tkv, H, D, topk = 16, 5000, 64, 128, 2048
