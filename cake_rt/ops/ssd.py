@@ -657,6 +657,7 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
 # (tests/ssd, tests/acceptance), the selftest and the bench suite make: ``programs`` compiles these.
 _PROGRAM_CASES = sorted(
     {(xd, 1 if xd == 1 else 2, sd, 64, 64, 128, 1) for xd in (0, 1, 2) for sd in (0, 1, 2)}   # dtype x state
+    | {(0, 0, 2, 64, 64, 128, 1)}                                                                # dt in bf16
     | {(0, 2, 2, 64, 128, q, u) for q in (64, 128, 256) for u in (1, 8)}                         # chunks, groups
     | {(0, 2, 2, 128, 256, 256, 4), (2, 2, 2, 128, 64, 64, 4), (1, 2, 2, 64, 256, 128, 2),
        (2, 2, 2, 128, 128, 256, 4)}                                                              # headdim, dstate

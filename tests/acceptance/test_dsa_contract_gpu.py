@@ -34,7 +34,8 @@ def brute_force(q, k, w, topk, cu_q, cu_k, offsets, causal):
                 continue
             keys = np.arange(k0, k0 + nvis)
             dots = np.einsum("hd,jd->hj", q[t], k[keys])
-            s_t = (w[t][:, None] * np.maximum(dots, 0)).sum(0)
+            with np.errstate(invalid="ignore"):  # an inf weight times a 0 term is NaN, as in float32
+                s_t = (w[t][:, None] * np.maximum(dots, 0)).sum(0)
             order = np.lexsort((-keys, -s_t))  # score desc, then larger id first
             chosen = keys[order[:topk]]
             chosen_scores = s_t[order[:topk]]
@@ -103,6 +104,64 @@ def test_non_causal_topk_over_visible_and_single_query():
     assert np.array_equal(got_i, want_i)
     assert np.all(got_i[0, 50:] == -1) and np.all(np.isneginf(got_s[0, 50:]))
     assert np.array_equal(got_s, want_s.astype(np.float32))
+
+
+def _non_finite_weights(w):
+    """Rows whose scores are NaN or +-inf by the contract's float32 rules (exact inputs keep every dot finite):
+    row 0 all NaN; row 1 -inf where head 0's dot is > 0 and NaN (-inf * 0) elsewhere; row 2 +inf or NaN;
+    row 3 exactly 0.0 everywhere; the other rows finite."""
+    w = w.copy()
+    w[0] = np.nan
+    w[1] = 0.0
+    w[1, 0] = -np.inf
+    w[2, 0] = np.inf
+    w[3] = 0.0
+    return w
+
+
+@pytest.mark.parametrize("schedule", ["ticket", "static"])
+@pytest.mark.parametrize("key_split", [None, 10 ** 6])  # few queries: split parts merged; one part a query
+def test_nan_and_inf_scores_rank_tie_and_pad_exactly(schedule, key_split):
+    """NaN ranks below every number (-inf included), NaNs tie to the larger id, the NaN score of key 0 (the
+    all-zero 64-bit candidate key of the design hint) is a candidate like any other, and the -1 / -inf padding
+    follows the real entries: whole visible ranges (topk >= visible), the k-th key inside the NaN run, unsplit
+    blocks and split parts merged, and a query whose one visible key is key 0 with a NaN score."""
+    rng = np.random.default_rng(12)
+    T, Tkv, H, D = 8, 300, 8, 64
+    q, k, w = _exact_inputs(rng, T, Tkv, H, D)
+    w = _non_finite_weights(w)
+    kw = dict(schedule=schedule, key_split=key_split)
+    for topk in (1, 60, 299, 300, 340):
+        got_i, got_s = _run(q, k, w, topk, causal=False, **kw)
+        want_i, want_s = brute_force(q, k, w, topk, [0, T], [0, Tkv], None, False)
+        assert np.array_equal(got_i, want_i), topk
+        assert np.array_equal(got_s, want_s.astype(np.float32), equal_nan=True), topk
+    assert np.isnan(got_s[0, :Tkv]).all() and np.array_equal(got_i[0, :Tkv], np.arange(Tkv))
+    # query 0 of segment 0 sees key 0 alone (offset 0); segment 1's queries see its keys from global id 100 on
+    cu_q, cu_k, off = np.array([0, 4, 8], np.int32), np.array([0, 100, 300], np.int32), np.array([0, 150], np.int32)
+    w2 = w.copy()
+    w2[4] = np.nan  # segment 1's first query: every score NaN
+    got_i, got_s = _run(q, k, w2, 64, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, q_causal_offsets=off, **kw)
+    want_i, want_s = brute_force(q, k, w2, 64, cu_q, cu_k, off, True)
+    assert np.array_equal(got_i, want_i)
+    assert np.array_equal(got_s, want_s.astype(np.float32), equal_nan=True)
+    assert got_i[0, 0] == 0 and np.isnan(got_s[0, 0]) and (got_i[0, 1:] == -1).all()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_queries_that_see_no_key_get_all_padding_rows(causal):
+    """Queries of a segment with no keys, and every query of a call with no keys at all (Tkv = 0), get -1 / -inf
+    rows; the segments around the empty one keep their own global key ids."""
+    rng = np.random.default_rng(13)
+    H, D, topk = 8, 64, 20
+    cu_q, cu_k = np.array([0, 3, 9, 12], np.int32), np.array([0, 40, 40, 90], np.int32)  # segment 1: 6 queries, 0 keys
+    q, k, w = _exact_inputs(rng, 12, 90, H, D)
+    got_i, got_s = _run(q, k, w, topk, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=causal)
+    want_i, want_s = brute_force(q, k, w, topk, cu_q, cu_k, None, causal)
+    assert np.array_equal(got_i, want_i) and np.array_equal(got_s, want_s.astype(np.float32))
+    assert (got_i[3:9] == -1).all() and np.isneginf(got_s[3:9]).all()
+    got_i, got_s = _run(q[:5], k[:0], w[:5], topk, causal=causal)
+    assert (got_i == -1).all() and np.isneginf(got_s).all()
 
 
 def test_random_scores_chosen_set_is_the_top_and_partition_independent():

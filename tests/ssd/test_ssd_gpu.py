@@ -55,6 +55,13 @@ def test_dtype_by_state_dtype(xd, sd):
     check(case, 128, name=f"dtype {xd} state {sd}")
 
 
+def test_dt_in_bf16_with_bf16_inputs():
+    """dt in x's dtype (the spec's alternative to float32) with bf16 inputs, as serving engines pass the projection's
+    dt: the other tests give it in float32, or in x's dtype only with fp16 inputs."""
+    case = make_case(12, 2, 333, 8, 64, 64, 8, BF16, dt_dtype=BF16, D="h")
+    check(case, 128, name="dt bf16")
+
+
 @pytest.mark.parametrize("G", [1, 8])
 @pytest.mark.parametrize("chunk", [64, 128, 256])
 def test_chunk_sizes_and_groups(chunk, G):
