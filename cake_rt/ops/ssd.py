@@ -56,6 +56,7 @@ SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns pe
 HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
+ROW_PARTS = (1, 2, 4)           # chunk-parallel: phase-3 items a tile (kernel: SSD_ROWS; 2 and 4 where the chunk allows)
 DEFAULT_WORKSPACE_CAP = 256 * 1024 * 1024
 ENV_MODE = "CAKE_RT_SSD_CHUNK_PARALLEL"
 ENV_CAP = "CAKE_RT_SSD_WORKSPACE_CAP"
@@ -219,7 +220,9 @@ class SsdPlan:
     cooperative_capacity: int | None = None
     grid: int | None = None  # chunk-parallel grid (when chosen)
     slice_units: int = 0     # chunk-parallel: units (head x 64 headdim rows) per workspace slice
-    defines: dict | None = None  # the defines of the chosen family's program (dtypes, shape, units per CTA, buffers)
+    row_parts: int = 1       # chunk-parallel: phase-3 items per tile (row_parts; its program's SSD_ROWS)
+    defines: dict | None = None  # the defines of the chosen family's program (dtypes, shape, units per CTA, buffers,
+    # phase-3 items a tile)
     model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs)
 
     def __str__(self):
@@ -637,10 +640,12 @@ def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, 
 
 
 def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,
-                    units_per_group: int, target: str = "sm_90a", *, family: str) -> dict:
+                    units_per_group: int, target: str = "sm_90a", *, family: str, rows: int = 1) -> dict:
     """The defines of the ``family`` program ("exact" or "chunkpar") that serves these dtypes (codes 0 bf16, 1 fp16,
     2 fp32) and shape: the shared ones and the family kernel's own, none of the other's (programs that differ only in
-    what their kernel does not read would be identical twins in the cache)."""
+    what their kernel does not read would be identical twins in the cache). ``rows``: the chunk-parallel program's
+    phase-3 items a tile (``row_parts``; a compile-time choice, so the programs of one item a tile carry no code of
+    the split)."""
     itemsize = 4 if x_code == 2 else 2
     optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
     wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
@@ -649,8 +654,10 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     if family == "exact":
         hbx, nbx = choose_config(itemsize, dstate, chunk, units_per_group, True, optin, per_sm, wg)
         return {**shared, "SSD_HBX": hbx, "SSD_NBUFX": nbx}
+    if rows not in ROW_PARTS or rows > chunk // SUB:
+        raise ValueError(f"rows: expected one of {ROW_PARTS} and at most chunk / {SUB}, got {rows!r}")
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
-    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb}
+    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_ROWS": rows}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -676,12 +683,14 @@ _PROGRAM_CASES = sorted(
 
 def programs(target: str = "sm_90a") -> list:
     """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile for
-    ``target`` (to prewarm the kernel cache or sanitize them): each case's exact-scan and chunk-parallel programs,
-    once each."""
+    ``target`` (to prewarm the kernel cache or sanitize them): each case's exact-scan program and its chunk-parallel
+    programs of every phase-3 split its chunk allows (which one a call runs depends on its tiles and grid), once
+    each."""
     out, seen = [], set()
     for case in _PROGRAM_CASES:
-        for family in FAMILIES:
-            d = program_defines(*case, target=target, family=family)
+        variants = [("exact", 1)] + [("chunkpar", r) for r in ROW_PARTS if r <= case[5] // SUB]
+        for family, rows in variants:
+            d = program_defines(*case, target=target, family=family, **({"rows": rows} if family == "chunkpar" else {}))
             key = tuple(sorted(d.items()))
             if key not in seen:
                 seen.add(key)
@@ -757,6 +766,16 @@ def chunkpar_grid(c: _Problem, units: int, hb: int, slots: int) -> int:
     """The chunk-parallel grid for slices of ``units`` units: as many CTAs as a phase has work, at most ``slots``
     (the co-resident CTAs)."""
     return max(1, min(max(chunkpar_work(c, units, hb)), slots))
+
+
+def row_parts(c: _Problem, units: int, hb: int, grid: int) -> int:
+    """Phase-3 items per chunk-parallel tile for slices of ``units`` units on ``grid`` CTAs (the program's
+    SSD_ROWS): the most of ``ROW_PARTS`` (at most the chunk's 64-token row blocks) whose items all fit the grid at
+    once, so a call of few tiles spreads each tile's chain of row blocks over idle CTAs (the kernel's
+    ``ssd_next_row``) and a call with a round of tiles or more keeps one item a tile."""
+    tiles = chunkpar_work(c, units, hb)[0]
+    nsub = c.chunk // SUB
+    return max(r for r in ROW_PARTS if r <= nsub and (r == 1 or tiles * r <= grid))
 
 
 def workspace_bytes(c: _Problem, units: int | None = None) -> int:
@@ -859,6 +878,10 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
         plan.grid = chunkpar_grid(c, su, hb, capacity)
+        plan.row_parts = row_parts(c, su, hb, plan.grid)
+        # (capacity is one item a tile's; a split program has the same launch bounds and shared memory, and
+        # PackedLaunch checks the grid against the kernel it launches)
+        plan.defines = {**defs, "SSD_ROWS": plan.row_parts}
     return plan
 
 

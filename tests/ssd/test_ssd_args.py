@@ -242,6 +242,33 @@ def test_slices_are_sized_in_whole_rounds_of_the_grid():
                 assert _rounds(c, su) <= _rounds(c, most) and _rounds(c, su)[0] == _rounds(c, most)[0]
 
 
+def test_row_parts_split_tiles_only_where_the_grid_has_room():
+    # short (1 x 512 tokens, 8 heads, chunk 256): 16 tiles on a grid of 128 (its 128 phase-2 items): a row block an
+    # item (64 items, the program with SSD_ROWS 4); seed and m2-2.7b have a round of tiles or more: one item a tile
+    # (SSD_ROWS 1, the program with no code of the split)
+    short = _with_table(_validate(b=1, L=512, H=8, G=1, N=128), 512, 256)
+    grid = ops.chunkpar_grid(short, 8, 1, 264)
+    assert grid == 128 and ops.row_parts(short, 8, 1, grid) == 4
+    assert ops.row_parts(short, 8, 1, 63) == 2 and ops.row_parts(short, 8, 1, 31) == 1
+    seed = _with_table(_validate(b=1, L=32768, H=8, G=1, N=128), 32768, 256)
+    assert ops.row_parts(seed, 8, 1, ops.chunkpar_grid(seed, 8, 1, 264)) == 1
+    m2 = _with_table(_validate(b=1, L=8192, H=80, G=1, N=128), 8192, 256)
+    assert ops.row_parts(m2, 80, 1, ops.chunkpar_grid(m2, 80, 1, 264)) == 1
+    # never more items a tile than the chunk has row blocks
+    c128 = _with_table(_validate(b=1, L=512, H=8, G=1, N=128), 512, 128)
+    assert ops.row_parts(c128, 8, 1, 264) == 2
+    c64 = _with_table(_validate(b=1, L=512, H=8, G=1, N=128), 512, 64)
+    assert ops.row_parts(c64, 8, 1, 264) == 1
+    # the GPU test's pairs (test_chunkpar_row_parts_of_few_tiles): 4 heads, sequences of 1350 and 968 tokens in chunks
+    # of 256: 40 tiles on the grid of its 128 phase-2 items, 2 items a tile
+    pairs = _validate(b=1, L=2318, H=4, G=1, N=128)
+    pairs.chunk = 256
+    pairs.table, pairs.nseg, pairs.total_chunks, pairs.max_chunks, _ = ops._build_table(
+        [(0, 0, 1350, 0, True), (0, 1350, 2318, 1, True)], 2318, 256, True)
+    grid = ops.chunkpar_grid(pairs, 4, 1, 264)
+    assert (pairs.total_chunks, grid) == (10, 128) and ops.row_parts(pairs, 4, 1, grid) == 2
+
+
 def test_cost_model_prefers_chunkpar_for_few_long_items():
     m = ops.COST_MODELS[(9, 0)]
     seed = ops.predict_us(m, nseg=1, nheads=8, headdim=64, dstate=128, chunk=256, max_chunks=128, total_chunks=128,
@@ -315,12 +342,21 @@ def test_programs_list():
     assert all(path == ops.KERNEL_PATH for path, _ in progs)
     # a program holds one family's kernel and carries only the defines that kernel reads (no identical twins)
     shared = {"SSD_FAMILY", "SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_WG"}
-    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF"}}
+    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF", "SSD_ROWS"}}
     assert all(set(d) == keys[d["SSD_FAMILY"]] for _, d in progs)
-    # the bench suite's programs of both families are in the list
+    # the bench suite's programs of both families are in the list, short's split one among them (4 items a tile)
     for upg, q in ((8, 256), (80, 256), (16, 128)):
         for fam in ops.FAMILIES:
             assert ("ssd/ssd_combined.cu", ops.program_defines(0, 2, 2, 64, 128, q, upg, family=fam)) in progs
+    assert ("ssd/ssd_combined.cu", ops.program_defines(0, 2, 2, 64, 128, 256, 8, family="chunkpar", rows=4)) in progs
+    # every chunk-parallel program in every split its chunk allows (a call's split depends on its tiles and grid)
+    chunkpar = {tuple(sorted(d.items())) for _, d in progs if d["SSD_FAMILY"] == 1}
+    for _, d in progs:
+        if d["SSD_FAMILY"] == 1:
+            for rows in ops.ROW_PARTS:
+                assert (tuple(sorted({**d, "SSD_ROWS": rows}.items())) in chunkpar) == (rows <= d["SSD_Q"] // 64)
+    with pytest.raises(ValueError, match="rows"):
+        ops.program_defines(0, 2, 2, 64, 128, 128, 8, family="chunkpar", rows=4)
     # every case's two programs: as many exact programs as distinct exact configurations
     exact = [d for _, d in progs if d["SSD_FAMILY"] == 0]
     assert len(exact) == len({tuple(sorted(ops.program_defines(*c, target="sm_90a", family="exact").items()))

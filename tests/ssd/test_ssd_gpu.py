@@ -101,6 +101,28 @@ def test_one_group_of_32_units_varlen_with_empty_and_short_sequences(xd, chunk):
     assert set(errs) == {"y", "final", "varlen", "chunks"}
 
 
+# (x dtype, chunk, sequence lengths, phase-3 items a tile the plan picks): a row block an item (Q / 64), with sequences
+# ending inside a chunk's first, second and third row block (items with no rows), an empty one and a one-token last
+# chunk; and chunk 256 in pairs of row blocks (2 items a tile: 40 tiles on the grid of the 128 phase-2 items), the last
+# chunks of 70 and 200 tokens (a pair's second row block missing or short)
+ROW_PART_CASES = [("bf16", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 128, [129, 0, 187, 256, 64, 17], 2),
+                  ("fp32", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 256, [5 * 256 + 70, 3 * 256 + 200], 2)]
+
+
+@pytest.mark.parametrize("xd, chunk, lens, rows", ROW_PART_CASES)
+def test_chunkpar_row_parts_of_few_tiles(xd, chunk, lens, rows):
+    """Few tiles for the grid (4 heads, a few short sequences): the plan splits each tile's row blocks over several
+    phase-3 items, a program of its own (SSD_ROWS; sm_90a's fp32 program: the mma.sync path): both families vs the
+    reference and bitwise equal, every returned state."""
+    import cake_rt
+
+    case = make_case(47, 1, sum(lens), 4, 64, 128, 1, DT[xd], cu_lens=lens)
+    errs = check(case, chunk, final=True, varlen=True, chunks=True, name=f"row parts {xd} chunk {chunk} x{rows}")
+    assert set(errs) == {"y", "final", "varlen", "chunks"}
+    plan = cake_rt.ops.ssd.last_plan()
+    assert plan.family == "chunkpar" and plan.row_parts == plan.defines["SSD_ROWS"] == rows, plan
+
+
 @pytest.mark.parametrize("family", ["exact", "chunkpar"])
 def test_neighbour_sequences_of_inf_and_nan_never_enter(family):
     """Packed sequences whose lengths end inside a 64-token sub-block, the 2nd and 4th holding inf and NaN in x, B, C

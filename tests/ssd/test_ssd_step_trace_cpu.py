@@ -36,6 +36,7 @@ def test_the_patched_kernel_compiles(tmp_path, load_script):
         (tmp_path / "ssd" / name).write_text(fn((tmp_path / "ssd" / name).read_text()))
     text = load_source(tmp_path / "ssd" / "ssd_combined.cu")
     assert "ssd_steps[" in text
-    defs = next(d for _, d in ssd.programs("sm_90a") if d["SSD_FAMILY"] == 1 and d["SSD_WG"] and d["SSD_N"] == 128)
-    rep = compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)
-    assert set(rep) == {"ssd_chunkpar"}
+    for rows in (1, 4):  # the long rows' program and short's (a row block a phase-3 item)
+        defs = ssd.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_90a", family="chunkpar", rows=rows)
+        rep = compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)
+        assert set(rep) == {"ssd_chunkpar"}

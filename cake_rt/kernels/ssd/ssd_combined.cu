@@ -6,6 +6,7 @@
 // ops/ssd.py `program_defines`):
 //   SSD_HBX, SSD_NBUFX                 exact scan: units per CTA, B/X buffers (1 or 2)
 //   SSD_HB, SSD_NBUF                   chunk-parallel: the same
+//   SSD_ROWS                           chunk-parallel: phase-3 items a tile (its row blocks split, ssd_next_row)
 #include "ssd_tile.cuh"
 #include "../common/grid_barrier.cuh"
 
@@ -113,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
-            produce_output<HB, NBUF>(a, s, pipe, ctok, l, u0, nullptr, nullptr, -1);
+            produce_output<HB, NBUF, 1>(a, s, pipe, ctok, l, 0, u0, nullptr, nullptr, -1);
             produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
         }
         cp_async_drain();
@@ -145,10 +146,10 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
         ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);            // (its first barrier also publishes S)
         ExactSink<HB, NB> sink{&s};
 #if SSD_WG
-        ssd_chunk_output<HB, NBUF, true>(a, s, pipe, ctok, l, u0, false);
+        ssd_chunk_output<HB, NBUF, 1, true>(a, s, pipe, ctok, l, 0, u0, false);
         ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
 #else
-        ssd_chunk_output<HB, NBUF, true>(a, s, ctok, l, u0);
+        ssd_chunk_output<HB, NBUF, 1, true>(a, s, ctok, l, 0, u0);
         ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
 #endif
         if (a.chunk_out != nullptr && l == SSD_Q) {        // the checkpoint after a complete chunk
@@ -171,6 +172,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 #ifndef SSD_NBUF
 #define SSD_NBUF 2
 #endif
+#ifndef SSD_ROWS
+#define SSD_ROWS 1
+#endif
 #ifndef SSD_SCAN_BATCH
 #define SSD_SCAN_BATCH (SSD_N > 128 ? 2 : 8)
 #endif
@@ -182,7 +186,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 //      cs and dt' -> prep workspace
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
-//   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated)
+//   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated), in SSD_ROWS items
+//      of the tile's row blocks (ssd_next_row)
 // No grid barrier between slices: a CTA goes from its phase-3 tiles of slice s to its phase-1 tiles of slice s + 1,
 // so the tail of one phase fills with the other's tiles. What phase 1 of s + 1 writes is free: the local states and
 // decays were last read by phase 2 of s (before barrier 2 of s), the S_prev part is written by phase 2 only; the
@@ -295,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
     float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units
     SSD_TMAP_PARAMS) {
-    constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB);
+    constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB), ROWS = SSD_ROWS;
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
     constexpr int NEB = SSD_UE / SSD_SCAN_BLK;              // phase-2 items per unit
@@ -311,7 +316,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
         setmaxnreg_dec<SSD_LOAD_REGS>();
-        int epochs = 0;  // slices with tiles here: one BAR_EPOCH phase each (the math thread 0 arrives for the same)
+        int epochs = 0;  // slices with items here: one BAR_EPOCH phase each (the math thread 0 arrives for the same)
         for (int us = 0; us < units; us += slice_units) {
             const int un = min(slice_units, units - us);
             const int nblk = un / HB;
@@ -322,11 +327,20 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
                 produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
             }
-            for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
-                produce_output<HB, NBUF>(a, s, pipe, t.ctok, t.l, t.u0, ws_prev + (t.c * un + (t.u0 - us)) * UE,
-                                         prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q,
-                                         tile == blockIdx.x ? (epochs++ & 1) : -1);
+            for (long long it = blockIdx.x; it < ntiles * ROWS; it += gridDim.x) {
+                const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us);
+                const int part = (int)(it % ROWS);
+                // A part that starts past its chunk's end has no rows (ROWS = 1: never); as the CTA's first item it
+                // still waits for the slice's BAR_EPOCH phase, which the math thread 0 completes for every CTA with an
+                // item: a phase left unwaited would let the next slice's parity wait pass early.
+                if (ROWS > 1 && part * SSD_SUB >= t.l) {
+                    if (it == blockIdx.x) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)(epochs++ & 1));
+                    continue;
+                }
+                produce_output<HB, NBUF, ROWS>(a, s, pipe, t.ctok, t.l, part, t.u0,
+                                               ws_prev + (t.c * un + (t.u0 - us)) * UE,
+                                               prep + (t.c * un + (t.u0 - us)) * 2 * SSD_Q,
+                                               it == blockIdx.x ? (epochs++ & 1) : -1);
             }
         }
         cp_async_drain();
@@ -423,27 +437,30 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         }
         grid_barrier(barrier, GRID_THREADS);
 #if SSD_WG
-        if (threadIdx.x == 0 && blockIdx.x < ntiles) mbarrier_arrive(s.bar + BAR_EPOCH);  // S_prev of this slice is ready
+        if (threadIdx.x == 0 && blockIdx.x < ntiles * ROWS)  // S_prev of this slice is ready
+            mbarrier_arrive(s.bar + BAR_EPOCH);
 #endif
 
-        // Phase 3: outputs.
-        for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+        // Phase 3: outputs, ROWS items a tile.
+        for (long long it = blockIdx.x; it < ntiles * ROWS; it += gridDim.x) {
+            const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
+            const int part = (int)(it % ROWS);
+            if (ROWS > 1 && part * SSD_SUB >= l) continue;  // a part past the chunk's end (ROWS = 1: never)
             const float* saved = prep + (c * un + (u0 - us)) * 2 * SSD_Q;
 #if SSD_WG
             ssd_prep_load<HB>(s, pipe, saved);
-            ssd_chunk_output<HB, NBUF, false>(a, s, pipe, ctok, l, u0, true);
+            ssd_chunk_output<HB, NBUF, ROWS, false>(a, s, pipe, ctok, l, part, u0, true);
 #else
-            __syncthreads();  // the previous tile is done with S_prev
+            __syncthreads();  // the previous item is done with S_prev
 #pragma unroll
             for (int u = 0; u < HB; ++u)
                 load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
                                        SSD_N, SSD_PB);
             cp_async_commit();  // waited for by the output's first step (cp.async groups complete in order)
             ssd_prep_load<HB>(s, pipe, saved);
-            ssd_chunk_output<HB, NBUF, false>(a, s, ctok, l, u0);
+            ssd_chunk_output<HB, NBUF, ROWS, false>(a, s, ctok, l, part, u0);
 #endif
         }
     }

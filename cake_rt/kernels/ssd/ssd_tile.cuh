@@ -908,6 +908,24 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem&
 // fp32 recurrence step, the one both families use: S <- 2^cs_last * S + S_loc.
 __device__ __forceinline__ float ssd_state_step(float decay, float S, float loc) { return __fmaf_rn(decay, S, loc); }
 
+// A chunk's row blocks split over ROWS items (ssd_chunk_output, produce_output): ROWS = 1 is every row block (the exact
+// scan, and the chunk-parallel programs of calls with enough tiles); more split a chunk-parallel tile's outputs over
+// that many CTAs when its tiles alone would leave most of the grid idle (the program's SSD_ROWS): with ROWS = Q / 64 a
+// row block each, with Q / 128 a pair from both ends (part p: row blocks p and Q/64 - 1 - p; row block i is a chain of
+// i + 1 steps, so each pair is Q/64 + 1). A part starts at row block `part` and has no rows when the chunk ends before
+// it. A row block's arithmetic does not depend on which others its CTA computes, so the bits do not either.
+template <int ROWS>
+__device__ __forceinline__ int ssd_next_row(int part, int i) {  // the part's row block after i (Q / 64: none)
+    constexpr int NSUB = SSD_Q / SSD_SUB;
+    static_assert(ROWS == 1 || ROWS == NSUB || 2 * ROWS == NSUB, "ROWS: 1, Q / 64 or Q / 128");
+    return ROWS == 1 ? i + 1 : ROWS == NSUB || i != part ? NSUB : NSUB - 1 - part;
+}
+template <int ROWS>
+__device__ __forceinline__ int ssd_last_row(int part, int nsub) {  // the part's last row block of nsub (part < nsub)
+    constexpr int NSUB = SSD_Q / SSD_SUB;
+    return ROWS == 1 ? nsub - 1 : ROWS == NSUB || NSUB - 1 - part >= nsub ? part : NSUB - 1 - part;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Output GEMM pieces (warp strip: 16 token rows m0.., 64 columns as 8 n-tiles).
 
@@ -1362,20 +1380,20 @@ struct MOffWG {
     }
 };
 
-// Producer: the loads of ssd_chunk_output: per row block i: C_i, B/X of step (i, 0), z_i, B/X of steps (i, 1..i);
-// prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after row block 0's B / X and before its z, behind
-// the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the slice's first tile first waits for phase `epoch`
-// (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's phase-1 stores)
-// or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before this). z
-// waits for the previous tile's last epilogue to free its buffer; the prep and S_prev, which the math warpgroup waits
-// for first, do not wait behind it. Any order is deadlock-free whose waits are for buffers the math warpgroup frees
-// before it needs this load.
-template <int HB, int NBUF>
+// Producer: the loads of ssd_chunk_output: per row block i of part `part` (ssd_next_row): C_i, B/X of step (i, 0), z_i,
+// B/X of steps (i, 1..i); prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after the part's first row
+// block's B_0 / X_0 and before its z, behind the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the
+// slice's first item first waits for phase `epoch` (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of
+// `saved` after the math warpgroup's phase-1 stores) or nullptr (exact scan: the math warpgroup writes S itself, and
+// the producer stages the raw dt before this). z waits for the previous item's last epilogue to free its buffer; the
+// prep and S_prev, which the math warpgroup waits for first, do not wait behind it. Any order is deadlock-free whose
+// waits are for buffers the math warpgroup frees before it needs this load.
+template <int HB, int NBUF, int ROWS>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                               int u0, const T* prev, const float* saved, int epoch) {
+                                               int part, int u0, const T* prev, const float* saved, int epoch) {
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    for (int i = 0; i < nsub; ++i) {
+    for (int i = part; i < nsub; i = ssd_next_row<ROWS>(part, i)) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
@@ -1383,7 +1401,8 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
         ++p.c;
         for (int j = 0; j <= i; ++j) {
             produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
-            if (i == 0 && prev != nullptr) {  // after C_0, B_0, X_0: those need no grid-wide result
+            // after the part's first C_i, B_0, X_0 (those need no grid-wide result; row block 0 has no step but j = 0)
+            if (i == part && (part == 0 || j == 0) && prev != nullptr) {
                 if (epoch >= 0) mbarrier_wait_parity(s.bar + BAR_EPOCH, (uint32_t)epoch);
                 produce_prep<HB>(s, p, saved);
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
@@ -1403,9 +1422,9 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
     }
 }
 
-template <int HB, int NBUF, bool S_F32>
+template <int HB, int NBUF, int ROWS, bool S_F32>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                                 int u0, bool s_pipe) {
+                                                 int part, int u0, bool s_pipe) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2;
     const int m0 = 16 * w;
@@ -1416,7 +1435,8 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     for (int u = 0; u < HB; ++u)
         dh[u] = (a.flags & SSD_F_D) && !(a.flags & SSD_F_DP) ? __ldg(a.D + unit_head(u0 + u)) : 0.0f;
     if (s_pipe) use_begin(s, BAR_FULL_S, (uint32_t)(p.s & 1), true);
-    for (int i = 0; i < nsub; ++i) {
+    const int last = ssd_last_row<ROWS>(part, nsub);
+    for (int i = part; i < nsub; i = ssd_next_row<ROWS>(part, i)) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         float y[HB][8][4];
@@ -1425,7 +1445,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
 #pragma unroll
         for (int u = 0; u < HB; ++u) zero_tiles<8>(y[u]);
         gemm_inter<HB, S_F32>(y, s.Cs, m0, s.S);
-        if (s_pipe && i == nsub - 1) {  // the tile's last use of S_prev
+        if (s_pipe && i == last) {  // the part's last use of S_prev
             use_end(s, BAR_EMPTY_S);
             ++p.s;
         }
@@ -1491,8 +1511,9 @@ struct MOff {
     }
 };
 // Starts with a CTA barrier.
-template <int HB, int NBUF, bool S_F32>
-__device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0) {
+template <int HB, int NBUF, int ROWS, bool S_F32>
+__device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int part,
+                                                 int u0) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, tg = lane & 3;
     const int m0 = 16 * w;
@@ -1501,7 +1522,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     int k = 0;  // step counter over (i, j): the buffer parity
     __syncthreads();  // previous users of the C / B / X buffers are done
     if (NBUF == 2) issue_bx<HB, SSD_N>(a, s, 0, ctok, min(SSD_SUB, l), grp, u0, 0);
-    for (int i = 0; i < nsub; ++i) {
+    for (int i = part; i < nsub; i = ssd_next_row<ROWS>(part, i)) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         float y[HB][8][4];
@@ -1521,7 +1542,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 }
             }
             if (NBUF == 2) {
-                const int ni = j < i ? i : i + 1, nj = j < i ? j + 1 : 0;  // the next step
+                const int ni = j < i ? i : ssd_next_row<ROWS>(part, i), nj = j < i ? j + 1 : 0;  // the next step
                 if (ni < nsub) {
                     issue_bx<HB, SSD_N>(a, s, buf ^ 1, ctok + nj * SSD_SUB, min(SSD_SUB, l - nj * SSD_SUB), grp, u0, 0);
                     cp_async_wait<1>();
