@@ -259,12 +259,12 @@ def test_row_parts_split_tiles_only_where_the_grid_has_room():
     assert ops.row_parts(c128, 8, 1, 264) == 2
     c64 = _with_table(_validate(b=1, L=512, H=8, G=1, N=128), 512, 64)
     assert ops.row_parts(c64, 8, 1, 264) == 1
-    # the GPU test's pairs (test_chunkpar_row_parts_of_few_tiles): 4 heads, sequences of 1350 and 968 tokens in chunks
+    # the GPU test's pairs (test_chunkpar_row_parts_of_few_tiles): 4 heads, sequences of 1297 and 968 tokens in chunks
     # of 256: 40 tiles on the grid of its 128 phase-2 items, 2 items a tile
-    pairs = _validate(b=1, L=2318, H=4, G=1, N=128)
+    pairs = _validate(b=1, L=2265, H=4, G=1, N=128)
     pairs.chunk = 256
     pairs.table, pairs.nseg, pairs.total_chunks, pairs.max_chunks, _ = ops._build_table(
-        [(0, 0, 1350, 0, True), (0, 1350, 2318, 1, True)], 2318, 256, True)
+        [(0, 0, 1297, 0, True), (0, 1297, 2265, 1, True)], 2265, 256, True)
     grid = ops.chunkpar_grid(pairs, 4, 1, 264)
     assert (pairs.total_chunks, grid) == (10, 128) and ops.row_parts(pairs, 4, 1, grid) == 2
 

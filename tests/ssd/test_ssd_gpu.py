@@ -104,9 +104,9 @@ def test_one_group_of_32_units_varlen_with_empty_and_short_sequences(xd, chunk):
 # (x dtype, chunk, sequence lengths, phase-3 items a tile the plan picks): a row block an item (Q / 64), with sequences
 # ending inside a chunk's first, second and third row block (items with no rows), an empty one and a one-token last
 # chunk; and chunk 256 in pairs of row blocks (2 items a tile: 40 tiles on the grid of the 128 phase-2 items), the last
-# chunks of 70 and 200 tokens (a pair's second row block missing or short)
+# chunks of 17 and 200 tokens (a part with no rows; a pair's second row block short)
 ROW_PART_CASES = [("bf16", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 128, [129, 0, 187, 256, 64, 17], 2),
-                  ("fp32", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 256, [5 * 256 + 70, 3 * 256 + 200], 2)]
+                  ("fp32", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 256, [5 * 256 + 17, 3 * 256 + 200], 2)]
 
 
 @pytest.mark.parametrize("xd, chunk, lens, rows", ROW_PART_CASES)
