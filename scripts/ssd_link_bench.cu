@@ -87,6 +87,17 @@ CAKE_DEVICE void link_st_relaxed(unsigned* p, unsigned v) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// S(c) = fma(decay, S(c-1), S_loc): phase 2's ssd_state_step on a thread's share of the block.
+CAKE_DEVICE void link_step(float4 (&S)[LINK_VEC4], const float4 (&loc)[LINK_VEC4], float decay) {
+#pragma unroll
+    for (int k = 0; k < LINK_VEC4; ++k) {
+        S[k].x = __fmaf_rn(decay, S[k].x, loc[k].x);
+        S[k].y = __fmaf_rn(decay, S[k].y, loc[k].y);
+        S[k].z = __fmaf_rn(decay, S[k].z, loc[k].z);
+        S[k].w = __fmaf_rn(decay, S[k].w, loc[k].w);
+    }
+}
+
 CAKE_DEVICE float4 link_load4(const float4* p) {
 #if LINK_LOAD == 1
     float4 v;
@@ -213,13 +224,7 @@ extern "C" __global__ void __launch_bounds__(LINK_THREADS, 1) ssd_link_chain(
             S[k] = q < nvec ? link_load4(src + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #endif
         }
-#pragma unroll
-        for (int k = 0; k < LINK_VEC4; ++k) {
-            S[k].x = __fmaf_rn(decay, S[k].x, loc[k].x);
-            S[k].y = __fmaf_rn(decay, S[k].y, loc[k].y);
-            S[k].z = __fmaf_rn(decay, S[k].z, loc[k].z);
-            S[k].w = __fmaf_rn(decay, S[k].w, loc[k].w);
-        }
+        link_step(S, loc, decay);
 #if LINK_STAMPS
         // The step consumes every load, so this barrier is passed only once every thread's loads have landed.
         __syncthreads();
@@ -428,13 +433,7 @@ extern "C" __global__ void __launch_bounds__(LINK_THREADS, 1) ssd_link_cluster(
 #if LINK_STAMPS
         if (c == 0 && tid == 0) { st[1] = link_clock(); st[6] = link_gtimer(); }
 #endif
-#pragma unroll
-        for (int k = 0; k < LINK_VEC4; ++k) {
-            S[k].x = __fmaf_rn(decay, S[k].x, loc[k].x);
-            S[k].y = __fmaf_rn(decay, S[k].y, loc[k].y);
-            S[k].z = __fmaf_rn(decay, S[k].z, loc[k].z);
-            S[k].w = __fmaf_rn(decay, S[k].w, loc[k].w);
-        }
+        link_step(S, loc, decay);
 #if LINK_STAMPS
         __syncthreads();
         if (tid == 0) st[2] = link_clock();
