@@ -105,8 +105,11 @@ def test_one_group_of_32_units_varlen_with_empty_and_short_sequences(xd, chunk):
 # ending inside a chunk's first, second and third row block (items with no rows), an empty one and a one-token last
 # chunk; and chunk 256 in pairs of row blocks (2 items a tile: 40 tiles on the grid of the 128 phase-2 items), the last
 # chunks of 17 and 200 tokens (a part with no rows; a pair's second row block short)
+# chunk 256 in pairs again with last chunks of 187 and 100 tokens: three and two row blocks, so part 0's pair partner
+# (row block 3) is past the end, and part 1's (row block 2) too when the chunk has two
 ROW_PART_CASES = [("bf16", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 128, [129, 0, 187, 256, 64, 17], 2),
-                  ("fp32", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 256, [5 * 256 + 17, 3 * 256 + 200], 2)]
+                  ("fp32", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 256, [5 * 256 + 17, 3 * 256 + 200], 2),
+                  ("bf16", 256, [5 * 256 + 187, 3 * 256 + 100], 2)]
 
 
 @pytest.mark.parametrize("xd, chunk, lens, rows", ROW_PART_CASES)
@@ -339,6 +342,102 @@ def test_chunkpar_slices_of_one_group(monkeypatch):
     ex = call(case, 64, "exact", final=True, chunks=True)
     for a, b, c in zip(full, sliced, ex):
         assert to_bytes(a) == to_bytes(b) == to_bytes(c)
+
+
+# (seed, nheads, headdim, dstate, ngroups, chunk, sequence lengths): chunk-parallel calls cut into slices whose
+# count is odd and whose last slice is shorter, with varlen sequences (empty, one-token, shorter than a row block, a
+# last chunk of any length), initial states and every returned state. headdim 128: slices cut heads in two (a head's
+# decays written by the slice before); chunk 256: a row block an item (SSD_ROWS 4) in every slice. Shapes of
+# ops.ssd._PROGRAM_CASES.
+SLICED_VARLEN_CASES = {
+    "headdim128": (131, 8, 128, 64, 2, 128, [0, 1, 300, 129, 64, 517, 17]),
+    "chunk256": (132, 8, 64, 128, 1, 256, [0, 187, 1, 300, 64, 17]),
+    "chunk64": (133, 8, 64, 128, 1, 64, [3, 0, 200, 64, 1, 130]),
+}
+
+
+def _odd_slices_cap(monkeypatch, args, kw, units):
+    """The largest workspace cap (set in the environment) under which the chunk-parallel plan cuts ``units`` units
+    into an odd number (3 or more) of slices with a shorter last slice, and that plan; (None, None) when no cap does."""
+    import cake_rt
+
+    whole = cake_rt.ssd_plan(*args, **kw)
+    for cap in range(whole.workspace_bytes, 0, -max(1, whole.workspace_bytes // 512)):
+        monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(cap))
+        plan = cake_rt.ssd_plan(*args, **kw)
+        n = plan.slice_units
+        if plan.family == "chunkpar" and 0 < n < units and units % n and (-(-units // n)) % 2:
+            return cap, plan
+    return None, None
+
+
+@pytest.mark.parametrize("name", sorted(SLICED_VARLEN_CASES))
+def test_chunkpar_odd_slices_with_varlen_and_every_state(monkeypatch, name):
+    """Phase 1 of a slice runs while other CTAs still run phase 3 of the one before (no grid barrier between them):
+    with an odd number of slices, the last one shorter, the saved prep's two parts alternate unevenly; both families
+    vs the reference and bitwise equal, every returned state (varlen, final, chunk checkpoints)."""
+    import cake_rt
+
+    seed, H, P, N, G, chunk, lens = SLICED_VARLEN_CASES[name]
+    case = make_case(seed, 1, sum(lens), H, P, N, G, BF16, D="hp", cu_lens=lens)
+    d = case["dev"]
+    kw = dict(case["dev_kw"], return_final_states=True, return_varlen_states=True, return_chunk_states=True,
+              state_dtype=case["state_dtype"], family="chunkpar")
+    units = H * P // 64
+    cap, plan = _odd_slices_cap(monkeypatch, (d["x"], d["dt"], d["A"], d["B"], d["C"], chunk), kw, units)
+    assert cap is not None, f"{name}: no cap gives an odd number of slices with a shorter last one"
+    print(f"SLICES {name}: cap {cap}, {plan.slice_units} of {units} units, SSD_ROWS {plan.row_parts}, grid {plan.grid}")
+    errs = check(case, chunk, final=True, varlen=True, chunks=True, name=f"odd slices {name}")
+    assert set(errs) == {"y", "final", "varlen", "chunks"}
+    got = cake_rt.ops.ssd.last_plan()
+    assert got.family == "chunkpar" and got.slice_units == plan.slice_units and got.workspace_bytes <= cap, got
+
+
+def test_chunkpar_sliced_graph_replayed_between_sliced_eager_calls(monkeypatch):
+    """A captured chunk-parallel call in slices (headdim 128, slices of an odd number of units: heads cut) replayed 18
+    times, with eager calls of another problem in slices (chunk 256, a row block an item) on the same stream, workspace
+    and grid-barrier words in between and graph launches back to back, with no synchronization: each replay's output
+    (copied out on the stream) and each eager call's are the exact scan's."""
+    import cupy
+
+    import cake_rt
+
+    cases = [(make_case(141, 1, 900, 8, 128, 64, 2), 128), (make_case(142, 1, 700, 8, 64, 128, 1), 256)]
+    wholes = []
+    for case, chunk in cases:
+        d = case["dev"]
+        wholes.append(cake_rt.ssd_plan(d["x"], d["dt"], d["A"], d["B"], d["C"], chunk, **case["dev_kw"],
+                                       return_final_states=True, family="chunkpar").workspace_bytes)
+    monkeypatch.setenv("CAKE_RT_SSD_WORKSPACE_CAP", str(2 * min(wholes) // 3))
+    s = cupy.cuda.Stream(non_blocking=True)
+    want, chunkpar = _exact_and_chunkpar_calls(cases, s)
+    for k in (1, 0):  # eager first: the capture finds the stream's state, workspace and words
+        chunkpar(k)
+        plan = cake_rt.ops.ssd.last_plan()
+        units = cases[k][0]["shape"][2] * cases[k][0]["shape"][3] // 64
+        assert plan.family == "chunkpar" and 0 < plan.slice_units < units, (k, plan)
+    d = cases[0][0]["dev"]
+    y = poison(d["x"].shape, d["x"].dtype)
+    s.synchronize()
+    s.begin_capture()
+    try:
+        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 128, **cases[0][0]["dev_kw"], out=y,
+                             family="chunkpar", stream=s)
+    finally:
+        graph = s.end_capture()
+    replays, eager = [], []
+    for i in range(12):
+        graph.launch(s)
+        with s:
+            replays.append(y.copy())
+        eager.append(chunkpar(1))
+        if i % 2:
+            graph.launch(s)  # two sliced launches of the graph back to back
+    s.synchronize()
+    for r in replays:
+        assert to_bytes(r) == want[0][0]
+    for r in eager:
+        assert tuple(to_bytes(a) for a in r) == want[1]
 
 
 def test_chunkpar_launch_is_cooperative_and_leaves_words_zero():
