@@ -367,3 +367,68 @@ def test_flops_bytes_seed_row():
     fl, nb = ops.ssd_flops_bytes(batch=1, seqlen=32768, nheads=8, headdim=64, dstate=128, ngroups=1, chunk_size=256)
     assert abs(nb - 118e6) / 118e6 < 0.05
     assert 13e9 < fl < 15e9
+
+
+def _kernel_extents(c, su: int) -> dict:
+    """Bytes past each workspace part's start that the chunk-parallel kernel's indexing reaches over all slices of
+    ``su`` units (ssd_combined.cu's local_index, the S_prev rows, the decays, the prep parts by slice parity), counted
+    from its formulas at their largest indices, independently of ``workspace_bytes``."""
+    ue = ops.UNIT_ROWS * c.dstate
+    blk = ops.THREADS * ops.SCAN_VEC
+    units = c.nheads * c.headdim // ops.UNIT_ROWS
+    tc, q, it = c.total_chunks, c.chunk, np.dtype(c.x.dtype).itemsize
+    ext = {"local": 0, "prev": 0, "decay": 4 * tc * c.nheads, "prep": 0}
+    parts = set()
+    for us in range(0, units, su):
+        un = min(su, units - us)
+        uu, e, ch = un - 1, ue - 1, tc - 1
+        ext["local"] = max(ext["local"], 4 * (((uu * (ue // blk) + e // blk) * tc + ch) * blk + e % blk + 1))
+        ext["prev"] = max(ext["prev"], it * ((ch * un + uu) * ue + e + 1))
+        parity = (us // su) & 1
+        parts.add(parity)
+        ext["prep"] = max(ext["prep"], 4 * (parity * tc * su * 2 * q + (ch * un + uu) * 2 * q + 2 * q))
+        assert (ch * un + uu) * 2 * q + 2 * q <= tc * su * 2 * q  # a slice's prep stays inside its part
+    ext["parts"] = len(parts)
+    return ext
+
+
+@pytest.mark.parametrize("H, P, N, Q, dtype, lens", [
+    (8, 128, 64, 128, BF16, [0, 1, 300, 129, 64, 517, 17]), (8, 64, 128, 256, BF16, [0, 187, 1, 300, 64, 17]),
+    (5, 128, 256, 64, FP32, [700, 3]), (128, 64, 128, 128, BF16, [16384]), (3, 64, 64, 256, FP16, [1, 2, 3])])
+def test_workspace_parts_hold_what_the_kernel_indexes(monkeypatch, H, P, N, Q, dtype, lens):
+    """Under caps from the whole workspace down to one block of units: the host's part offsets (``_executable``) and
+    ``workspace_bytes`` hold every index the kernel computes in every slice (two prep parts when there are slices, each
+    slice's prep inside its part), the parts 256-byte aligned, the size within the cap; and the plan's phase-3 split
+    never exceeds the chunk's row blocks nor leaves a tile's items more than the grid."""
+    c = _validate(b=1, L=sum(lens), H=H, P=P, G=1, N=N, dtype=dtype, chunk_size=Q,
+                  cu_seqlens=np.concatenate([[0], np.cumsum(lens)]).astype(np.int32))
+    assert c.total_chunks == sum(-(-n // Q) for n in lens)
+    monkeypatch.setattr(ops, "_kernel", lambda p, defs: None)
+    monkeypatch.setattr(ops, "_packed", lambda *a, **k: None)
+    monkeypatch.setattr(ops, "_tile_maps", lambda p: None)
+    units = H * P // ops.UNIT_ROWS
+    whole = ops.workspace_bytes(c)
+    seen = set()
+    for cap in sorted({whole, whole - 1, whole // 2, whole // 3, whole // 5, whole // 7, whole // 16, whole // 64}):
+        su = ops.slice_units(c, 1, cap, 264)
+        if su == 0:
+            continue
+        ws = ops.workspace_bytes(c, su)
+        assert ws <= cap
+        plan = ops.SsdPlan(family="chunkpar", reason="", workspace_bytes=ws, workspace_cap=cap, predicted_us={},
+                           mode="auto", segments=c.nseg, nheads=H, work_items=0, total_chunks=c.total_chunks,
+                           max_chunks=c.max_chunks, sm_count=132, grid=1, slice_units=su,
+                           defines=ops.program_defines(0 if dtype == BF16 else 1 if dtype == FP16 else 2, 2, 2, P, N, Q,
+                                                       H * P // 64, family="chunkpar"))
+        o1, o2, o3 = ops._executable(c, plan)[3:6]
+        assert o1 % 256 == o2 % 256 == o3 % 256 == 0
+        ext = _kernel_extents(c, su)
+        assert ext["local"] <= o1 and ext["prev"] <= o2 - o1 and ext["decay"] <= o3 - o2 and ext["prep"] <= ws - o3, (
+            cap, su, ext, (o1, o2, o3, ws))
+        assert ext["parts"] == (1 if su == units else 2)
+        grid = ops.chunkpar_grid(c, su, 1, 264)
+        rows = ops.row_parts(c, su, 1, grid)
+        tiles = ops.chunkpar_work(c, su, 1)[0]
+        assert rows <= Q // ops.SUB and (rows == 1 or tiles * rows <= grid)
+        seen.add((su < units, rows > 1))
+    assert (True, False) in seen or (True, True) in seen, seen  # some cap cuts the call into slices
