@@ -428,9 +428,9 @@ def test_chunkpar_sliced_graph_replayed_between_sliced_eager_calls(monkeypatch):
     replays, eager = [], []
     for i in range(12):
         graph.launch(s)
-        with s:
+        with s:  # the copy and the eager call's poisoned outputs in stream order
             replays.append(y.copy())
-        eager.append(chunkpar(1))
+            eager.append(chunkpar(1))
         if i % 2:
             graph.launch(s)  # two sliced launches of the graph back to back
     s.synchronize()
