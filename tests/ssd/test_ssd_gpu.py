@@ -106,10 +106,11 @@ def test_one_group_of_32_units_varlen_with_empty_and_short_sequences(xd, chunk):
 # chunk; and chunk 256 in pairs of row blocks (2 items a tile: 40 tiles on the grid of the 128 phase-2 items), the last
 # chunks of 17 and 200 tokens (a part with no rows; a pair's second row block short)
 # chunk 256 in pairs again with last chunks of 187 and 100 tokens: three and two row blocks, so part 0's pair partner
-# (row block 3) is past the end, and part 1's (row block 2) too when the chunk has two
+# (row block 3) is past the end, and part 1's (row block 2) too when the chunk has two; in bf16 and in fp32 (the pairs
+# on the mma.sync path, whose B / X prefetch follows ssd_next_row)
 ROW_PART_CASES = [("bf16", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 128, [129, 0, 187, 256, 64, 17], 2),
                   ("fp32", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 256, [5 * 256 + 17, 3 * 256 + 200], 2),
-                  ("bf16", 256, [5 * 256 + 187, 3 * 256 + 100], 2)]
+                  ("bf16", 256, [5 * 256 + 187, 3 * 256 + 100], 2), ("fp32", 256, [5 * 256 + 187, 3 * 256 + 100], 2)]
 
 
 @pytest.mark.parametrize("xd, chunk, lens, rows", ROW_PART_CASES)
