@@ -41,12 +41,16 @@ def _dsa():
 
 
 def exact_inputs(seed, T, Tkv):
+    """Host inputs and their device copies, complete on return (``cupy.asarray`` copies asynchronously on the
+    current stream; a later call on a non-blocking stream is not ordered after it)."""
     rng = np.random.default_rng(seed)
     q = rng.integers(-3, 4, (T, H, D)).astype(BF16)
     k = rng.integers(-3, 4, (Tkv, D)).astype(BF16)
     w = (2.0 ** rng.integers(-3, 3, (T, H)) * rng.choice([-1, 1], (T, H))).astype(np.float32)
     cupy = _cp()
-    return (q, k, w), (cupy.asarray(q), cupy.asarray(k), cupy.asarray(w))
+    dev = (cupy.asarray(q), cupy.asarray(k), cupy.asarray(w))
+    cupy.cuda.get_current_stream().synchronize()
+    return (q, k, w), dev
 
 
 def layout(seed, T, nseg):
