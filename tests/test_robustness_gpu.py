@@ -330,6 +330,7 @@ def test_dropped_runner_keeps_its_memory_until_its_queued_runs_complete(stream_a
     words = cupy.zeros(8, dtype=cupy.uint32)
     idx = cupy.full((T, 16), 0x7F7F7F7F, dtype=cupy.int32)
     sc = cupy.full((T, 16), np.nan, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()  # inputs and poison (legacy stream) land before the runs on s
     with s:
         runner = prepare_dsa_indexer_det_topk(q, k, w, 16, indices=idx, scores=sc, stream=s, **meta, **split)
     assert runner.plan.nsplit > 0 and runner.workspace is not None
