@@ -282,6 +282,7 @@ def test_plan_eviction_while_calls_are_queued_keeps_the_table_alive(current):
     sc = cupy.full((T, 16), np.nan, dtype=cupy.float32)
     idx2 = cupy.empty((T, 16), dtype=cupy.int32)
     sc2 = cupy.empty((T, 16), dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()  # inputs and outputs (legacy stream) complete before the calls on s
     # compile and make the stream's state before the hold
     dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cu0, cu_seqlens_k=cu0, indices=idx2, scores=sc2, stream=s)
     cupy.cuda.Device().synchronize()
