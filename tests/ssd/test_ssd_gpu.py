@@ -418,7 +418,8 @@ def test_chunkpar_sliced_graph_replayed_between_sliced_eager_calls(monkeypatch):
         units = cases[k][0]["shape"][2] * cases[k][0]["shape"][3] // 64
         assert plan.family == "chunkpar" and 0 < plan.slice_units < units, (k, plan)
     d = cases[0][0]["dev"]
-    y = poison(d["x"].shape, d["x"].dtype)
+    with s:  # the poison's fill in stream order with the replays on s (not with the legacy stream)
+        y = poison(d["x"].shape, d["x"].dtype)
     s.synchronize()
     s.begin_capture()
     try:
@@ -530,7 +531,8 @@ def test_chunkpar_graph_replayed_many_times_between_eager_calls():
     chunkpar(1)
     chunkpar(0)  # eager, so that the capture finds the stream's state, workspace and words
     d = cases[0][0]["dev"]
-    y = poison(d["x"].shape, d["x"].dtype)
+    with s:  # the poison's fill in stream order with the replays on s (not with the legacy stream)
+        y = poison(d["x"].shape, d["x"].dtype)
     s.synchronize()
     s.begin_capture()
     try:
