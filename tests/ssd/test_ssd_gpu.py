@@ -614,8 +614,9 @@ def test_eager_capture_with_device_metadata_is_a_clear_error():
             s.end_capture()
         assert to_bytes(y) == before
     host_kw = dict(kw, cu_seqlens=case["host_kw"]["cu_seqlens"])
-    want = cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **host_kw,
-                                out=poison(d["x"].shape, d["x"].dtype), stream=s)
+    with s:  # the poison's fill in stream order with the eager call on s
+        want = poison(d["x"].shape, d["x"].dtype)
+    want = cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **host_kw, out=want, stream=s)
     y = poison(d["x"].shape, d["x"].dtype)
     cupy.cuda.Device().synchronize()
     s.begin_capture()
