@@ -94,7 +94,8 @@ def test_runs_on_torchs_current_stream_and_refuses_autograd():
     from cake_rt.compat.mamba_ssm import mamba_chunk_scan_combined as ours
 
     t = _inputs(b=1, L=300)
-    s = torch.cuda.Stream()
+    s = torch.cuda.Stream()  # a pool stream: non-blocking, not ordered after the default stream the inputs were made on
+    s.wait_stream(torch.cuda.current_stream())
     args = (t["x"], t["dt"], t["A"], t["B"], t["C"], 128)
     kw = dict(D=t["D"], dt_bias=t["dt_bias"], dt_softplus=True)
     with torch.no_grad(), torch.cuda.stream(s):
