@@ -49,9 +49,10 @@ def _gemm_cupy(n: int, stream):
 
     from .arrays import random_normal
 
-    a = random_normal((n, n), "bfloat16", seed=11)
-    b = random_normal((n, n), "bfloat16", seed=12)
-    c = cupy.empty((n, n), dtype=a.dtype)
+    with stream:  # the operands are written in the timed stream's order, before its first multiply
+        a = random_normal((n, n), "bfloat16", seed=11)
+        b = random_normal((n, n), "bfloat16", seed=12)
+        c = cupy.empty((n, n), dtype=a.dtype)
     handle = cupy.cuda.device.get_cublas_handle()
     alpha = np.ones(1, np.float32)
     beta = np.zeros(1, np.float32)
@@ -74,9 +75,10 @@ def _gemm_torch(n: int, stream):
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(13)
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
     ts = torch.cuda.ExternalStream(stream.ptr)
+    with torch.cuda.stream(ts):  # the operands in the timed stream's order, as _gemm_cupy's
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
 
     def fn():
         with torch.cuda.stream(ts):
