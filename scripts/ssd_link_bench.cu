@@ -98,6 +98,15 @@ CAKE_DEVICE void link_step(float4 (&S)[LINK_VEC4], const float4 (&loc)[LINK_VEC4
     }
 }
 
+// A thread's share of the block stored to global memory past L1 (the next holder reads it from L2).
+CAKE_DEVICE void link_store_cg(float4* dst, const float4 (&S)[LINK_VEC4], int nvec, int tid) {
+#pragma unroll
+    for (int k = 0; k < LINK_VEC4; ++k) {
+        const int q = tid + k * LINK_THREADS;
+        if (q < nvec) __stcg(dst + q, S[k]);
+    }
+}
+
 CAKE_DEVICE float4 link_load4(const float4* p) {
 #if LINK_LOAD == 1
     float4 v;
@@ -230,11 +239,7 @@ extern "C" __global__ void __launch_bounds__(LINK_THREADS, 1) ssd_link_chain(
         __syncthreads();
         if (tid == 0) st[2] = link_clock();
 #endif
-#pragma unroll
-        for (int k = 0; k < LINK_VEC4; ++k) {
-            const int q = tid + k * LINK_THREADS;
-            if (q < nvec) __stcg(dst + q, S[k]);
-        }
+        link_store_cg(dst, S, nvec, tid);
         __syncthreads();  // every thread's stores issued (and, for the bulk copy, its reads of the slot done)
 #if LINK_STAMPS
         if (tid == 0) st[3] = link_clock();
@@ -440,11 +445,7 @@ extern "C" __global__ void __launch_bounds__(LINK_THREADS, 1) ssd_link_cluster(
 #endif
         if (c == links - 1) {
             float4* dst = (float4*)(state + ((long long)(c & 1) * units + u) * elems + e0);
-#pragma unroll
-            for (int k = 0; k < LINK_VEC4; ++k) {
-                const int q = tid + k * LINK_THREADS;
-                if (q < nvec) __stcg(dst + q, S[k]);
-            }
+            link_store_cg(dst, S, nvec, tid);
 #if LINK_STAMPS
             __syncthreads();
             if (tid == 0) st[3] = link_clock();

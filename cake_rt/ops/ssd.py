@@ -220,10 +220,14 @@ class SsdPlan:
     cooperative_capacity: int | None = None
     grid: int | None = None  # chunk-parallel grid (when chosen)
     slice_units: int = 0     # chunk-parallel: units (head x 64 headdim rows) per workspace slice
-    row_parts: int = 1       # chunk-parallel: phase-3 items per tile (row_parts; its program's SSD_ROWS)
     defines: dict | None = None  # the defines of the chosen family's program (dtypes, shape, units per CTA, buffers,
     # phase-3 items a tile)
     model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs)
+
+    @property
+    def row_parts(self) -> int:
+        """Chunk-parallel: phase-3 items per tile (its program's SSD_ROWS; 1 for the exact scan)."""
+        return (self.defines or {}).get("SSD_ROWS", 1)
 
     def __str__(self):
         pred = ", ".join(f"{k} {v:.1f} us" for k, v in self.predicted_us.items())
@@ -878,10 +882,9 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
         plan.grid = chunkpar_grid(c, su, hb, capacity)
-        plan.row_parts = row_parts(c, su, hb, plan.grid)
         # (capacity is one item a tile's; a split program has the same launch bounds and shared memory, and
         # PackedLaunch checks the grid against the kernel it launches)
-        plan.defines = {**defs, "SSD_ROWS": plan.row_parts}
+        plan.defines = {**defs, "SSD_ROWS": row_parts(c, su, hb, plan.grid)}
     return plan
 
 

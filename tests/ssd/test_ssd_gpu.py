@@ -417,16 +417,7 @@ def test_chunkpar_sliced_graph_replayed_between_sliced_eager_calls(monkeypatch):
         plan = cake_rt.ops.ssd.last_plan()
         units = cases[k][0]["shape"][2] * cases[k][0]["shape"][3] // 64
         assert plan.family == "chunkpar" and 0 < plan.slice_units < units, (k, plan)
-    d = cases[0][0]["dev"]
-    with s:  # the poison's fill in stream order with the replays on s (not with the legacy stream)
-        y = poison(d["x"].shape, d["x"].dtype)
-    s.synchronize()
-    s.begin_capture()
-    try:
-        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 128, **cases[0][0]["dev_kw"], out=y,
-                             family="chunkpar", stream=s)
-    finally:
-        graph = s.end_capture()
+    graph, y = _captured_chunkpar(cases[0], s)
     replays, eager = [], []
     for i in range(12):
         graph.launch(s)
@@ -463,6 +454,24 @@ def test_chunkpar_launch_is_cooperative_and_leaves_words_zero():
     with record_launches() as recs:
         cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **case["dev_kw"], family="exact")
     assert len(recs) == 1 and not recs[0].cooperative and recs[0].name == "ssd_exact"
+
+
+def _captured_chunkpar(case_chunk, stream):
+    """(graph, y): a chunk-parallel call of ``case_chunk`` = (case, chunk) captured on ``stream`` into a poisoned y."""
+    import cake_rt
+
+    case, chunk = case_chunk
+    d = case["dev"]
+    with stream:  # the poison's fill in stream order with the replays on the stream (not with the legacy stream)
+        y = poison(d["x"].shape, d["x"].dtype)
+    stream.synchronize()
+    stream.begin_capture()
+    try:
+        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], chunk, **case["dev_kw"], out=y,
+                             family="chunkpar", stream=stream)
+    finally:
+        graph = stream.end_capture()
+    return graph, y
 
 
 def _exact_and_chunkpar_calls(cases, stream):
@@ -523,23 +532,12 @@ def test_chunkpar_graph_replayed_many_times_between_eager_calls():
     are the exact scan's."""
     import cupy
 
-    import cake_rt
-
     cases = [(make_case(111, 1, 900, 4, 64, 128, 1), 64), (make_case(112, 1, 600, 6, 64, 128, 1), 128)]
     s = cupy.cuda.Stream(non_blocking=True)
     want, chunkpar = _exact_and_chunkpar_calls(cases, s)
     chunkpar(1)
     chunkpar(0)  # eager, so that the capture finds the stream's state, workspace and words
-    d = cases[0][0]["dev"]
-    with s:  # the poison's fill in stream order with the replays on s (not with the legacy stream)
-        y = poison(d["x"].shape, d["x"].dtype)
-    s.synchronize()
-    s.begin_capture()
-    try:
-        cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **cases[0][0]["dev_kw"], out=y,
-                             family="chunkpar", stream=s)
-    finally:
-        graph = s.end_capture()
+    graph, y = _captured_chunkpar(cases[0], s)
     replays, eager = [], []
     for i in range(40):
         graph.launch(s)
