@@ -57,6 +57,7 @@ HEADDIMS = (64, 128)
 DSTATES = (64, 128, 256)
 CHUNKS = (64, 128, 256)
 ROW_PARTS = (1, 2, 4)           # chunk-parallel: phase-3 items a tile (kernel: SSD_ROWS; 2 and 4 where the chunk allows)
+COL_PARTS = (1, 2, 4)           # chunk-parallel: phase-1 items a tile (kernel: SSD_COLS; 64 state columns an item or more)
 DEFAULT_WORKSPACE_CAP = 256 * 1024 * 1024
 ENV_MODE = "CAKE_RT_SSD_CHUNK_PARALLEL"
 ENV_CAP = "CAKE_RT_SSD_WORKSPACE_CAP"
@@ -228,6 +229,11 @@ class SsdPlan:
     def row_parts(self) -> int:
         """Chunk-parallel: phase-3 items per tile (its program's SSD_ROWS; 1 for the exact scan)."""
         return (self.defines or {}).get("SSD_ROWS", 1)
+
+    @property
+    def col_parts(self) -> int:
+        """Chunk-parallel: phase-1 items per tile (its program's SSD_COLS; 1 for the exact scan)."""
+        return (self.defines or {}).get("SSD_COLS", 1)
 
     def __str__(self):
         pred = ", ".join(f"{k} {v:.1f} us" for k, v in self.predicted_us.items())
@@ -649,7 +655,7 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     2 fp32) and shape: the shared ones and the family kernel's own, none of the other's (programs that differ only in
     what their kernel does not read would be identical twins in the cache). ``rows``: the chunk-parallel program's
     phase-3 items a tile (``row_parts``; a compile-time choice, so the programs of one item a tile carry no code of
-    the split)."""
+    the split); its phase-1 items a tile follow from it (``col_parts``)."""
     itemsize = 4 if x_code == 2 else 2
     optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
     wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
@@ -661,7 +667,7 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     if rows not in ROW_PARTS or rows > chunk // SUB:
         raise ValueError(f"rows: expected one of {ROW_PARTS} and at most chunk / {SUB}, got {rows!r}")
     hb, nb = choose_config(itemsize, dstate, chunk, units_per_group, False, optin, per_sm, wg)
-    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_ROWS": rows}
+    return {**shared, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_ROWS": rows, "SSD_COLS": col_parts(dstate, rows)}
 
 
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
@@ -782,6 +788,16 @@ def row_parts(c: _Problem, units: int, hb: int, grid: int) -> int:
     return max(r for r in ROW_PARTS if r <= nsub and (r == 1 or tiles * r <= grid))
 
 
+def col_parts(dstate: int, rows: int) -> int:
+    """Phase-1 items per chunk-parallel tile (the program's SSD_COLS) of a program with ``rows`` phase-3 items a
+    tile: the most of ``COL_PARTS`` up to ``rows`` that leave each item whole 64-column panels of the state (the
+    tensor-map boxes). A tile's phase 1 is its chunk prep and then its state product, a chain of the chunk's
+    sub-blocks; split by state columns, each item repeats the prep and walks the sub-blocks with 1 / COLS of the
+    columns, on CTAs that idle otherwise. A program splits phase 3 only when its tiles times ``rows`` fit the grid
+    at once (``row_parts``), so its phase-1 items fit too; one item a tile keeps one phase-1 item (main's program)."""
+    return max(k for k in COL_PARTS if k <= rows and dstate // k >= 64)
+
+
 def workspace_bytes(c: _Problem, units: int | None = None) -> int:
     """Chunk-parallel workspace for slices of ``units`` units (default: all of them, one slice): fp32 local states,
     round_T(S_prev), per-chunk decays and the prep's cs and dt' per chunk and unit (256-B aligned); two prep parts
@@ -884,7 +900,8 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
         plan.grid = chunkpar_grid(c, su, hb, capacity)
         # (capacity is one item a tile's; a split program has the same launch bounds and shared memory, and
         # PackedLaunch checks the grid against the kernel it launches)
-        plan.defines = {**defs, "SSD_ROWS": row_parts(c, su, hb, plan.grid)}
+        rows = row_parts(c, su, hb, plan.grid)
+        plan.defines = {**defs, "SSD_ROWS": rows, "SSD_COLS": col_parts(c.dstate, rows)}
     return plan
 
 

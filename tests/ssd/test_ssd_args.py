@@ -269,6 +269,19 @@ def test_row_parts_split_tiles_only_where_the_grid_has_room():
     assert (pairs.total_chunks, grid) == (10, 128) and ops.row_parts(pairs, 4, 1, grid) == 2
 
 
+def test_col_parts_split_phase_one_with_phase_three():
+    # a program of one phase-3 item a tile keeps one phase-1 item (its SASS is the unsplit program's); a split one
+    # splits its state columns as far as its phase-3 items go, in whole 64-column panels (short: 2 items of 64)
+    for n in ops.DSTATES:
+        assert ops.col_parts(n, 1) == 1
+    assert [ops.col_parts(128, r) for r in ops.ROW_PARTS] == [1, 2, 2]
+    assert [ops.col_parts(256, r) for r in ops.ROW_PARTS] == [1, 2, 4]
+    assert [ops.col_parts(64, r) for r in ops.ROW_PARTS] == [1, 1, 1]
+    assert ops.program_defines(0, 2, 2, 64, 128, 256, 8, family="chunkpar", rows=4)["SSD_COLS"] == 2
+    assert ops.program_defines(0, 2, 2, 64, 128, 256, 8, family="chunkpar")["SSD_COLS"] == 1
+    assert "SSD_COLS" not in ops.program_defines(0, 2, 2, 64, 128, 256, 8, family="exact")
+
+
 def test_cost_model_prefers_chunkpar_for_few_long_items():
     m = ops.COST_MODELS[(9, 0)]
     seed = ops.predict_us(m, nseg=1, nheads=8, headdim=64, dstate=128, chunk=256, max_chunks=128, total_chunks=128,
@@ -342,7 +355,7 @@ def test_programs_list():
     assert all(path == ops.KERNEL_PATH for path, _ in progs)
     # a program holds one family's kernel and carries only the defines that kernel reads (no identical twins)
     shared = {"SSD_FAMILY", "SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_WG"}
-    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF", "SSD_ROWS"}}
+    keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF", "SSD_ROWS", "SSD_COLS"}}
     assert all(set(d) == keys[d["SSD_FAMILY"]] for _, d in progs)
     # the bench suite's programs of both families are in the list, short's split one among them (4 items a tile)
     for upg, q in ((8, 256), (80, 256), (16, 128)):
@@ -353,8 +366,10 @@ def test_programs_list():
     chunkpar = {tuple(sorted(d.items())) for _, d in progs if d["SSD_FAMILY"] == 1}
     for _, d in progs:
         if d["SSD_FAMILY"] == 1:
+            assert d["SSD_COLS"] == ops.col_parts(d["SSD_N"], d["SSD_ROWS"])
             for rows in ops.ROW_PARTS:
-                assert (tuple(sorted({**d, "SSD_ROWS": rows}.items())) in chunkpar) == (rows <= d["SSD_Q"] // 64)
+                split = {**d, "SSD_ROWS": rows, "SSD_COLS": ops.col_parts(d["SSD_N"], rows)}
+                assert (tuple(sorted(split.items())) in chunkpar) == (rows <= d["SSD_Q"] // 64)
     with pytest.raises(ValueError, match="rows"):
         ops.program_defines(0, 2, 2, 64, 128, 128, 8, family="chunkpar", rows=4)
     # every case's two programs: as many exact programs as distinct exact configurations

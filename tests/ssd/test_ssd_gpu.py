@@ -116,8 +116,8 @@ ROW_PART_CASES = [("bf16", 256, [257, 0, 187, 512, 64, 17], 4), ("bf16", 128, [1
 @pytest.mark.parametrize("xd, chunk, lens, rows", ROW_PART_CASES)
 def test_chunkpar_row_parts_of_few_tiles(xd, chunk, lens, rows):
     """Few tiles for the grid (4 heads, a few short sequences): the plan splits each tile's row blocks over several
-    phase-3 items, a program of its own (SSD_ROWS; sm_90a's fp32 program: the mma.sync path): both families vs the
-    reference and bitwise equal, every returned state."""
+    phase-3 items and its state columns over two phase-1 items, a program of its own (SSD_ROWS, SSD_COLS; sm_90a's
+    fp32 program: the mma.sync path): both families vs the reference and bitwise equal, every returned state."""
     import cake_rt
 
     case = make_case(47, 1, sum(lens), 4, 64, 128, 1, DT[xd], cu_lens=lens)
@@ -125,6 +125,7 @@ def test_chunkpar_row_parts_of_few_tiles(xd, chunk, lens, rows):
     assert set(errs) == {"y", "final", "varlen", "chunks"}
     plan = cake_rt.ops.ssd.last_plan()
     assert plan.family == "chunkpar" and plan.row_parts == plan.defines["SSD_ROWS"] == rows, plan
+    assert plan.col_parts == plan.defines["SSD_COLS"] == 2, plan  # dstate 128: phase 1 in halves of the state columns
 
 
 @pytest.mark.parametrize("family", ["exact", "chunkpar"])

@@ -7,6 +7,7 @@
 //   SSD_HBX, SSD_NBUFX                 exact scan: units per CTA, B/X buffers (1 or 2)
 //   SSD_HB, SSD_NBUF                   chunk-parallel: the same
 //   SSD_ROWS                           chunk-parallel: phase-3 items a tile (its row blocks split, ssd_next_row)
+//   SSD_COLS                           chunk-parallel: phase-1 items a tile (its state columns split, ssd_chunk_state)
 #include "ssd_tile.cuh"
 #include "../common/grid_barrier.cuh"
 
@@ -115,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             const int l = min(SSD_Q, len - c * SSD_Q);
             produce_dt<HB>(a, s, pipe, ctok, l, u0);
             produce_output<HB, NBUF, 1>(a, s, pipe, ctok, l, 0, u0, nullptr, nullptr, -1);
-            produce_state<HB, NBUF, NB>(a, s, pipe, ctok, l, u0);
+            produce_state<HB, NBUF, NB, 1>(a, s, pipe, ctok, l, u0, 0);
         }
         cp_async_drain();
         return;
@@ -147,10 +148,10 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
         ExactSink<HB, NB> sink{&s};
 #if SSD_WG
         ssd_chunk_output<HB, NBUF, 1, true>(a, s, pipe, ctok, l, 0, u0, false);
-        ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
+        ssd_chunk_state<HB, NBUF, NB, 1>(a, s, pipe, l, 0, sink);
 #else
         ssd_chunk_output<HB, NBUF, 1, true>(a, s, ctok, l, 0, u0);
-        ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
+        ssd_chunk_state<HB, NBUF, NB, 1>(a, s, ctok, l, u0, 0, sink);
 #endif
         if (a.chunk_out != nullptr && l == SSD_Q) {        // the checkpoint after a complete chunk
             math_sync();
@@ -175,6 +176,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 #ifndef SSD_ROWS
 #define SSD_ROWS 1
 #endif
+#ifndef SSD_COLS
+#define SSD_COLS 1
+#endif
 #ifndef SSD_SCAN_BATCH
 #define SSD_SCAN_BATCH (SSD_N > 128 ? 2 : 8)
 #endif
@@ -183,7 +187,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 // Chunk-parallel: ONE cooperative kernel. The units (head, 64 headdim rows) are cut into slices whose
 // workspace fits the cap; per slice three phases separated by grid barriers:
 //   1. every (chunk, block of HB units) tile: S_loc -> fp32 workspace, 2^cs_last -> decay workspace, the prep's
-//      cs and dt' -> prep workspace
+//      cs and dt' -> prep workspace, in SSD_COLS items of the tile's state columns (each item repeats the prep;
+//      the first writes the decay and the saved prep)
 //   2. every (segment, unit, 512-element block): S <- fma(decay, S, S_loc) over the segment's chunks in
 //      order, writing round_T(S_prev) per chunk and the returned states
 //   3. every tile: outputs from round_T(S_prev), with phase 1's cs and dt' (the prep is not repeated), in SSD_ROWS items
@@ -300,7 +305,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
     float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units
     SSD_TMAP_PARAMS) {
-    constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB), ROWS = SSD_ROWS;
+    constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB), ROWS = SSD_ROWS, COLS = SSD_COLS;
+    constexpr int NB1 = NB < SSD_N / COLS ? NB : SSD_N / COLS;  // phase 1's state columns per pass
+    static_assert(SSD_N % COLS == 0 && (!SSD_WG || SSD_N / COLS >= 64), "COLS: whole 64-column panels an item");
     constexpr long long UE = SSD_UE;
     constexpr int SV = SSD_SCAN_SV;
     constexpr int NEB = SSD_UE / SSD_SCAN_BLK;              // phase-2 items per unit
@@ -322,10 +329,10 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int nblk = un / HB;
             const long long ntiles = (long long)a.total_chunks * nblk;
             const float* prep = ws_prep + ((us / slice_units) & 1) * prep_part;
-            for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-                const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+            for (long long it = blockIdx.x; it < ntiles * COLS; it += gridDim.x) {
+                const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us);
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
-                produce_state<HB, NBUF, NB>(a, s, pipe, t.ctok, t.l, t.u0);
+                produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS));
             }
             for (long long it = blockIdx.x; it < ntiles * ROWS; it += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us);
@@ -355,20 +362,23 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         const long long ntiles = (long long)a.total_chunks * nblk;
         float* prep = ws_prep + ((us / slice_units) & 1) * prep_part;  // the previous slice's phase 3 reads the other
 
-        // Phase 1: chunk-local states.
-        for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-            const ChunkTile t = chunk_tile<HB>(a, tile, nblk, us);
+        // Phase 1: chunk-local states, COLS items a tile.
+        for (long long it = blockIdx.x; it < ntiles * COLS; it += gridDim.x) {
+            const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
+            const int part = (int)(it % COLS);
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
-            if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
-                ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
-            ssd_prep_save<HB>(s, prep + (c * un + (u0 - us)) * 2 * SSD_Q);
-            LocalSink<HB, NB> sink{ws_local, c, u0 - us, a.total_chunks};
+            if (part == 0) {  // (COLS = 1: always)
+                if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
+                    ws_decay[c * a.nheads + unit_head(u0 + threadIdx.x)] = s.dec[threadIdx.x];
+                ssd_prep_save<HB>(s, prep + (c * un + (u0 - us)) * 2 * SSD_Q);
+            }
+            LocalSink<HB, NB1> sink{ws_local, c, u0 - us, a.total_chunks};
 #if SSD_WG
-            ssd_chunk_state<HB, NBUF, NB>(a, s, pipe, l, sink);
+            ssd_chunk_state<HB, NBUF, NB1, COLS>(a, s, pipe, l, part, sink);
 #else
-            ssd_chunk_state<HB, NBUF, NB>(a, s, ctok, l, u0, sink);
+            ssd_chunk_state<HB, NBUF, NB1, COLS>(a, s, ctok, l, u0, part, sink);
 #endif
         }
         grid_barrier(barrier, GRID_THREADS);

@@ -750,7 +750,10 @@ __device__ __forceinline__ void wx_fragment(uint32_t af[4], const T* Xs, const f
 
 // ---------------------------------------------------------------------------------------------------
 // Chunk-local states of the block: S_loc_u[p][n] = sum_s round_T(w_u[s] X_u[s][p]) B[s][n], tokens in
-// ascending order, NB state columns per pass (B loaded once per step and used by every unit).
+// ascending order, NB state columns per pass (B loaded once per step and used by every unit), over the state
+// columns of part `part` of COLS: N / COLS columns from part * N / COLS (COLS = 1: all of them; the chunk-parallel
+// program's SSD_COLS splits a tile's columns over CTAs; a column's sum is the same products in the same order
+// whatever columns a pass holds, so the bits do not depend on the split).
 // Calls sink(n0, acc) per pass with the warp's accumulators: acc[u][t] holds rows 16w + g (+8), columns
 // n0 + 8t + 2tg (+1).
 #if SSD_WG
@@ -767,12 +770,13 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     ++k;
 }
 // Producer: the loads of ssd_chunk_state, in its order.
-template <int HB, int NBUF, int NB>
+template <int HB, int NBUF, int NB, int COLS>
 __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                              int u0) {
+                                              int u0, int part) {
+    constexpr int NC = SSD_N / COLS;
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    for (int n0 = 0; n0 < SSD_N; n0 += NB)
+    for (int n0 = part * NC; n0 < part * NC + NC; n0 += NB)
         for (int j = 0; j < nsub; ++j)
             produce_bx<HB, NBUF, NB>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
 }
@@ -788,12 +792,13 @@ __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
 // by the math warpgroup on its FULL barrier, which every fill the producer makes is (so none lands after the exit).
 __device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-template <int HB, int NBUF, int NB, class Sink>
-__device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s, SsdPipe& p, int l, Sink& sink) {
-    constexpr int NT = NB / 8;
+template <int HB, int NBUF, int NB, int COLS, class Sink>
+__device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s, SsdPipe& p, int l, int part,
+                                                Sink& sink) {
+    constexpr int NT = NB / 8, NC = SSD_N / COLS;
     const int m0 = 16 * (threadIdx.x >> 5);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    for (int n0 = 0; n0 < SSD_N; n0 += NB) {
+    for (int n0 = part * NC; n0 < part * NC + NC; n0 += NB) {
         float acc[HB][NT][4];
 #pragma unroll
         for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
@@ -831,15 +836,15 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
     }
 }
 #else
-template <int HB, int NBUF, int NB, class Sink>
+template <int HB, int NBUF, int NB, int COLS, class Sink>
 __device__ __forceinline__ void ssd_chunk_state(const SsdArgs& a, const SsdSmem& s, long long ctok, int l, int u0,
-                                                Sink& sink) {
-    constexpr int NT = NB / 8;
+                                                int part, Sink& sink) {
+    constexpr int NT = NB / 8, NC = SSD_N / COLS;
     const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
     const int g = lane >> 2, tg = lane & 3;
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    for (int n0 = 0; n0 < SSD_N; n0 += NB) {
+    for (int n0 = part * NC; n0 < part * NC + NC; n0 += NB) {
         float acc[HB][NT][4];
 #pragma unroll
         for (int u = 0; u < HB; ++u) zero_tiles<NT>(acc[u]);
