@@ -86,9 +86,9 @@ def check_grid_barrier(rounds=1000):
     c = counters.get()
     e = int(errors.get()[0])
     w = words.read()
-    ok = e == 0 and bool(np.all(c == grid)) and int(w[0]) == 0 and int(w[1]) == rounds
+    ok = e == 0 and bool(np.all(c == grid)) and int(w[0]) == 0 and int(w[1]) == 0
     return ok, (f"{grid} CTAs (occupancy cap) x {rounds} barrier rounds: errors={e}, "
-                f"count word={int(w[0])}, generation={int(w[1])}")
+                f"count word={int(w[0])}, exit word={int(w[1])}")
 
 
 def check_ticket(nunits=10007, grid=300, calls=100):

@@ -451,7 +451,7 @@ def test_chunkpar_launch_is_cooperative_and_leaves_words_zero():
     cupy.cuda.Device().synchronize()
     words = stream_ticket_words(cupy.cuda.get_current_stream())
     w = words.read()
-    assert w[0] == 0  # arrival count back to 0 (the generation word only increments)
+    assert w[0] == w[1] == 0  # the arrival count and the exit count back to 0
     with record_launches() as recs:
         cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], 64, **case["dev_kw"], family="exact")
     assert len(recs) == 1 and not recs[0].cooperative and recs[0].name == "ssd_exact"

@@ -1,7 +1,10 @@
 // Grid-wide barrier for a kernel launched cooperatively (cuLaunchCooperativeKernel guarantees every CTA
-// is co-resident, so spinning cannot deadlock). Two words: words[0] counts arrivals, words[1] is the
-// generation. The last CTA to arrive resets the count to 0 and bumps the generation, so the words are
-// valid for the next barrier and the next launch without any host-side reset.
+// is co-resident, so spinning cannot deadlock). Two words: words[0] counts arrivals over the whole launch, and the
+// k-th barrier is passed once it reaches k x CTAs (each CTA reads k from the count its own arrival returned), so the
+// last CTA to arrive releases the others with its arrival alone: nothing is reset or bumped between barriers, and a
+// CTA already at the next barrier only adds to a count the late ones compare with >=. words[1] counts the CTAs that
+// have left (grid_barrier_exit, at the end of every CTA of a kernel that calls grid_barrier): the last resets both
+// words to zero, so they are valid for the next launch without any host-side reset.
 #pragma once
 #include "types.cuh"
 
@@ -9,6 +12,11 @@ CAKE_DEVICE unsigned ld_acquire_gpu(const unsigned* p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+CAKE_DEVICE unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
 }
 
 // `threads` > 0: only the CTA's first `threads` threads take part (named barrier 1), for a warp-specialized
@@ -22,19 +30,27 @@ CAKE_DEVICE void grid_barrier(unsigned* words, int threads = 0) {
     cta_part_sync(threads);
     if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
         const unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
-        const unsigned gen = ld_acquire_gpu(&words[1]);
-        __threadfence();  // publish this CTA's writes before it is counted
-        const unsigned arrived = atomicAdd(&words[0], 1u);
-        if (arrived == nblocks - 1) {
-            atomicExch(&words[0], 0u);
-            __threadfence();
-            atomicAdd(&words[1], 1u);  // release everyone
-        } else {
-            while (ld_acquire_gpu(&words[1]) == gen) {
+        // release: the CTA's writes (ordered before by the CTA barrier above) before its count; acquire: the last
+        // arrival, which does not poll, sees every other CTA's writes through the counts it adds to
+        const unsigned arrived = atom_add_acq_rel_gpu(&words[0], 1u);
+        const unsigned target = arrived - arrived % nblocks + nblocks;  // (barriers x CTAs of a launch: no wrap)
+        if (arrived + 1 != target) {
+            while (ld_acquire_gpu(&words[0]) < target) {
                 __nanosleep(32);
             }
         }
-        __threadfence();
     }
     cta_part_sync(threads);
+}
+
+// The end of a CTA of a kernel that calls grid_barrier (its thread 0 after its last barrier): the last CTA to leave
+// resets the words; every CTA has passed its last wait on the count before it counts its exit.
+CAKE_DEVICE void grid_barrier_exit(unsigned* words) {
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        const unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
+        if (atom_add_acq_rel_gpu(&words[1], 1u) == nblocks - 1) {
+            words[0] = 0;
+            words[1] = 0;
+        }
+    }
 }

@@ -86,6 +86,7 @@ extern "C" __global__ void selftest_grid_barrier(unsigned* words, unsigned* coun
             if (v != nblocks) atomicAdd(errors, 1u);
         }
     }
+    grid_barrier_exit(words);
 }
 
 // Ticket draw: every unit is claimed exactly once (claims[u] += 1); the last drawer resets the word.

@@ -474,5 +474,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 #endif
         }
     }
+    grid_barrier_exit(barrier);
 }
 #endif  // SSD_FAMILY == 1
