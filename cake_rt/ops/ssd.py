@@ -74,9 +74,11 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 #     paired = the share of SMs that run two exact-scan CTAs when the grid is full (a CTA's step is slower
 #              when it shares its SM: m2-2.7b-b8 and varlen, 640 and 1024 CTAs, against seed / m2-2.7b /
 #              nemotron-h, 8-128 CTAs, one an SM)
-#   chunkpar = p0 + p1 * steps * chunk tiles / resident CTAs + p2 * scan steps per CTA
+#   chunkpar = p0 + p1 * max(item steps, steps * chunk tiles / resident CTAs) + p2 * scan steps per CTA
 #              + 3 * workspace bytes / bw + p_slice * slices                   (phase 1 writes S_loc, phase 2
 #              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
+#     item steps = a tile's longest phase-1 item and longest phase-3 item (``_item_steps``): the whole tile's
+#              steps, but for a call of few tiles whose program splits them (SSD_COLS, SSD_ROWS)
 # Built-in constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows,
 # the residuals); ``cake-rt calibrate`` fits and saves them for another GPU model (``cost_model_for``).
 @dataclasses.dataclass(frozen=True)
@@ -94,10 +96,11 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=7.137, e_step=0.6669, e_chunk=2.569, e_pair=0.2252, p_slice=0.0, p0=5.136, p1=0.9437,
-                      p2=0.01223, bw_bytes_per_us=5.045e6,
+    (9, 0): CostModel(e0=7.787, e_step=0.6477, e_chunk=2.795, e_pair=0.2255, p_slice=0.0, p0=8.847, p1=0.9361,
+                      p2=0.00214, bw_bytes_per_us=5.045e6,
                       source="H200, 2026-12-01: `cake-rt calibrate --repeats 5` on the six suite rows, both families, "
-                             "tree 37c1f25 (the 12-01f record's kernels), the non-negative fit (docs/ssd.md)"),
+                             "branch ssd35b (split phase 1, one-arrival grid barrier), the non-negative fit with the "
+                             "split-aware item steps (docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
@@ -174,6 +177,17 @@ def _steps_per_chunk(Q: int, N: int, hb: int = 1) -> float:
     return pairs * (N / 128.0) + hb * per_unit
 
 
+def _item_steps(Q: int, N: int, hb: int, rows: int, cols: int) -> float:
+    """Steps of a chunk-parallel tile's longest phase-1 item (its state product over N / cols columns) and longest
+    phase-3 item (its row blocks, ``ssd_next_row``: all, a pair from both ends, or one); ``rows = cols = 1``: the
+    tile's ``_steps_per_chunk``. Row block i is C B^T of i + 1 blocks, M X of i + 1 (half the work) and C S^T."""
+    nsub, n = Q // SUB, N / 128.0
+    parts = [list(range(nsub))] if rows == 1 else (
+        [[p] for p in range(nsub)] if rows == nsub else [[p, nsub - 1 - p] for p in range(rows)])
+    phase3 = max(sum((i + 1) * n + hb * ((i + 1) * 0.5 + n) for i in part) for part in parts)
+    return hb * nsub * n / cols + phase3
+
+
 def _exact_rounds(items: float, tiles: float, max_chunks: int, slots: int) -> float:
     """Chunk steps of the busiest exact-scan CTA slot: the longest segment, or the tiles spread over the
     slots, counted in whole waves when the items outnumber the slots."""
@@ -185,9 +199,11 @@ def _exact_rounds(items: float, tiles: float, max_chunks: int, slots: int) -> fl
 
 def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
                max_chunks: int, total_chunks: int, sm_count: int, ws_bytes: int, coop_slots: int | None = None,
-               hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1) -> dict:
+               hb: int = 1, hbx: int = 1, exact_slots: int | None = None, slices: int = 1, rows: int = 1,
+               cols: int = 1) -> dict:
     """Predicted microseconds of each family for a call's quantities (``hb`` / ``hbx``: units per CTA of
-    the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given)."""
+    the chunk-parallel / exact programs; ``*_slots``: resident CTAs, 2 per SM when not given; ``rows`` /
+    ``cols``: the chunk-parallel program's phase-3 / phase-1 items a tile)."""
     units = nheads * (headdim // UNIT_ROWS)
     slots_x = exact_slots if exact_slots else 2 * sm_count
     items = nseg * units / hbx
@@ -198,7 +214,8 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
     slots = coop_slots if coop_slots else 2 * sm_count
     tiles = total_chunks * units / hb
     scan = max(max_chunks, total_chunks * units * (UNIT_ROWS * dstate / THREADS) / slots)  # scan chunk steps per CTA
-    chunkpar = (model.p0 + model.p1 * _steps_per_chunk(chunk, dstate, hb) * max(1.0, tiles / slots)
+    steps = _steps_per_chunk(chunk, dstate, hb)
+    chunkpar = (model.p0 + model.p1 * max(_item_steps(chunk, dstate, hb, rows, cols), steps * tiles / slots)
                 + model.p2 * scan + 3.0 * ws_bytes / model.bw_bytes_per_us + model.p_slice * slices)
     return {"exact": exact, "chunkpar": chunkpar}
 
@@ -879,12 +896,16 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
             capacity = cooperative_capacity(k, cta_threads(defs), program_smem(np.dtype(c.x.dtype).itemsize, defs))
         except CooperativeLaunchError as exc:
             coop_error = str(exc)
-    su = slice_units(c, hb, cap, capacity or 2 * info.sm_count)
+    slots = capacity or 2 * info.sm_count
+    su = slice_units(c, hb, cap, slots)
     slices = -(-units // su) if su else 0
     ws = workspace_bytes(c, su) if su else workspace_bytes(c, hb)  # over the cap when no slice fits
+    grid = chunkpar_grid(c, su, hb, slots) if su else None
+    rows = row_parts(c, su, hb, grid) if su else 1
     inputs = dict(nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate, chunk=c.chunk,
                   max_chunks=c.max_chunks, total_chunks=c.total_chunks, sm_count=info.sm_count,
-                  ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1))
+                  ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1),
+                  rows=rows, cols=col_parts(c.dstate, rows))
     pred = predict_us(model, **inputs)
     fam, reason = select_family(family=family, mode=mode, ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
     if model_note:
@@ -897,11 +918,10 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
     plan.defines = defs if fam == "chunkpar" else defs_x
     plan.slice_units, plan.model_inputs = su, inputs
     if fam == "chunkpar":
-        plan.grid = chunkpar_grid(c, su, hb, capacity)
+        plan.grid = grid
         # (capacity is one item a tile's; a split program has the same launch bounds and shared memory, and
         # PackedLaunch checks the grid against the kernel it launches)
-        rows = row_parts(c, su, hb, plan.grid)
-        plan.defines = {**defs, "SSD_ROWS": rows, "SSD_COLS": col_parts(c.dstate, rows)}
+        plan.defines = {**defs, "SSD_ROWS": rows, "SSD_COLS": inputs["cols"]}
     return plan
 
 

@@ -91,15 +91,15 @@ def test_nonnegative_lstsq_is_the_constrained_optimum():
 
 def test_fit_keeps_the_measured_faster_family_when_an_unconstrained_fit_goes_negative():
     # the 2026-12-01 H200 measurements (tests/ssd/test_ssd_args.py: H200_ROWS): the chunk-parallel least squares
-    # wants a negative constant; the non-negative fit puts every row within 7% and on its faster family
+    # wants a negative constant (p_slice); the non-negative fit puts every row within 7% and on its faster family
     from tests.ssd.test_ssd_args import H200_ROWS
 
     start = dataclasses.replace(op.COST_MODELS[(9, 0)], e0=7.702, e_step=1.005, e_chunk=3.275, e_pair=0.2191,
                                 p_slice=5.569, p0=6.240, p1=1.022, p2=0.08996, bw_bytes_per_us=8.485e6)
     samples = []
-    for nseg, H, Q, mx, tot, ws, slices, ex, cp in H200_ROWS.values():
+    for nseg, H, Q, mx, tot, ws, slices, rows, cols, ex, cp in H200_ROWS.values():
         q = dict(nseg=nseg, nheads=H, headdim=64, dstate=128, chunk=Q, max_chunks=mx, total_chunks=tot, sm_count=132,
-                 ws_bytes=ws, coop_slots=264, slices=slices)
+                 ws_bytes=ws, coop_slots=264, slices=slices, rows=rows, cols=cols)
         samples.append(((lambda m, q=q: op.predict_us(m, **q)), {"exact": ex, "chunkpar": cp}))
     new, how = fit(start, samples)
     assert "scaled" not in how["chunkpar"], how
