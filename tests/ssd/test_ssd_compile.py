@@ -1,9 +1,8 @@
 """Every SSD program the GPU tests and the bench suite use (``cake_rt.ops.ssd.programs``) compiles with NVRTC
 for sm_90a and sm_80 (no GPU needed), with its resource report read from ptxas: its family's kernel alone, its
 spills under a ceiling (ptxas keeps long-lived values of the kernels in local memory: on sm_90a, where the math
-warpgroup runs at 216 registers, up to 132 bytes of spill stores and 252 of loads, the dstate-256 programs most, and
-the chunk-256 dstate-128 program in pairs of row blocks (SSD_ROWS 2) 128 of stores; the split programs are in the
-list with the others, every SSD_ROWS a chunk allows; the ceiling is ``MAX_SPILL`` bytes of stores and twice that of loads, 136 / 272 on sm_90a and 64 / 128 on sm_80: a change
+warpgroup runs at 216 registers, up to 132 bytes of spill stores and 252 of loads, the dstate-256 programs most; the
+split programs are in the list with the others, every SSD_ROWS a chunk allows (with its SSD_COLS); the ceiling is ``MAX_SPILL`` bytes of stores and twice that of loads, 136 / 272 on sm_90a and 64 / 128 on sm_80: a change
 that spills more fails here), no static shared memory
 (the host sizes it), the dynamic layout fits the target's opt-in limit, and the kernel's parameters are the
 arguments the host packs for it (``ops.ssd._packed``: the tensor maps of the sm_90a programs last)."""
