@@ -77,7 +77,7 @@ __all__ = [
 class DsaConfig:
     """One compiled program: heads H, head dim D, queries per block BQ, keys per tile TILE, candidate
     capacity per query CAP, the tile loop (wgmma on sm_90a, else mma.sync), the queries per joint compaction
-    CB, the key-tile buffers KSTAGES and its dynamic shared memory.
+    CB and its dynamic shared memory.
     A function of (H, D, device) only, never of topk or the metadata: every call with the same H and D
     runs the same float32 operations per score."""
 
@@ -90,7 +90,6 @@ class DsaConfig:
     merge_keys: int
     wgmma: bool = False
     CB: int = 1
-    KSTAGES: int = 2
 
     @property
     def defines(self) -> dict:
@@ -99,8 +98,6 @@ class DsaConfig:
             d["DSA_WGMMA"] = 1
         if self.CB > 1:
             d["DSA_CB"] = self.CB
-        if self.KSTAGES != 2:
-            d["DSA_KSTAGES"] = self.KSTAGES
         return d
 
     @property
@@ -118,10 +115,10 @@ def _round_up(x: int, m: int) -> int:
     return (int(x) + m - 1) // m * m
 
 
-def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1, kstages=2):
+def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
     """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout."""
     qrows = PAIRS if wgmma else _round_up(BQ * H, 16)
-    cand = kstages * TILE * D * 2 + qrows * D * 2
+    cand = 2 * TILE * D * 2 + qrows * D * 2
     sc = cand + BQ * CAP * 8
     hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (PAIRS * 4 if wgmma else 0) + (cb - 1) * 2048 * 4
     end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
@@ -131,8 +128,7 @@ def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1, kstages=2):
 def _try_config(H: int, D: int, smem_optin: int, wgmma: bool):
     """The largest block (then the largest capacity) that fits, preferring CAP >= CAP_MIN. The wgmma
     program compacts the buffers of a block of <= 4 queries together (CB = BQ) when their histograms fit
-    beside the largest capacity, else in pairs (CB = 2, at the capacity that fits), else one by one. Then a third
-    key-tile buffer on the wgmma program where it fits beside them (the copies two tiles ahead of the product)."""
+    beside the largest capacity, else in pairs (CB = 2, at the capacity that fits), else one by one."""
     best = None
     for TILE in ((128,) if wgmma else (128, 64)):
         for BQ in range(PAIRS // H, 0, -1):
@@ -149,9 +145,7 @@ def _try_config(H: int, D: int, smem_optin: int, wgmma: bool):
             smem, mkeys = _layout(H, D, BQ, TILE, cap, wgmma, cb)
             if smem > smem_optin or mkeys < 2 * MERGE_ROUND or cap < 2 * TILE:
                 continue
-            kst = 3 if wgmma and _layout(H, D, BQ, TILE, cap, wgmma, cb, 3)[0] <= smem_optin else 2
-            smem, mkeys = _layout(H, D, BQ, TILE, cap, wgmma, cb, kst)
-            cfg = DsaConfig(H, D, BQ, TILE, cap, smem, mkeys, wgmma, cb, kst)
+            cfg = DsaConfig(H, D, BQ, TILE, cap, smem, mkeys, wgmma, cb)
             if cap >= CAP_MIN:
                 return cfg
             if best is None or cfg.max_topk > best.max_topk:

@@ -8,8 +8,6 @@
 //   DSA_CAP   candidate capacity per query (a multiple of 256, <= 4096: the register selection's reach)
 //   DSA_WGMMA 1 on sm_90a (warp-specialized wgmma tile loop), else the mma.sync tile loop
 //   DSA_CB    queries per joint compaction (wgmma, BQ <= 4; 1: query by query): CB histograms of 2048 bins
-//   DSA_KSTAGES key-tile buffers (wgmma: 3 where shared memory holds a third, so a tile's copy is issued two
-//             tiles ahead of its product; else 2)
 // None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
 #pragma once
 #include "../common/types.cuh"
@@ -37,9 +35,6 @@
 #ifndef DSA_CB
 #define DSA_CB 1
 #endif
-#ifndef DSA_KSTAGES
-#define DSA_KSTAGES 2
-#endif
 
 namespace dsa {
 
@@ -61,7 +56,6 @@ constexpr int CHUNKS = D / 8;             // 16-byte chunks per row
 constexpr int QROWS = WG ? PAIRS : (BQ * H + 15) / 16 * 16;  // q rows staged (zero rows pad the product)
 constexpr int MMA_WARPS = TILE / 16;      // mma.sync loop: warps computing 16 keys each
 constexpr int CB = DSA_CB;                // queries per joint compaction (their histograms: Layout::chist)
-constexpr int KSTAGES = DSA_KSTAGES;      // key-tile buffers: a tile's copy runs KSTAGES - 1 tiles ahead of its product
 constexpr int HIST_WORDS = 2048;
 constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
 constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
@@ -74,13 +68,12 @@ static_assert(!WG || TILE == 128, "wgmma loop: 2 warpgroups x 64 keys");
 static_assert(TILE % 16 == 0 && MMA_WARPS <= NWARPS, "mma.sync loop: 16 keys per warp");
 static_assert(CAP % NT == 0 && CAP >= 2 * TILE && REG_R <= 4, "candidate capacity");
 static_assert(CB >= 1 && CB <= BQ && CB <= 4 && (CB == 1 || WG), "joint compactions: wgmma, up to 4 queries");
-static_assert(KSTAGES == 2 || (KSTAGES == 3 && WG), "key-tile buffers: 2, or 3 on the wgmma loop");
 
 // Shared memory, byte offsets from a 1024-byte aligned base (wgmma operands need it). The merge reuses
 // everything from `kt` to `sc` as one candidate buffer (no copy or product runs while it merges).
 struct Layout {
-    static constexpr int kt = 0;                                   // KSTAGES key tiles [TILE x D] bf16, swizzled
-    static constexpr int q = kt + KSTAGES * TILE * ROWB;           // q of the unit [QROWS x D] bf16, swizzled
+    static constexpr int kt = 0;                                   // 2 key tiles [TILE x D] bf16, swizzled
+    static constexpr int q = kt + 2 * TILE * ROWB;                 // q of the unit [QROWS x D] bf16, swizzled
     static constexpr int cand = q + QROWS * ROWB;                  // candidates [BQ][CAP] uint64, ascending id
     static constexpr int sc = cand + BQ * CAP * 8;                 // score tiles [RING][BQ][TILE] f32
     static constexpr int wts = sc + RING * BQ * TILE * 4;          // wgmma: the unit's weights [BQ * H] f32

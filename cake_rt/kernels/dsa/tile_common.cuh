@@ -5,10 +5,7 @@
 
 namespace dsa {
 
-// The key-tile buffer of tile it.
-CAKE_DEVICE int key_stage(int it) { return (int)((unsigned)it % KSTAGES); }
-
-// Copy rows [r0, r0 + NROWS) of keys [klo + it * TILE, + TILE) of the unit into key-tile buffer it % KSTAGES (zero
+// Copy rows [r0, r0 + NROWS) of keys [klo + it * TILE, + TILE) of the unit into key-tile buffer it & 1 (zero
 // rows past khi), by threads t = 0 .. NTEAM - 1 of a team. Thread t copies the 16-byte chunk t % CHUNKS of rows
 // r0 + t / CHUNKS + k * RSTEP: one column, and (RSTEP a multiple of 8) one swizzle phase r & 7, so its
 // destinations are one swizzled offset plus k * RSTEP rows and its sources one row plus k * RSTEP rows: the
@@ -19,7 +16,7 @@ CAKE_DEVICE void load_key_rows(unsigned char* kt, const bf16_t* kmat, const Unit
     static_assert(NTEAM % CHUNKS == 0 && RSTEP % 8 == 0 && NROWS % RSTEP == 0, "a team covers whole row groups");
     constexpr int DST_ROW = WG ? 128 : ROWB;  // swz_rows: bytes from row r to row r + 1 of one chunk column
     const int c = (int)((unsigned)t % CHUNKS), r = r0 + (int)((unsigned)t / CHUNKS);
-    unsigned char* dst = kt + key_stage(it) * (TILE * ROWB) + swz_rows(r, c, TILE);
+    unsigned char* dst = kt + (it & 1) * (TILE * ROWB) + swz_rows(r, c, TILE);
     const int j = un.klo + it * TILE + r;
     const char* src = (const char*)kmat + c * 16;
     if (j + (NK - 1) * RSTEP < un.khi) {  // every row is a key (all but a unit's last tile)

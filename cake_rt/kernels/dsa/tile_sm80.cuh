@@ -28,7 +28,7 @@ CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned ch
         }
         __syncthreads();  // tile it landed; the previous append (counts, floors, scores) is done
         compact_full(s, topk);
-        const unsigned char* tb = kt + key_stage(it) * (TILE * ROWB);
+        const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
         if (warp < MMA_WARPS) {
             float acc[NBP * 8];
 #pragma unroll

@@ -6,8 +6,8 @@
 // them), K = D in 16-wide steps in order: m64nNk16, whose every element is the same k16 steps whatever N is,
 // so the float32 operations of a score depend neither on H's block layout nor on the unit's queries.
 //
-// Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (cp.async into KSTAGES
-// buffers, the copy of tile it + KSTAGES - 1 issued behind the wgmma of tile it) and takes turns with the other on
+// Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (cp.async, double-
+// buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
 // the tensor cores (BAR_TURN, ping-pong): while one warpgroup's wgmma runs, the other does its head sum,
 // so the tensor cores do not wait for the head sums. The head sums write ring slot g % RING (g: the tile's
 // number since the launch) once the selection has released the slot (its EMPTY mbarrier), then mark it
@@ -49,32 +49,25 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
     const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);  // first key row of this thread's accumulators
-    // One cp.async group per tile from here on (empty past the unit's last tile), so that the wait for tile it
-    // leaves the KSTAGES - 2 groups after it in flight.
     load_q(qs, q, un);
     load_key_rows<WG_THREADS, 64>(kt, kmat, un, 0, wgi * 64, wt);
-#pragma unroll
-    for (int t = 1; t < KSTAGES - 1; ++t) {
-        if (t < ntiles) load_key_rows<WG_THREADS, 64>(kt, kmat, un, t, wgi * 64, wt);
-        else cp_async_commit();
-    }
     for (int i = threadIdx.x; i < BQ * H; i += NT) wsm[i] = i < un.nq * H ? w[(size_t)un.q0 * H + i] : 0.0f;
     // The weights of the heads this thread sums (head sum, tile_common.cuh): heads 8 j + 2 (lane % 4) + {0, 1}.
     const float* wl = wsm + 2 * (lane & 3);
-    cp_async_wait<KSTAGES - 2>();
+    cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
     named_sync(BAR_MMA, NT);     // q, the weights and both warpgroups' rows of tile 0 landed
     if (wgi == 1) named_arrive(BAR_TURN + 0, NT);  // warpgroup 0 issues first
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it) {
         if (it > 0) {
-            cp_async_wait<KSTAGES - 2>();
+            cp_async_wait<0>();
             fence_proxy_async_shared();
             // This warpgroup's rows of tile it landed; it has waited for its wgmma of tile it-1, so that
-            // buffer (tile it + KSTAGES - 1's) may be refilled.
+            // buffer may be refilled.
             named_sync(BAR_WG + wgi, WG_THREADS);
         }
-        const unsigned char* tb = kt + key_stage(it) * (TILE * ROWB);
+        const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
         float acc[NCOL / 2];
 #pragma unroll
         for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
@@ -93,8 +86,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
         wgmma_commit();
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
         if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
-        if (it + KSTAGES - 1 < ntiles) load_key_rows<WG_THREADS, 64>(kt, kmat, un, it + KSTAGES - 1, wgi * 64, wt);
-        else if constexpr (KSTAGES > 2) cp_async_commit();
+        if (it + 1 < ntiles) load_key_rows<WG_THREADS, 64>(kt, kmat, un, it + 1, wgi * 64, wt);
         wgmma_wait<0>();
         wgmma_fence_operands(acc);
         const unsigned slot = g % RING;
