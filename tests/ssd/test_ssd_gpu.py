@@ -128,6 +128,22 @@ def test_chunkpar_row_parts_of_few_tiles(xd, chunk, lens, rows):
     assert plan.col_parts == plan.defines["SSD_COLS"] == 2, plan  # dstate 128: phase 1 in halves of the state columns
 
 
+# (x dtype, dstate, chunk): the chunk-parallel walk (phase 2) keeps a few chunk loads in flight at a time: sequences of
+# 29 and 45 chunks take several rounds of them and end in a partial one, beside an empty and a 3-token sequence; the
+# wgmma path at dstate 64, 128 and 256, and the mma.sync path (fp32); every returned state (a checkpoint a chunk)
+LONG_WALK_CASES = [("bf16", 128, 64), ("bf16", 64, 64), ("fp16", 256, 128), ("fp32", 64, 64)]
+
+
+@pytest.mark.parametrize("xd, N, chunk", LONG_WALK_CASES)
+def test_chunkpar_walks_of_many_chunks(xd, N, chunk):
+    """Both families vs the reference and bitwise equal, every returned state (checkpoints: a state after each chunk of
+    the walk), with initial states."""
+    lens = [45 * chunk + 17, 0, 3, 29 * chunk]
+    case = make_case(53, 1, sum(lens), 2, 64, N, 1, DT[xd], cu_lens=lens)
+    errs = check(case, chunk, final=True, varlen=True, chunks=True, name=f"long walks {xd} N {N} chunk {chunk}")
+    assert set(errs) == {"y", "final", "varlen", "chunks"}
+
+
 @pytest.mark.parametrize("family", ["exact", "chunkpar"])
 def test_neighbour_sequences_of_inf_and_nan_never_enter(family):
     """Packed sequences whose lengths end inside a 64-token sub-block, the 2nd and 4th holding inf and NaN in x, B, C
