@@ -58,6 +58,11 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
     named_sync(BAR_MMA, NT);     // q, the weights and both warpgroups' rows of tile 0 landed
     if (wgi == 1) named_arrive(BAR_TURN + 0, NT);  // warpgroup 0 issues first
+    // The operands' descriptors at k-step 0: this warpgroup's rows of key buffer 0, and q. A key buffer, a 64-column
+    // block of D and a k-step are constant byte offsets, which add to the low word (wgmma.cuh): no address
+    // arithmetic between the wgmma instructions.
+    const uint32_t a_lo = wgmma_desc_lo(smem_u32(kt + wgi * 64 * 128) & 0x3FFFFu, 16u);
+    const uint32_t b_lo = wgmma_desc_lo(smem_u32(qs) & 0x3FFFFu, 16u);
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it) {
         if (it > 0) {
@@ -67,7 +72,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             // buffer may be refilled.
             named_sync(BAR_WG + wgi, WG_THREADS);
         }
-        const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
+        const uint32_t a_tile = a_lo + (it & 1) * (TILE * ROWB / 16);
         float acc[NCOL / 2];
 #pragma unroll
         for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
@@ -77,8 +82,8 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
             const int kb = ks >> 2, koff = (ks & 3) * 32;
-            const uint64_t da = wgmma_desc_sw128(tb + kb * TILE * 128 + wgi * 64 * 128 + koff);
-            const uint64_t db = wgmma_desc_sw128(qs + kb * QROWS * 128 + koff);
+            const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
+            const uint64_t db = wgmma_desc_sw128(b_lo + (kb * QROWS * 128 + koff) / 16);
             if constexpr (NCOL == 32) wgmma_m64n32k16_bf16(acc, da, db, 1);
             else if constexpr (NCOL == 64) wgmma_m64n64k16_bf16(acc, da, db, 1);
             else wgmma_m64n128k16_bf16(acc, da, db, 1);
