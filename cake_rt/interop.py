@@ -219,7 +219,7 @@ def check_array(arr, name: str, *, dtypes=None, ndim=None, shape=None, contiguou
 
 
 def as_host_int32(x, name: str) -> np.ndarray:
-    """Small integer metadata (cu_seqlens, offsets) as a 1-D NumPy int32 array.
+    """Small integer metadata (cu_seqlens, offsets) as a 1-D NumPy int32 array of the library's own (a copy).
 
     Accepts lists, NumPy arrays, CuPy arrays and tensors (device data is copied to the host on CuPy's current
     stream, which waits for the copy: callers make the call's stream current). Integer dtypes only; values must fit
@@ -259,7 +259,10 @@ def as_host_int32(x, name: str) -> np.ndarray:
         raise ValueError(f"{name}: expected a 1-D array, got shape {tuple(arr.shape)}")
     if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
         raise ValueError(f"{name}: values must fit in int32")
-    return np.ascontiguousarray(arr, dtype=np.int32)
+    # Always a copy the library owns, never a view of the caller's memory: a validated call is memoized on these
+    # values (ops/dsa.py plans again from them when its plan is evicted), and the caller may rewrite its array in
+    # place for a later call.
+    return np.array(arr, dtype=np.int32, order="C", copy=True)
 
 
 def is_device_metadata(x) -> bool:

@@ -1,0 +1,53 @@
+"""Host metadata at the edges of the contracts (CPU only): what the library reads from a caller's cu_seqlens /
+offsets is its own copy, so a caller that rewrites its array in place between calls never changes the plan of a
+call it made with other values."""
+import numpy as np
+import pytest
+
+from cake_rt import interop
+
+pytest.importorskip("cupy")
+
+
+def test_host_metadata_is_a_copy_of_the_callers_array():
+    a = np.array([0, 20, 64], np.int32)
+    out = interop.as_host_int32(a, "cu_seqlens_q")
+    assert out.tolist() == [0, 20, 64] and not np.shares_memory(out, a)
+    a[1] = 50
+    assert out.tolist() == [0, 20, 64]
+
+
+# A memoized DSA problem plans again from its metadata when its plan is evicted, under the key of the values it was
+# validated with: from a view of the caller's array it would plan the values the caller wrote there since, and run
+# that plan for a call with the old values (double-buffered metadata: buffer A rewritten, buffer B holding A's
+# previous values).
+from test_host_path_cpu import STUBS, run_with_cpu_stubs  # noqa: E402
+
+STALE_PLAN = STUBS + r'''
+import cake_rt
+from cake_rt.interop import BF16
+import cake_rt.ops.dsa as dsa
+T, Tkv = 64, 300
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, 16), np.int32)); sc = make(np.empty((T, 16), np.float32))
+ck = np.array([0, 100, Tkv], np.int32)
+launched = []
+run = dsa._run
+dsa._run = lambda dp, *a: (launched.append(dp.plan), run(dp, *a))
+def call(cq):
+    cake_rt.dsa_indexer_det_topk(q, k, w, 16, cu_seqlens_q=cq, cu_seqlens_k=ck, indices=idx, scores=sc, stream=s)
+    return launched[-1].units.copy()
+buf_a = np.array([0, 20, T], np.int32)
+buf_b = buf_a.copy()
+want = call(buf_a)
+buf_a[1] = 50
+assert not np.array_equal(call(buf_a), want)
+dsa._plan_cache.clear()          # as 64 other layouts would: every plan evicted
+assert np.array_equal(call(buf_b), want), "the plan of [0, 20, T] was made from [0, 50, T]"
+assert np.array_equal(call(np.array([0, 20, T], np.int32)), want)
+print("ok")
+'''
+
+
+def test_a_rewritten_metadata_array_never_changes_the_plan_of_earlier_values():
+    run_with_cpu_stubs(STALE_PLAN)
