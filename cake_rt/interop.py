@@ -75,6 +75,20 @@ def _foreign_read_only(x) -> str | None:
     return None
 
 
+_DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13  # DLPack device types
+
+
+def _dlpack_device_type(x) -> int | None:
+    """The DLPack device type ``x.__dlpack_device__()`` reports, or None when it reports none."""
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None:
+        return None
+    try:
+        return int(dev()[0])
+    except Exception:
+        return None
+
+
 def as_device_array(x, name: str, *, output: bool = False):
     """``x`` as a CuPy array on its CUDA device, without a copy.
 
@@ -104,16 +118,10 @@ def as_device_array(x, name: str, *, output: bool = False):
         if isinstance(x, cupy.ndarray):
             return x
     if hasattr(x, "__dlpack__"):
-        dev = getattr(x, "__dlpack_device__", None)
-        if dev is not None:
-            try:
-                kind = int(dev()[0])
-            except Exception:
-                kind = None
-            # DLPack device types: 2 = CUDA, 13 = CUDA managed; 1 = CPU
-            if kind is not None and kind not in (2, 13):
-                raise TypeError(f"{name}: expected a CUDA device array, got a {type(x).__name__} on a "
-                                f"non-CUDA device (DLPack device type {kind})")
+        kind = _dlpack_device_type(x)
+        if kind is not None and kind not in (_DL_CUDA, _DL_CUDA_MANAGED):
+            raise TypeError(f"{name}: expected a CUDA device array, got a {type(x).__name__} on a "
+                            f"non-CUDA device (DLPack device type {kind})")
         try:
             return cupy.from_dlpack(x)
         except Exception as exc:
@@ -221,7 +229,7 @@ def check_array(arr, name: str, *, dtypes=None, ndim=None, shape=None, contiguou
 def as_host_int32(x, name: str) -> np.ndarray:
     """Small integer metadata (cu_seqlens, offsets) as a 1-D NumPy int32 array of the library's own (a copy).
 
-    Accepts lists, NumPy arrays, CuPy arrays and tensors (device data is copied to the host on CuPy's current
+    Accepts lists, NumPy arrays, CuPy arrays, tensors and host DLPack arrays (a JAX CPU array; device data is copied to the host on CuPy's current
     stream, which waits for the copy: callers make the call's stream current). Integer dtypes only; values must fit
     in int32.
     """
@@ -247,6 +255,11 @@ def as_host_int32(x, name: str) -> np.ndarray:
         elif hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):
             if hasattr(x, "detach") and hasattr(x, "cpu") and not getattr(x, "is_cuda", False):  # a torch CPU tensor
                 arr = x.detach().cpu().numpy()
+            elif hasattr(x, "__dlpack__") and _dlpack_device_type(x) == _DL_CPU:  # a host array (a JAX CPU array)
+                try:
+                    arr = np.from_dlpack(x)
+                except Exception as exc:
+                    raise TypeError(f"{name}: could not read {type(x).__name__} through DLPack: {exc}") from None
             else:  # on the device: copied on CuPy's current stream (the call's), not on PyTorch's through .cpu()
                 arr = as_device_array(x, name).get()
         elif hasattr(x, "__array__"):

@@ -51,3 +51,29 @@ print("ok")
 
 def test_a_rewritten_metadata_array_never_changes_the_plan_of_earlier_values():
     run_with_cpu_stubs(STALE_PLAN)
+
+
+class _HostDLPack:
+    """Stands in for a JAX array on the CPU: DLPack on device type 1 (CPU), no CUDA array interface (JAX raises
+    AttributeError for it off the GPU), the module name of a JAX array."""
+    __module__ = "jaxlib.xla_extension"
+
+    def __init__(self, values, dtype=np.int32):
+        self._a = np.asarray(values, dtype)
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_host_dlpack_metadata_is_read_on_the_host():
+    src = _HostDLPack([0, 5, 9])
+    assert not interop.is_device_metadata(src)
+    out = interop.as_host_int32(src, "cu_seqlens")
+    assert out.dtype == np.int32 and out.tolist() == [0, 5, 9] and not np.shares_memory(out, src._a)
+    with pytest.raises(TypeError, match="^cu_seqlens: expected an integer dtype"):
+        interop.as_host_int32(_HostDLPack([0.0, 1.0], np.float32), "cu_seqlens")
+    with pytest.raises(TypeError, match="^q: expected a CUDA device array, got a _HostDLPack on a non-CUDA device"):
+        interop.as_device_array(src, "q")  # a tensor argument on the host is still refused
