@@ -77,3 +77,32 @@ def test_host_dlpack_metadata_is_read_on_the_host():
         interop.as_host_int32(_HostDLPack([0.0, 1.0], np.float32), "cu_seqlens")
     with pytest.raises(TypeError, match="^q: expected a CUDA device array, got a _HostDLPack on a non-CUDA device"):
         interop.as_device_array(src, "q")  # a tensor argument on the host is still refused
+
+
+class _Shape:
+    def __init__(self, *shape):
+        self.shape = shape
+
+
+@pytest.mark.parametrize("T, Tkv, match", [(2**30, 100, "^q: T \\(queries\\)"), (100, 2**30, "^k: Tkv \\(keys\\)")])
+def test_dsa_rows_past_the_int32_ids_are_refused_before_planning(monkeypatch, T, Tkv, match):
+    """The sizing entry refuses what the eager call refuses, naming the argument, before anything is planned (the
+    plan's host arrays hold a value per query: gigabytes for such a T)."""
+    import cupy
+
+    import cake_rt.ops.dsa as dsa
+    from cake_rt.interop import BF16
+
+    def no(*a, **k):
+        raise AssertionError("planned")
+    monkeypatch.setattr(dsa, "_device_facts", no)
+    monkeypatch.setattr(dsa, "plan_units", no)
+    with pytest.raises(ValueError, match=match):
+        dsa.dsa_indexer_workspace_bytes(_Shape(T, 32, 128), _Shape(Tkv, 128), _Shape(T, 32), 2048)
+    mem = cupy.cuda.UnownedMemory(1 << 32, 1 << 40, None, device_id=0)
+
+    def header(shape, dtype, offset):  # a CuPy array header over an address never touched
+        return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, offset))
+    with pytest.raises(ValueError, match=match):
+        dsa.dsa_indexer_det_topk(header((T, 32, 128), BF16, 0), header((Tkv, 128), BF16, 1 << 38),
+                                 header((T, 32), np.float32, 1 << 39), 2048)

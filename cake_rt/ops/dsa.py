@@ -454,6 +454,17 @@ def _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv
     return cu_q, cu_k, off
 
 
+_MAX_ROWS = np.iinfo(np.int32).max // 2  # queries or keys: their ids, and a tile past the last, stay in int32
+
+
+def _check_rows(T: int, Tkv: int) -> None:
+    """``ValueError`` naming ``q`` or ``k`` when its rows exceed what the kernels' int32 ids can number; before
+    anything is planned (the plan's host arrays are sized by the rows)."""
+    for name, n, what in (("q", T, "T (queries)"), ("k", Tkv, "Tkv (keys)")):
+        if n > _MAX_ROWS:
+            raise ValueError(f"{name}: {what} = {n} is over {_MAX_ROWS}: query and key ids must fit in int32")
+
+
 def _check_arrays(q, k, weights, topk):
     topk = _check_topk(topk)
     q = as_device_array(q, "q")
@@ -469,8 +480,7 @@ def _check_arrays(q, k, weights, topk):
     Tkv = int(k.shape[0])
     weights = as_device_array(weights, "weights")
     check_array(weights, "weights", dtypes=np.float32, shape=(T, H), device=dev)
-    if T > np.iinfo(np.int32).max // 2 or Tkv > np.iinfo(np.int32).max // 2:
-        raise ValueError(f"k: sizes must fit in int32 ids, got T={T}, Tkv={Tkv}")
+    _check_rows(T, Tkv)
     for name, a in (("q", q), ("k", k), ("weights", weights)):
         check_aligned(a, name)
     return _Problem(q, k, weights, T, Tkv, H, D, topk, None, None, None, True, dev)
@@ -800,6 +810,7 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
         raise ValueError(f"k: expected shape ({Tkv}, {D}), got {tuple(k.shape)}")
     if shape_of(weights, "weights", "[T, H]") != (T, H):
         raise ValueError(f"weights: expected shape ({T}, {H}), got {tuple(weights.shape)}")
+    _check_rows(T, Tkv)
     cu_q, cu_k, off = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv)
     if device is not None:
         import cupy
