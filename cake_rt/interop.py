@@ -275,7 +275,7 @@ def as_host_int32(x, name: str) -> np.ndarray:
     # Always a copy the library owns, never a view of the caller's memory: a validated call is memoized on these
     # values (ops/dsa.py plans again from them when its plan is evicted), and the caller may rewrite its array in
     # place for a later call.
-    return np.array(arr, dtype=np.int32, order="C", copy=True)
+    return arr.astype(np.int32)  # a new array (astype copies), contiguous (1-D)
 
 
 def is_device_metadata(x) -> bool:
