@@ -21,7 +21,8 @@ def indexer_topk(q, k, weights, topk: int, *, cu_seqlens_q=None, cu_seqlens_k=No
 
     Metadata (``cu_seqlens_q``/``cu_seqlens_k`` [S+1], ``q_causal_offsets`` [S]) as for
     ``cake_rt.dsa_indexer_det_topk``; host metadata avoids a device-to-host copy per call."""
-    from ..ops.dsa import dsa_indexer_det_topk
+    from ..launch.arch import device_info
+    from ..ops.dsa import HEAD_DIMS, HEADS, _check_topk, dsa_indexer_det_topk, select_config
 
     for name, t in (("q", q), ("k", k), ("weights", weights)):
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
@@ -29,6 +30,11 @@ def indexer_topk(q, k, weights, topk: int, *, cu_seqlens_q=None, cu_seqlens_k=No
                             + (f" on {t.device}" if isinstance(t, torch.Tensor) else ""))
     if isinstance(topk, bool) or not isinstance(topk, int):
         raise TypeError(f"topk: expected an int, got {type(topk).__name__}")
+    # topk sizes the two outputs made below: refuse it, naming it, before they are allocated.
+    _check_topk(topk)
+    if q.dim() == 3 and int(q.shape[1]) in HEADS and int(q.shape[2]) in HEAD_DIMS:
+        info = device_info(q.device.index)
+        select_config(int(q.shape[1]), int(q.shape[2]), topk, info.smem_per_block_optin, info.target)
     T = int(q.shape[0])
     indices = torch.empty((T, int(topk)), dtype=torch.int32, device=q.device)
     scores = torch.empty((T, int(topk)), dtype=torch.float32, device=q.device)

@@ -22,7 +22,10 @@ __all__ = ["mamba_chunk_scan_combined"]
 
 
 def _contig(t):
-    return t if t is None or t.is_contiguous() else t.contiguous()
+    # mamba_ssm takes any strided tensor; the kernels read 16-byte vectors from contiguous, 16-byte aligned rows.
+    if t is None or (t.is_contiguous() and t.data_ptr() % 16 == 0):
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
 
 
 def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,

@@ -128,3 +128,38 @@ def test_dsa_indexer_topk_returns_torch_int32():
     ref_i, _ = dsa_indexer_det_topk(q, k, w, topk)
     torch.cuda.synchronize()
     assert torch.equal(idx.cpu(), torch.from_dlpack(ref_i).cpu())
+
+
+def test_mamba_chunk_scan_combined_takes_contiguous_views_off_16_bytes():
+    # mamba_ssm accepts any start address; the compat layer copies a view the kernels cannot read in place.
+    from cake_rt.compat.mamba_ssm import mamba_chunk_scan_combined as ours
+
+    t = _inputs(b=1, L=300, seed=3)
+    off = {}
+    for name in ("x", "B", "z"):
+        flat = torch.empty(t[name].numel() + 1, dtype=t[name].dtype, device="cuda")
+        view = flat[1:].view(t[name].shape)  # contiguous, 2 bytes past a 16-byte boundary
+        view.copy_(t[name])
+        assert view.is_contiguous() and view.data_ptr() % 16 != 0
+        off[name] = view
+    kw = dict(D=t["D"], dt_bias=t["dt_bias"], dt_softplus=True, return_final_states=True)
+    with torch.no_grad():
+        y0, s0 = ours(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, z=t["z"], **kw)
+        y1, s1 = ours(off["x"], t["dt"], t["A"], off["B"], t["C"], 128, z=off["z"], **kw)
+    torch.cuda.synchronize()
+    assert torch.equal(y0, y1) and torch.equal(s0, s1)
+
+
+@pytest.mark.parametrize("topk, err, match", [(0, ValueError, "topk"), (-5, ValueError, "topk"),
+                                              (1 << 40, ValueError, "topk"), (2.0, TypeError, "topk")])
+def test_dsa_indexer_topk_refuses_topk_before_allocating(topk, err, match):
+    from cake_rt.compat.dsa import indexer_topk
+
+    q = torch.randn(16, 32, 128, device="cuda").bfloat16()
+    k = torch.randn(100, 128, device="cuda").bfloat16()
+    w = torch.randn(16, 32, device="cuda")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    with pytest.raises(err, match=match):
+        indexer_topk(q, k, w, topk)
+    assert torch.cuda.memory_allocated() == before
