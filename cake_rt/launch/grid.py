@@ -1,7 +1,8 @@
 """Launching compiled kernels: explicit grids, occupancy-capped cooperative launches, launch records.
 
 Arguments are passed exactly as the kernel declares them: CuPy arrays (or ``None`` for a null pointer)
-become pointers, NumPy scalars keep their width (``np.int32`` -> int, ``np.float32`` -> float, ...).
+become pointers, NumPy scalars keep their width (``np.int32`` -> int, ``np.float32`` -> float, ...), a ctypes
+array is passed by value (its bytes: a ``__grid_constant__`` struct such as a tensor map).
 Python ``int``/``float`` are refused because CuPy would pass them as 64-bit values, which silently
 breaks a kernel that takes ``int``/``float``.
 
@@ -107,10 +108,12 @@ def _pack_args(args):
             holders.append(ctypes.c_void_p(a.ptr))
         elif isinstance(a, np.generic) and a.dtype in _SCALAR_CTYPES:
             holders.append(_SCALAR_CTYPES[a.dtype](a.item()))
+        elif isinstance(a, ctypes.Array):  # by value, its bytes: a bound __grid_constant__ struct (tensormap.bound_copy)
+            holders.append(a)
         else:
             raise TypeError(
-                f"kernel argument {i}: expected a CuPy array, None or a NumPy scalar of the parameter's "
-                f"type (np.int32, np.float32, ...), got {type(a).__name__} {a!r:.40}"
+                f"kernel argument {i}: expected a CuPy array, None, a NumPy scalar of the parameter's "
+                f"type (np.int32, np.float32, ...) or a ctypes array (by value), got {type(a).__name__} {a!r:.40}"
             )
     params = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
     return params, holders

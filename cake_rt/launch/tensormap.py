@@ -62,6 +62,16 @@ class Tile2D:
                                f"{ptr:#x}")
 
 
+def bound_copy(address: int) -> ctypes.Array:
+    """A copy of the map at host address ``address`` (64-byte aligned, owned by the array) to pass by value in a launch
+    packed once with every argument bound (``grid.PackedLaunch`` without blobs): no memo entry has to outlive it."""
+    buf = ctypes.create_string_buffer(MAP_BYTES + 64)
+    off = (-ctypes.addressof(buf)) % 64
+    m = (ctypes.c_uint8 * MAP_BYTES).from_buffer(buf, off)  # holds buf
+    ctypes.memmove(m, address, MAP_BYTES)
+    return m
+
+
 class TileMaps:
     """The maps of one kernel's tensors (``tiles``: one ``Tile2D`` a tensor), memoized per pointer tuple (at most
     ``capacity`` tuples, then the memo starts over). ``get(ptrs)`` returns ``(buffer, addresses)``: the host addresses

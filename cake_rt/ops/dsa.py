@@ -563,11 +563,14 @@ def _plan(p: _Problem, cfg: DsaConfig, key_split) -> DsaPlan:
 
 class _DevicePlan(UploadedTable):
     """A plan's unit table in device memory (an ``UploadedTable``: uploaded on the planning call's stream,
-    other streams wait for it once, freed after the kernels that read it) plus its packed launch."""
+    other streams wait for it once, freed after the kernels that read it) plus its packed launch and, for the wgmma
+    program, the tensor maps of k (``maps``: k as ``Tkv`` rows of D columns, 64 x 64 boxes in the 128-byte swizzle,
+    memoized per k pointer; k is C-contiguous and 16-byte aligned, as a map needs)."""
 
-    def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int, handle: int, stream_obj=None):
+    def __init__(self, plan: DsaPlan, cfg: DsaConfig, dev: int, Tkv: int, handle: int, stream_obj=None):
         from ..launch.compile import get_kernel
         from ..launch.grid import occupancy_per_sm
+        from ..launch.tensormap import Tile2D, TileMaps
 
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
         scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, device=dev)
@@ -582,20 +585,23 @@ class _DevicePlan(UploadedTable):
         self.nunits, self.need = plan.nunits, plan.workspace_bytes
         self.words = {sch: plan.ticket_words if _needs_words(plan, sch) else 0 for sch in SCHEDULES}
         self.counts_offset = plan.counts_offset
+        self.maps = TileMaps((Tile2D(cfg.D, Tkv, cfg.D * 2),)) if cfg.wgmma else None
         self._packed = {}
         self.owned = ()  # a runner's ticket words and workspace: freed with the plan
 
     def packed(self, schedule: str, pointers=None):
-        """The ``PackedLaunch`` of dsa_scan; slots: q, k, w, tickets, arrivals, indices, scores, ent, cnt
-        (``pointers``: their values, bound for good — a runner's launch on one stream — instead of slots).
+        """The ``PackedLaunch`` of dsa_scan; slots: q, k, w, tickets, arrivals, indices, scores, ent, cnt, and the
+        wgmma program's blob: the map of k (``pointers``: their values, bound for good — a runner's launch on one
+        stream — instead of slots, the map a copy of k's).
 
         Arguments: q, k, weights, unit table, nunits, ticket word, use_ticket, arrival words (ticket word + 4
         words, one record per split block), topk, causal, indices, scores, workspace parts, workspace part
-        counts."""
+        counts; the wgmma program: the tensor map of k."""
         hit = self._packed.get(schedule) if pointers is None else None
         if hit is not None:
             return hit
-        from ..launch.grid import PackedLaunch, Slot
+        from ..launch.grid import Blob, PackedLaunch, Slot
+        from ..launch.tensormap import bound_copy
 
         plan, cfg = self.plan, self.cfg
         if pointers is None:
@@ -606,7 +612,9 @@ class _DevicePlan(UploadedTable):
         hit = PackedLaunch(
             self.scan, self.grid, cfg.threads,
             (q, k, w, np.uint64(self.ptr), np.int32(plan.nunits), tickets, np.int32(1 if schedule == "ticket" else 0),
-             arrivals, np.int32(plan.topk), np.int32(1 if plan.causal else 0), indices, scores, ent, cnt),
+             arrivals, np.int32(plan.topk), np.int32(1 if plan.causal else 0), indices, scores, ent, cnt)
+            + (() if self.maps is None else (Blob("tm_k"),) if pointers is None else
+               (bound_copy(self.maps.get((int(pointers[1]),))[1][0]),)),
             shared_mem=cfg.smem_scan, tag=f"dsa_scan:{schedule}")
         if pointers is None:
             self._packed[schedule] = hit
@@ -674,7 +682,7 @@ def _cached_device_plan(p: _Problem, key_split, capturing: bool, handle: int, st
                 "(it uploads a work table); make one eager call with the same arguments before capturing, or "
                 "capture a prepared runner (prepare_dsa_indexer_det_topk)")
         collect()
-        dp = _DevicePlan(plan, cfg, p.device, handle, stream_obj)
+        dp = _DevicePlan(plan, cfg, p.device, p.Tkv, handle, stream_obj)
         hit = _plan_cache.put(key, dp)
     p.held = (key[-1], hit, key, texts)
     return hit
@@ -699,15 +707,19 @@ def _launch_args(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, ticket
 
 
 def _run(dp: _DevicePlan, args: tuple, tickets, schedule, handle: int) -> None:
-    """Launch dsa_scan, the only kernel of a call, on stream ``handle`` with ``_launch_args``' pointers."""
+    """Launch dsa_scan, the only kernel of a call, on stream ``handle`` with ``_launch_args``' pointers (and, wgmma
+    program, the map of this call's k: an encoding the driver refuses raises here, before any stream work; the pair
+    is held through the launch, the driver copies the parameters then)."""
     scan = dp.packed(schedule)
+    maps = () if dp.maps is None else dp.maps.get((args[1],))
+    blobs = maps and maps[1]
     if tickets is None:
-        scan.run(handle, args)
+        scan.run(handle, args, blobs)
         return
     if tickets.dirty:
         tickets.before_launch(handle)
     try:
-        scan.run(handle, args)
+        scan.run(handle, args, blobs)
     except BaseException:
         tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
         raise
@@ -1118,7 +1130,7 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         plan = _plan(p, cfg, key_split)
         need = plan.workspace_bytes
         ws = _check_workspace(workspace, need, p.device, p, indices, scores)  # before the plan is uploaded
-        dp = _DevicePlan(plan, cfg, p.device, handle, st)
+        dp = _DevicePlan(plan, cfg, p.device, p.Tkv, handle, st)
         if ws is None and need:
             with st:
                 ws = cupy.empty(need, dtype=np.uint8)

@@ -55,13 +55,20 @@ CAKE_DEVICE unsigned next_unit(unsigned u, unsigned* ticket, int use_ticket, uns
 }
 #endif
 
+#if DSA_USE_WGMMA
+// The key map (sm_90a): k as [Tkv rows][D columns], 64 x 64 boxes in the 128-byte swizzle (cake_rt/ops/dsa.py).
+#define DSA_KMAP_PARAM , const __grid_constant__ CakeTensorMap tm_k
+#else
+#define DSA_KMAP_PARAM
+#endif
+
 // units: int32 [nunits, UNIT_INTS], longest first. ticket: the ticket word (use_ticket). arrivals: one record
 // of SPLIT_WORDS per split block (zero at launch, left at zero). ws_ent / ws_cnt: parts of split units.
 extern "C" __global__ void __launch_bounds__(BLOCK, 1)
 dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const float* __restrict__ w,
          const int* __restrict__ units, int nunits, unsigned* ticket, int use_ticket, unsigned* arrivals, int topk,
          int causal, int* __restrict__ out_idx, float* __restrict__ out_sc, uint64_t* __restrict__ ws_ent,
-         int* __restrict__ ws_cnt) {
+         int* __restrict__ ws_cnt DSA_KMAP_PARAM) {
     // ---- shared memory
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // wgmma tiles start 1024-byte aligned (the swizzle is a function of the address).
@@ -85,7 +92,8 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
 #if DSA_USE_WGMMA
     // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
     uint64_t* empty = reinterpret_cast<uint64_t*>(smem + Layout::empty);
-    init_slots(empty);
+    uint64_t* kfull = reinterpret_cast<uint64_t*>(smem + Layout::kfull);
+    init_slots(empty, kfull);
     __syncthreads();  // the mbarriers are initialised
     unsigned g = 0u;  // score tiles since the launch (each role counts them)
     unsigned u = use_ticket ? next_unit(0u, ticket, 1, tslot) : blockIdx.x;
@@ -96,7 +104,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             const Unit un = load_unit(units, (int)u);
             const int span = un.khi - un.klo;
             const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
-            product_unit(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
+            product_unit(un, ntiles, kt, qs, sc, wsm, q, &tm_k, w, empty, kfull, g);
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     } else {
@@ -112,6 +120,9 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             sel_sync();
             select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
             finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
+            // Its accesses of the key tiles (the final selection's histograms, the merge's buffer) before the next
+            // unit's tensor-map copies (the async proxy) overwrite them.
+            fence_proxy_async_shared();
             u = next_unit(u, ticket, use_ticket, tslot);
         }
     }

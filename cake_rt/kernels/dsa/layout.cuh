@@ -83,6 +83,7 @@ struct Layout {
     static constexpr int st = hist + HIST_WORDS * 4;               // DsaSelState
     static constexpr int scratch = st + 64;                        // block-scan scratch (32 ints)
     static constexpr int flags = scratch + 128;                    // ticket slot, last-arrival flag
+    static constexpr int kfull = flags + 8;                        // wgmma: FULL mbarriers of the key rows [2]
     static constexpr int empty = flags + 32;                       // wgmma: EMPTY mbarriers of the score slots [RING]
     static constexpr int lo = flags + 64;                          // per-query floors [16] uint64
     static constexpr int cnt = lo + 16 * 8;                        // per-query counts [16] int
@@ -94,6 +95,7 @@ struct Layout {
 static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0, "alignment of the operand tiles");
 static_assert(Layout::chist % 16 == 0 && Layout::hist % 16 == 0, "the histograms' 16-byte loads (owned_bins_sum)");
 static_assert(Layout::pstart % 16 == 0 && 384 <= (NT + 4) * 4, "a joint compaction's states and scan words");
+static_assert(Layout::kfull % 8 == 0 && Layout::kfull + 2 * 8 <= Layout::empty, "the key rows' mbarriers");
 static_assert(Layout::empty % 8 == 0 && Layout::empty + RING * 8 <= Layout::lo, "the mbarriers");
 
 // A work unit: queries [q0, q0 + nq) of one segment x keys [klo, khi). Split blocks (slot >= 0) write a
@@ -110,11 +112,10 @@ struct Unit {
 };
 
 // Named barriers of the wgmma loop: the selection threads (BAR_SEL; the block on the mma.sync loop), the
-// product threads (BAR_MMA), everyone at a unit's end (BAR_UNIT), a score slot written (BAR_FULL + slot),
-// one product warpgroup's key rows landed (BAR_WG + warpgroup), a warpgroup's turn to issue its product
-// (BAR_TURN + warpgroup). A slot's release (EMPTY) is an mbarrier (Layout::empty): each product warpgroup
-// waits for it on its own schedule.
-enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_WG = BAR_FULL + RING, BAR_TURN = BAR_WG + 2 };
+// product threads (BAR_MMA), everyone at a unit's end (BAR_UNIT), a score slot written (BAR_FULL + slot), a
+// warpgroup's turn to issue its product (BAR_TURN + warpgroup). A slot's release (EMPTY) and a product warpgroup's
+// key rows landed (Layout::kfull) are mbarriers: each product warpgroup waits for them on its own schedule.
+enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_TURN = BAR_FULL + RING };
 static_assert(BAR_TURN + 2 <= 16, "16 hardware barriers");
 CAKE_DEVICE void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 CAKE_DEVICE void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }

@@ -1,42 +1,9 @@
-// Pieces both tile loops share: key-tile copies, q staging, the weights and the fixed-order head sum.
+// Pieces both tile loops share: q staging, the weights and the fixed-order head sum.
 #pragma once
 #include "layout.cuh"
 #include "../common/mma.cuh"
 
 namespace dsa {
-
-// Copy rows [r0, r0 + NROWS) of keys [klo + it * TILE, + TILE) of the unit into key-tile buffer it & 1 (zero
-// rows past khi), by threads t = 0 .. NTEAM - 1 of a team. Thread t copies the 16-byte chunk t % CHUNKS of rows
-// r0 + t / CHUNKS + k * RSTEP: one column, and (RSTEP a multiple of 8) one swizzle phase r & 7, so its
-// destinations are one swizzled offset plus k * RSTEP rows and its sources one row plus k * RSTEP rows: the
-// address arithmetic is done once per call, not per chunk.
-template <int NTEAM, int NROWS>
-CAKE_DEVICE void load_key_rows(unsigned char* kt, const bf16_t* kmat, const Unit& un, int it, int r0, int t) {
-    constexpr int RSTEP = NTEAM / CHUNKS, NK = NROWS / RSTEP;
-    static_assert(NTEAM % CHUNKS == 0 && RSTEP % 8 == 0 && NROWS % RSTEP == 0, "a team covers whole row groups");
-    constexpr int DST_ROW = WG ? 128 : ROWB;  // swz_rows: bytes from row r to row r + 1 of one chunk column
-    const int c = (int)((unsigned)t % CHUNKS), r = r0 + (int)((unsigned)t / CHUNKS);
-    unsigned char* dst = kt + (it & 1) * (TILE * ROWB) + swz_rows(r, c, TILE);
-    const int j = un.klo + it * TILE + r;
-    const char* src = (const char*)kmat + c * 16;
-    if (j + (NK - 1) * RSTEP < un.khi) {  // every row is a key (all but a unit's last tile)
-        src += (size_t)j * ROWB;
-#pragma unroll
-        for (int k = 0; k < NK; ++k) cp_async_16(dst + k * RSTEP * DST_ROW, src + k * RSTEP * ROWB);
-    } else {
-#pragma unroll
-        for (int k = 0; k < NK; ++k) {
-            const int jk = j + k * RSTEP;  // a row past khi reads nothing (zero fill), at the last row's address
-            cp_async_16_zfill(dst + k * RSTEP * DST_ROW, src + (size_t)min(jk, un.khi - 1) * ROWB, jk < un.khi ? 16 : 0);
-        }
-    }
-    cp_async_commit();
-}
-
-// The whole tile, by the NT threads [0, NT).
-CAKE_DEVICE void load_key_tile(unsigned char* kt, const bf16_t* kmat, const Unit& un, int it) {
-    load_key_rows<NT, TILE>(kt, kmat, un, it, 0, threadIdx.x);
-}
 
 // Stage q[q0 .. q0 + nq) as QROWS (query, head) rows, row = qq * H + h; rows past nq * H are zero.
 CAKE_DEVICE void load_q(unsigned char* qs, const bf16_t* q, const Unit& un) {

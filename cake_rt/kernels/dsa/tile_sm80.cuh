@@ -12,6 +12,32 @@ namespace dsa {
 constexpr int NB = BQ * HB;          // 8-column blocks holding real pairs
 constexpr int NBP = (NB + 1) / 2;  // pairs of 8-column blocks (one ldmatrix_x4 of q each)
 
+// Copy keys [klo + it * TILE, + TILE) of the unit into key-tile buffer it & 1 (zero rows past khi), by the NT
+// threads [0, NT). Thread t copies the 16-byte chunk t % CHUNKS of rows t / CHUNKS + k * RSTEP: one column, and
+// (RSTEP a multiple of 8) one swizzle phase r & 7, so its destinations are one swizzled offset plus k * RSTEP rows
+// and its sources one row plus k * RSTEP rows: the address arithmetic is done once per call, not per chunk.
+CAKE_DEVICE void load_key_tile(unsigned char* kt, const bf16_t* kmat, const Unit& un, int it) {
+    constexpr int RSTEP = NT / CHUNKS, NK = TILE / RSTEP;
+    static_assert(NT % CHUNKS == 0 && RSTEP % 8 == 0 && TILE % RSTEP == 0, "the threads cover whole row groups");
+    const int t = threadIdx.x;
+    const int c = (int)((unsigned)t % CHUNKS), r = (int)((unsigned)t / CHUNKS);
+    unsigned char* dst = kt + (it & 1) * (TILE * ROWB) + swz_rows(r, c, TILE);
+    const int j = un.klo + it * TILE + r;
+    const char* src = (const char*)kmat + c * 16;
+    if (j + (NK - 1) * RSTEP < un.khi) {  // every row is a key (all but a unit's last tile)
+        src += (size_t)j * ROWB;
+#pragma unroll
+        for (int k = 0; k < NK; ++k) cp_async_16(dst + k * RSTEP * ROWB, src + k * RSTEP * ROWB);
+    } else {
+#pragma unroll
+        for (int k = 0; k < NK; ++k) {
+            const int jk = j + k * RSTEP;  // a row past khi reads nothing (zero fill), at the last row's address
+            cp_async_16_zfill(dst + k * RSTEP * ROWB, src + (size_t)min(jk, un.khi - 1) * ROWB, jk < un.khi ? 16 : 0);
+        }
+    }
+    cp_async_commit();
+}
+
 // q must be staged (load_q, waited) and key tile 0 in flight; wq loaded. gh: the split block's histograms of
 // appended keys (merge.cuh), else nullptr.
 CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned char* kt, const unsigned char* qs,

@@ -6,8 +6,8 @@
 // them), K = D in 16-wide steps in order: m64nNk16, whose every element is the same k16 steps whatever N is,
 // so the float32 operations of a score depend neither on H's block layout nor on the unit's queries.
 //
-// Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (cp.async, double-
-// buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
+// Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (one thread's tensor-map
+// copy, double-buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
 // the tensor cores (BAR_TURN, ping-pong): while one warpgroup's wgmma runs, the other does its head sum,
 // so the tensor cores do not wait for the head sums. The head sums write ring slot g % RING (g: the tile's
 // number since the launch) once the selection has released the slot (its EMPTY mbarrier), then mark it
@@ -20,6 +20,7 @@
 #include "selection.cuh"
 #include "../common/wgmma.cuh"
 #include "../common/mbarrier.cuh"
+#include "../common/tma.cuh"
 #if !defined(CAKE_HAS_WGMMA)
 #error "DSA_WGMMA needs the sm_90a target"
 #endif
@@ -31,32 +32,52 @@ constexpr int WG_THREADS = 128;
 
 // Before the roles split (then a block barrier): the slots' EMPTY mbarriers, one arrival per selection thread
 // (each thread releases its own reads of the slot; compute-sanitizer's racecheck sees the order then, where a
-// warp's __syncwarp before one lane's arrival left it reporting the product's next write as a race).
-CAKE_DEVICE void init_slots(uint64_t* empty) {
+// warp's __syncwarp before one lane's arrival left it reporting the product's next write as a race), and the
+// product warpgroups' key-row FULL mbarriers, one arrival (the copying thread's, with the bytes) per tile.
+CAKE_DEVICE void init_slots(uint64_t* empty, uint64_t* kfull) {
     if (threadIdx.x < RING) mbarrier_init(empty + threadIdx.x, NT);
+    if (threadIdx.x >= 32 && threadIdx.x < 34) mbarrier_init(kfull + threadIdx.x - 32, 1);
+}
+
+// Warpgroup wgi's 64 key rows of tile `it` of the unit (keys klo + it * TILE + 64 wgi ..) into key buffer it & 1, by
+// one thread: D / 64 boxes of the key map (64 rows x 64 columns in the 128-byte swizzle, 1024-byte aligned: the
+// layout swz_rows gives and the wgmma descriptors read), their bytes completed on the warpgroup's FULL mbarrier
+// (`full`). A warpgroup has at most one copy in flight and its threads wait for each before the next is issued
+// (behind its TURN barrier), so one mbarrier completes one phase per tile. Rows past the unit's end are the next keys
+// of the tensor or, past its last row, TMA's zeros: their scores are computed and never appended (append_rows takes
+// keys below khi only).
+CAKE_DEVICE void copy_key_rows(unsigned char* kt, const CakeTensorMap* kmap, const Unit& un, int it, int wgi,
+                               uint64_t* full) {
+    unsigned char* dst = kt + (it & 1) * (TILE * ROWB) + wgi * 64 * 128;
+    const int row = un.klo + it * TILE + wgi * 64;
+    mbarrier_arrive_expect_tx(full, 64 * ROWB);
+#pragma unroll
+    for (int kb = 0; kb < D / 64; ++kb) tma_load_2d(dst + kb * TILE * 128, kmap, kb * 64, row, full);
 }
 
 // Product side of one unit (threads [0, NT)) with NCOL pair columns (32, 64 or PAIRS; product_unit picks
 // them). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself; ends with every wgmma and copy of the
-// unit complete. g: tiles produced since the launch (both roles count the same tiles).
+// unit complete. g: tiles produced since the launch (both roles count the same tiles; a product warpgroup's FULL
+// mbarrier completes phase g with tile g's rows).
 template <int NCOL>
 CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, unsigned char* qs, float* sc,
-                              float* wsm, const bf16_t* q, const bf16_t* kmat, const float* w, uint64_t* empty,
-                              unsigned& g) {
+                              float* wsm, const bf16_t* q, const CakeTensorMap* kmap, const float* w, uint64_t* empty,
+                              uint64_t* kfull, unsigned& g) {
     static_assert(NCOL == 32 || NCOL == 64 || NCOL == PAIRS, "a wgmma shape the product issues");
     constexpr int NQ = NCOL / H < BQ ? NCOL / H : BQ;  // queries whose pairs the columns hold
     if (ntiles == 0) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
     const int erow = wgi * 64 + (warp & 3) * 16 + (lane >> 2);  // first key row of this thread's accumulators
+    uint64_t* full = kfull + wgi;
+    if (wt == 0) copy_key_rows(kt, kmap, un, 0, wgi, full);
     load_q(qs, q, un);
-    load_key_rows<WG_THREADS, 64>(kt, kmat, un, 0, wgi * 64, wt);
     for (int i = threadIdx.x; i < BQ * H; i += NT) wsm[i] = i < un.nq * H ? w[(size_t)un.q0 * H + i] : 0.0f;
     // The weights of the heads this thread sums (head sum, tile_common.cuh): heads 8 j + 2 (lane % 4) + {0, 1}.
     const float* wl = wsm + 2 * (lane & 3);
     cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
-    named_sync(BAR_MMA, NT);     // q, the weights and both warpgroups' rows of tile 0 landed
+    named_sync(BAR_MMA, NT);     // q and the weights landed
     if (wgi == 1) named_arrive(BAR_TURN + 0, NT);  // warpgroup 0 issues first
     // The operands' descriptors at k-step 0: this warpgroup's rows of key buffer 0, and q. A key buffer, a 64-column
     // block of D and a k-step are constant byte offsets, which add to the low word (wgmma.cuh): no address
@@ -65,18 +86,14 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     const uint32_t b_lo = wgmma_desc_lo(smem_u32(qs) & 0x3FFFFu, 16u);
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it) {
-        if (it > 0) {
-            cp_async_wait<0>();
-            fence_proxy_async_shared();
-            // This warpgroup's rows of tile it landed; it has waited for its wgmma of tile it-1, so that
-            // buffer may be refilled.
-            named_sync(BAR_WG + wgi, WG_THREADS);
-        }
+        mbarrier_wait_parity(full, g & 1u);  // this warpgroup's rows of tile it landed
         const uint32_t a_tile = a_lo + (it & 1) * (TILE * ROWB / 16);
         float acc[NCOL / 2];
 #pragma unroll
         for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
-        named_sync(BAR_TURN + wgi, NT);  // the other warpgroup has issued its previous tile
+        // The other warpgroup has issued its previous tile; every thread of this one has waited for its wgmma of
+        // tile it-1, so that key buffer may be refilled.
+        named_sync(BAR_TURN + wgi, NT);
         // S[64 keys x NCOL pairs] = K_wg Q^T (q rows 0 .. NCOL - 1)
         wgmma_fence();
 #pragma unroll
@@ -91,7 +108,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
         wgmma_commit();
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
         if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
-        if (it + 1 < ntiles) load_key_rows<WG_THREADS, 64>(kt, kmat, un, it + 1, wgi * 64, wt);
+        if (wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
         wgmma_wait<0>();
         wgmma_fence_operands(acc);
         const unsigned slot = g % RING;
@@ -111,16 +128,16 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
 // whatever N the instruction has, so a score's bits do not depend on the shape (the fingerprints and the
 // GPU tests compare one-query units with full blocks bit for bit).
 CAKE_DEVICE void product_unit(const Unit& un, int ntiles, unsigned char* kt, unsigned char* qs, float* sc,
-                              float* wsm, const bf16_t* q, const bf16_t* kmat, const float* w, uint64_t* empty,
-                              unsigned& g) {
+                              float* wsm, const bf16_t* q, const CakeTensorMap* kmap, const float* w, uint64_t* empty,
+                              uint64_t* kfull, unsigned& g) {
     const int pairs = un.nq * H;
     if constexpr (H <= 32) {
-        if (pairs <= 32) return product_loop<32>(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
+        if (pairs <= 32) return product_loop<32>(un, ntiles, kt, qs, sc, wsm, q, kmap, w, empty, kfull, g);
     }
     if constexpr (H <= 64) {
-        if (pairs <= 64) return product_loop<64>(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
+        if (pairs <= 64) return product_loop<64>(un, ntiles, kt, qs, sc, wsm, q, kmap, w, empty, kfull, g);
     }
-    product_loop<PAIRS>(un, ntiles, kt, qs, sc, wsm, q, kmat, w, empty, g);
+    product_loop<PAIRS>(un, ntiles, kt, qs, sc, wsm, q, kmap, w, empty, kfull, g);
 }
 
 // Selection side of one unit (threads [NT, 2 NT)): every tile's scores appended in key order (gh: the split
