@@ -108,7 +108,7 @@ def _pack_args(args):
             holders.append(ctypes.c_void_p(a.ptr))
         elif isinstance(a, np.generic) and a.dtype in _SCALAR_CTYPES:
             holders.append(_SCALAR_CTYPES[a.dtype](a.item()))
-        elif isinstance(a, ctypes.Array):  # by value, its bytes: a bound __grid_constant__ struct (tensormap.bound_copy)
+        elif isinstance(a, ctypes.Array):  # by value: a bound __grid_constant__ struct (tensormap.bound_copy)
             holders.append(a)
         else:
             raise TypeError(

@@ -36,3 +36,37 @@ def test_one_kernel_and_no_removed_switches_in_the_source():
     src = load_source(dsa.KERNEL_PATH)
     assert "dsa_merge(" not in src and "DSA_FAST" not in src and "DSA_PROFILE" not in src
     assert src.count("__global__") == 1
+
+
+def packed_sizes(cfg) -> list:
+    """The bytes of each argument ``_DevicePlan.packed`` gives the program's kernel (no GPU: PackedLaunch recorded)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from cake_rt.launch import grid
+    from cake_rt.launch.grid import Blob, Slot
+    from cake_rt.launch.tensormap import MAP_BYTES
+
+    got = []
+    dp = object.__new__(dsa._DevicePlan)
+    dp.plan = SimpleNamespace(nunits=1, topk=1, causal=True)
+    dp.cfg, dp.scan, dp.grid, dp.ptr, dp._packed = cfg, None, 1, 0, {}
+    dp.maps = object() if cfg.wgmma else None
+    saved = grid.PackedLaunch
+    grid.PackedLaunch = lambda kernel, g, threads, args, **kw: got.extend(args)
+    try:
+        dp.packed("ticket")
+    finally:
+        grid.PackedLaunch = saved
+    return [8 if isinstance(a, Slot) else MAP_BYTES if isinstance(a, Blob) else np.asarray(a).itemsize for a in got]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dsa_launch_arguments_match_the_kernel(target):
+    """The packed launch passes each parameter's bytes, the wgmma program's tensor map of k last."""
+    for path, defines in dsa.programs(target)[:2]:
+        rep = compile_report(load_source(path), name="indexer.cu", target=target, defines=defines)
+        cfg = dsa._try_config(defines["DSA_H"], defines["DSA_D"], dsa.TARGET_SMEM[target],
+                              bool(defines.get("DSA_WGMMA")))
+        assert rep["dsa_scan"]["params"] == packed_sizes(cfg), (defines, rep["dsa_scan"]["params"])
