@@ -9,6 +9,7 @@ so the same script measures an older tree.
     python3 scripts/host_time.py --entry-costs --pieces   # + each CUDA entry point, launch API and SSD step alone
     python3 scripts/host_time.py --cpu [--calls N] [--profile NAME]
     python3 scripts/host_time.py [--cpu] --bench-rows     # the eager call of every bench suite row, its arguments
+    python3 scripts/host_time.py --bench-rows --only ssd --entry-costs   # (GPU) the SSD rows with real launches
 
 ``--cpu`` runs on a machine without a GPU: every CUDA entry point the library calls (runtime, driver,
 allocation, events, kernel loading) is replaced by a Python no-op and the arrays are CuPy headers over
@@ -242,6 +243,8 @@ def main():
                     help="time the eager call of every bench suite row (the bench's arguments) instead of the three")
     ap.add_argument("--entry-costs", action="store_true",
                     help="(GPU) also time each CUDA entry point a steady call makes, alone, and the real launches")
+    ap.add_argument("--only", help="time the calls whose name starts with this (e.g. 'ssd'): the others are not "
+                                   "compiled either")
     args = ap.parse_args()
     if args.cpu:
         make, s = install_cpu_stubs()
@@ -251,6 +254,8 @@ def main():
         fns = bench_row_calls((lambda shape, dtype: make(_Shape(shape, dtype))) if args.cpu else _gpu_zeros, s)
     else:
         fns = calls(make, s)
+    if args.only:
+        fns = {k: v for k, v in fns.items() if k.startswith(args.only)}
     if args.profile is not None and args.profile not in fns:  # before the warm-up, which compiles every program
         ap.error(f"--profile: {args.profile!r} is not one of: {', '.join(fns)}")
     for fn in fns.values():  # warm: compile, plan, caches (real launches on a GPU)
@@ -307,8 +312,10 @@ def main():
 
 
 def entry_costs(fns, s, n=200):
-    """Median microseconds of each CUDA entry point a steady call makes, timed alone on stream ``s``, and of
-    each whole call with real launches (``n`` calls queued behind a delay kernel, so none waits for the GPU)."""
+    """Median microseconds of each CUDA entry point a steady call makes, timed alone on stream ``s``, and the spread
+    (min, p20, median, p80, max) of each whole call with real launches: 64 calls queued behind a delay kernel (none
+    waits for the GPU, which idles in the delay: the bench's host column), then 64 with nothing ahead of them (the
+    GPU runs the earlier calls' kernels while the later ones are issued)."""
     import cupy
     from cupy_backends.cuda.api import runtime
 
@@ -355,19 +362,28 @@ def entry_costs(fns, s, n=200):
                 ts.append(time.perf_counter() - t0)
             s.synchronize()
         rows.append((name, 1e6 * statistics.median(ts)))
-    for name, fn in fns.items():  # real launches: the stream is held by a delay kernel while they queue
-        ts = []
-        for _ in range(4):
-            gpu.delay(s, 20.0)  # ms: covers 16 calls of any of the three
-            for _ in range(16):
-                t0 = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - t0)
-            s.synchronize()
-        rows.append((name + " (real launch)", 1e6 * statistics.median(ts)))
+    real = []
+    for name, fn in fns.items():
+        # Real launches, the stream held by a delay kernel while they queue (the GPU idle in it: the bench's steady
+        # state), then with nothing ahead of them (each issued while the kernels of the calls before it run).
+        for behind, what in ((20.0, "real launch"), (0.0, "real, kernels running")):
+            ts = []
+            for _ in range(4):
+                if behind:
+                    gpu.delay(s, behind)  # ms: covers 16 calls of any of them
+                for _ in range(16):
+                    t0 = time.perf_counter()
+                    fn()
+                    ts.append(time.perf_counter() - t0)
+                s.synchronize()
+            ts.sort()
+            real.append((f"{name} ({what})", *(1e6 * ts[int(q * (len(ts) - 1))] for q in (0.0, 0.2, 0.5, 0.8, 1.0))))
     print(f"{'entry point':<30} {'median us':>10}   (alone, {n} calls)")
     for name, med in rows:
         print(f"{name:<30} {med:>10.2f}")
+    print(f"{'call, 64 real launches':<44} {'min':>7} {'p20':>7} {'median':>7} {'p80':>7} {'max':>7}   us")
+    for name, *qs in real:
+        print(f"{name:<44} " + " ".join(f"{v:>7.1f}" for v in qs))
 
 
 def ssd_pieces(fns, s, n=3000):
