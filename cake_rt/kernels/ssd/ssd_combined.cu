@@ -342,8 +342,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const float* prep = ws_prep + ((us / slice_units) & 1) * prep_part;
             for (long long it = blockIdx.x; it < ntiles * COLS; it += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us, row_tokens);
+                const int j0 = ROWS > 1 ? produce_state_head<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0,
+                                                                                  (int)(it % COLS))
+                                        : 0;
                 produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
-                produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS));
+                produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS), j0);
             }
             for (long long it = blockIdx.x; it < ntiles * ROWS; it += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us, row_tokens);
@@ -385,6 +388,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
             const int part = (int)(it % COLS);
+#if SSD_WG
+            if (ROWS > 1) prefetch_state<HB, NBUF, COLS>(a, ctok, l, u0, part);
+#endif
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (part == 0) {  // (COLS = 1: always)
                 if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
