@@ -13,9 +13,9 @@ KERNELS = pathlib.Path(ssd.__file__).resolve().parents[1] / "kernels"
 
 def test_every_stamp_finds_its_anchor(load_script):
     trace = load_script("ssd-phase-trace")
-    out = trace.patch((KERNELS / "ssd" / "ssd_combined.cu").read_text())
+    out = "".join(patch((KERNELS / rel).read_text()) for rel, patch in trace.PATCHES.items())
     for k, name in enumerate(trace.STAMPS):
-        assert f"ssd_tr({k});" in out, name
+        assert f"ssd_tr({k});" in out or f"ssd_tr_by({k}, SSD_THREADS);" in out, name
 
 
 @pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
@@ -23,8 +23,10 @@ def test_the_patched_kernel_compiles(tmp_path, load_script):
     trace = load_script("ssd-phase-trace")
     for part in ("ssd", "common"):  # the kernel includes ../common: the same layout under tmp_path
         shutil.copytree(KERNELS / part, tmp_path / part)
+    for rel, patch in trace.PATCHES.items():
+        f = tmp_path / rel
+        f.write_text(patch(f.read_text()))
     kfile = tmp_path / "ssd" / "ssd_combined.cu"
-    kfile.write_text(trace.patch(kfile.read_text()))
     defs = next(d for _, d in ssd.programs("sm_90a") if d["SSD_WG"] and d["SSD_FAMILY"] == 1)
     text = load_source(kfile)
     assert "ssd_trace[" in text

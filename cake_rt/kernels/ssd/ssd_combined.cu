@@ -342,11 +342,13 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const float* prep = ws_prep + ((us / slice_units) & 1) * prep_part;
             for (long long it = blockIdx.x; it < ntiles * COLS; it += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us, row_tokens);
-                const int j0 = ROWS > 1 ? produce_state_head<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0,
-                                                                                  (int)(it % COLS))
-                                        : 0;
-                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
-                produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS), j0);
+                if (ROWS > 1) {  // a call of few tiles: the ring's first sub-blocks ahead of the dt (DRAM round trips)
+                    produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS),
+                                                       [&] { produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0); });
+                } else {
+                    produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
+                    produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS));
+                }
             }
             for (long long it = blockIdx.x; it < ntiles * ROWS; it += gridDim.x) {
                 const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us, row_tokens);

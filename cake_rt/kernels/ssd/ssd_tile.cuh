@@ -777,31 +777,26 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
     ++k;
 }
-// Producer: the loads of ssd_chunk_state, in its order; the first pass from sub-block j0 (the earlier ones issued by
-// produce_state_head).
-template <int HB, int NBUF, int NB, int COLS>
+// Producer: the loads of ssd_chunk_state, in its order. after_ring() runs once the fills that take the ring's free
+// slots are issued: they wait for nothing of the math warpgroup (the previous item's state product frees the slots
+// before the prep of this one), so what the math warpgroup waits for first (a few-tile program: its item's dt) can
+// follow them, and they land during the prep instead of after it.
+struct NoHook {
+    __device__ __forceinline__ void operator()() const {}
+};
+template <int HB, int NBUF, int NB, int COLS, class Hook = NoHook>
 __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                              int u0, int part, int j0 = 0) {
+                                              int u0, int part, const Hook& after_ring = Hook()) {
     constexpr int NC = SSD_N / COLS;
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    for (int n0 = part * NC; n0 < part * NC + NC; n0 += NB, j0 = 0)
-        for (int j = j0; j < nsub; ++j)
+    const int ring = min(NBUF, NC / NB * nsub);
+    int f = 0;
+    for (int n0 = part * NC; n0 < part * NC + NC; n0 += NB)
+        for (int j = 0; j < nsub; ++j) {
             produce_bx<HB, NBUF, NB>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
-}
-// Producer, a program of few tiles (one phase-1 item a CTA, its loads DRAM round trips): the first pass's first
-// sub-blocks, as many as the ring holds, issued before the item's dt (their slots wait for nothing of the math
-// warpgroup: the previous item's state product frees them before the prep that waits for this dt), so they land
-// during the prep instead of after it. Returns how many (produce_state's j0).
-template <int HB, int NBUF, int NB, int COLS>
-__device__ __forceinline__ int produce_state_head(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok,
-                                                  int l, int u0, int part) {
-    const int grp = unit_head(u0) / (a.nheads / a.ngroups);
-    const int head = min(NBUF, (l + SSD_SUB - 1) / SSD_SUB);
-    for (int j = 0; j < head; ++j)
-        produce_bx<HB, NBUF, NB>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0,
-                                 part * (SSD_N / COLS));
-    return head;
+            if (++f == ring) after_ring();
+        }
 }
 // Math thread 0, a program of few tiles: the item's sub-blocks past the ring's first fill asked of L2 before the prep,
 // so the refills (each issued when the state product frees a slot) wait for L2 instead of DRAM.
