@@ -325,7 +325,6 @@ class _Problem:
     total_chunks: int
     max_chunks: int
     total_ckpts: int
-    row_tokens: int           # tokens of every segment when the segments are the batch rows, else 0
     nfinal: int
     nvarlen: int
     want_final: bool
@@ -522,15 +521,12 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
             _tables_host.clear()
         _tables_host[key] = hit
     table, nseg, total_chunks, max_chunks, total_ckpts = hit
-    # Every segment a whole batch row (no cu_seqlens / seq_idx cut): a chunk's segment, first token and length follow
-    # from its index, which the chunk-parallel programs of few tiles use instead of the table (ssd_combined.cu).
-    row_tokens = seqlen if len(segs) == batch and all(s0 == 0 and s1 == seqlen for _, s0, s1, _, _ in segs) else 0
     if total_chunks >= 2**31 or nseg * nheads * (headdim // UNIT_ROWS) >= 2**31:
         raise ValueError(f"x: too many chunks ({total_chunks}) or work items for one call")
     p = _Problem(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, init=initial_states, out=out,
                  batch=batch, seqlen=seqlen, nheads=nheads, headdim=headdim, ngroups=ngroups, dstate=dstate,
                  chunk=chunk, state_dtype=sdt, flags=flags, lo=lo, hi=hi, table=table, nseg=nseg,
-                 total_chunks=total_chunks, max_chunks=max_chunks, total_ckpts=total_ckpts, row_tokens=row_tokens,
+                 total_chunks=total_chunks, max_chunks=max_chunks, total_ckpts=total_ckpts,
                  nfinal=1 if cu is not None else batch, nvarlen=nseg if cu is not None else 0,
                  want_final=want_final, want_varlen=want_varlen, want_chunks=want_chunks, device=dev)
     p.table_key = (dev, table.tobytes())
@@ -1201,8 +1197,7 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
     o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
     o3 = o2 + _align(p.total_chunks * p.nheads * 4)
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
-    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(plan.slice_units),
-                 np.int32(p.row_tokens))
+    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(plan.slice_units))
     return plan, pk, True, o1, o2, o3, maps
 
 

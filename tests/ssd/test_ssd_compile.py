@@ -52,8 +52,7 @@ def packed_sizes(defs: dict) -> list:
     saved = ops.PackedLaunch
     ops.PackedLaunch = record
     try:
-        # (chunk-parallel: slice_units, row_tokens)
-        ops._packed(p, None, 1, 0, 256, coop, maps, *((np.int32(1), np.int32(0)) if coop else ()))
+        ops._packed(p, None, 1, 0, 256, coop, maps, *((np.int32(1),) if coop else ()))
     finally:
         ops.PackedLaunch = saved
     return [8 if isinstance(a, Slot) else MAP_BYTES if isinstance(a, Blob) else a.itemsize for a in got]

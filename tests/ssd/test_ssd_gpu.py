@@ -128,24 +128,6 @@ def test_chunkpar_row_parts_of_few_tiles(xd, chunk, lens, rows):
     assert plan.col_parts == plan.defines["SSD_COLS"] == 2, plan  # dstate 128: phase 1 in halves of the state columns
 
 
-# (x dtype, batch rows, tokens a row, chunk): calls whose segments are the batch rows (no cu_seqlens), whose few-tile
-# programs compute a chunk's first token and length from its index instead of reading the segment table: several
-# rows, each ending in a partial chunk (a one-token one at chunk 128), on the wgmma path and the mma.sync path (fp32)
-BATCH_ROW_CASES = [("bf16", 3, 2 * 256 + 100, 256), ("bf16", 2, 2 * 128 + 1, 128), ("fp32", 2, 256 + 44, 256)]
-
-
-@pytest.mark.parametrize("xd, b, L, chunk", BATCH_ROW_CASES)
-def test_chunkpar_row_parts_of_batch_rows(xd, b, L, chunk):
-    """Both families vs the reference and bitwise equal, every returned state, on a split program (SSD_ROWS > 1)."""
-    import cake_rt
-
-    case = make_case(49, b, L, 4, 64, 128, 1, DT[xd])
-    errs = check(case, chunk, final=True, chunks=True, name=f"batch rows {xd} b {b} L {L} chunk {chunk}")
-    assert set(errs) == {"y", "final", "chunks"}
-    plan = cake_rt.ops.ssd.last_plan()
-    assert plan.family == "chunkpar" and plan.row_parts > 1, plan
-
-
 # (x dtype, dstate, chunk): the chunk-parallel walk (phase 2) keeps a few chunk loads in flight at a time: sequences of
 # 29 and 45 chunks take several rounds of them and end in a partial one, beside an empty and a 3-token sequence; the
 # wgmma path at dstate 64, 128 and 256, and the mma.sync path (fp32); every returned state (a checkpoint a chunk)

@@ -21,12 +21,5 @@ CAKE_DEVICE void tma_load_2d(void* dst, const CakeTensorMap* map, int c0, int c1
         "r"((uint32_t)__cvta_generic_to_shared(bar))
         : "memory");
 }
-// The same box asked of L2 (no shared memory, no barrier; no data returns to the SM): a later copy of it waits for L2
-// instead of DRAM.
-CAKE_DEVICE void tma_prefetch_2d(const CakeTensorMap* map, int c0, int c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((uint64_t)map), "r"(c0),
-                 "r"(c1)
-                 : "memory");
-}
 
 #endif

@@ -282,25 +282,15 @@ struct LocalSink {
 
 // Chunk-parallel tile `tile` of a slice starting at unit `us` (nblk blocks of HB units a chunk): its global chunk
 // c, the chunk's first token and length, and the block's first unit. Phases 1 and 3 walk the same tiles.
-// A program of few tiles (SSD_ROWS > 1: one item a CTA in each phase) on a call whose segments are its batch rows
-// (row_tokens > 0, the rows' length; their chunks row after row) computes the chunk's token and length: from the
-// table they are two dependent loads, DRAM round trips before its item's first dt load and tile copies can issue.
 struct ChunkTile {
     long long c, ctok;
     int l, u0;
 };
 template <int HB>
-__device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us, int row_tokens) {
+__device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile, int nblk, int us) {
     ChunkTile t;
     t.c = tile / nblk;
     t.u0 = us + (int)(tile % nblk) * HB;
-    if (SSD_ROWS > 1 && row_tokens > 0) {
-        const int per_row = a.total_chunks / a.nseg;  // (a segment a row)
-        const int row = (int)t.c / per_row, cc = (int)t.c - row * per_row;
-        t.ctok = (long long)row * row_tokens + (long long)cc * SSD_Q;
-        t.l = min(SSD_Q, row_tokens - cc * SSD_Q);
-        return t;
-    }
     const long long* seg = a.table + a.table[(long long)a.nseg * 9 + t.c] * 8;
     const int cc = (int)(t.c - seg[SEG_CHUNK0]);
     t.ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
@@ -313,8 +303,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
     const SDT* __restrict__ init, T* y, SDT* final_out, SDT* varlen_out, SDT* chunk_out,
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi,
-    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units,
-    int row_tokens
+    float* ws_local, T* ws_prev, float* ws_decay, float* ws_prep, unsigned* barrier, int slice_units
     SSD_TMAP_PARAMS) {
     constexpr int HB = SSD_HB, NBUF = SSD_NBUF, NB = SSD_NB_OF(SSD_HB), ROWS = SSD_ROWS, COLS = SSD_COLS;
     constexpr int NB1 = NB < SSD_N / COLS ? NB : SSD_N / COLS;  // phase 1's state columns per pass
@@ -341,17 +330,12 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const long long ntiles = (long long)a.total_chunks * nblk;
             const float* prep = ws_prep + ((us / slice_units) & 1) * prep_part;
             for (long long it = blockIdx.x; it < ntiles * COLS; it += gridDim.x) {
-                const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us, row_tokens);
-                if (ROWS > 1) {  // a call of few tiles: the ring's first sub-blocks ahead of the dt (DRAM round trips)
-                    produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS),
-                                                       [&] { produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0); });
-                } else {
-                    produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
-                    produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS));
-                }
+                const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us);
+                produce_dt<HB>(a, s, pipe, t.ctok, t.l, t.u0);
+                produce_state<HB, NBUF, NB1, COLS>(a, s, pipe, t.ctok, t.l, t.u0, (int)(it % COLS));
             }
             for (long long it = blockIdx.x; it < ntiles * ROWS; it += gridDim.x) {
-                const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us, row_tokens);
+                const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us);
                 const int part = (int)(it % ROWS);
                 // A part that starts past its chunk's end has no rows (ROWS = 1: never); as the CTA's first item it
                 // still waits for the slice's BAR_EPOCH phase, which the math thread 0 completes for every CTA with an
@@ -371,12 +355,6 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     }
     setmaxnreg_inc<SSD_MATH_REGS>();
 #endif
-    // Where phases 1 and 3 do not read the table (chunk_tile), phase 2's first read of a segment record would be a
-    // DRAM round trip: the records are asked of L2 now.
-    if (SSD_ROWS > 1 && row_tokens > 0) {
-        for (int k = threadIdx.x; k < 2 * a.nseg; k += SSD_THREADS)  // a record: two 32-byte sectors
-            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.table + 4 * k));
-    }
 
     for (int us = 0; us < units; us += slice_units) {
         const int un = min(slice_units, units - us);
@@ -386,13 +364,10 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 
         // Phase 1: chunk-local states, COLS items a tile.
         for (long long it = blockIdx.x; it < ntiles * COLS; it += gridDim.x) {
-            const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us, row_tokens);
+            const ChunkTile t = chunk_tile<HB>(a, it / COLS, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
             const int part = (int)(it % COLS);
-#if SSD_WG
-            if (ROWS > 1) prefetch_state<HB, NBUF, COLS>(a, ctok, l, u0, part);
-#endif
             ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);
             if (part == 0) {  // (COLS = 1: always)
                 if (threadIdx.x < HB && unit_p0(u0 + threadIdx.x) == 0)
@@ -478,7 +453,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
 
         // Phase 3: outputs, ROWS items a tile.
         for (long long it = blockIdx.x; it < ntiles * ROWS; it += gridDim.x) {
-            const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us, row_tokens);
+            const ChunkTile t = chunk_tile<HB>(a, it / ROWS, nblk, us);
             const long long c = t.c, ctok = t.ctok;
             const int u0 = t.u0, l = t.l;
             const int part = (int)(it % ROWS);

@@ -501,14 +501,6 @@ __device__ __forceinline__ void tma_tile(const CakeTensorMap* map, T* dst, int c
         mbarrier_arrive(full);
     }
 }
-// The boxes tma_tile<NP> copies, asked of L2 by one thread (SSD_THREADS a warpgroup: the first).
-template <int NP>
-__device__ __forceinline__ void prefetch_tile(const CakeTensorMap* map, int col, long long tok) {
-    if ((threadIdx.x & (SSD_THREADS - 1)) == 0) {
-#pragma unroll
-        for (int q = 0; q < NP; ++q) tma_prefetch_2d(map, col + 64 * q, (int)tok);
-    }
-}
 // Copy B columns n0..n0+NCOLS, the X rows of every unit of the block, C or z of the 64-token sub-block starting at
 // token `tok` into their buffers, completing a phase of `full`.
 template <int NCOLS>
@@ -777,38 +769,16 @@ __device__ __forceinline__ void produce_bx(const SsdArgs& a, const SsdSmem& s, i
     load_x<HB>(a, s, slot, tok, valid, u0, s.bar + BAR_FULL_X + slot);
     ++k;
 }
-// Producer: the loads of ssd_chunk_state, in its order. after_ring() runs once the fills that take the ring's free
-// slots are issued: they wait for nothing of the math warpgroup (the previous item's state product frees the slots
-// before the prep of this one), so what the math warpgroup waits for first (a few-tile program: its item's dt) can
-// follow them, and they land during the prep instead of after it.
-struct NoHook {
-    __device__ __forceinline__ void operator()() const {}
-};
-template <int HB, int NBUF, int NB, int COLS, class Hook = NoHook>
+// Producer: the loads of ssd_chunk_state, in its order.
+template <int HB, int NBUF, int NB, int COLS>
 __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                              int u0, int part, const Hook& after_ring = Hook()) {
+                                              int u0, int part) {
     constexpr int NC = SSD_N / COLS;
     const int grp = unit_head(u0) / (a.nheads / a.ngroups);
     const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    const int ring = min(NBUF, NC / NB * nsub);
-    int f = 0;
     for (int n0 = part * NC; n0 < part * NC + NC; n0 += NB)
-        for (int j = 0; j < nsub; ++j) {
+        for (int j = 0; j < nsub; ++j)
             produce_bx<HB, NBUF, NB>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, n0);
-            if (++f == ring) after_ring();
-        }
-}
-// Math thread 0, a program of few tiles: the item's sub-blocks past the ring's first fill asked of L2 before the prep,
-// so the refills (each issued when the state product frees a slot) wait for L2 instead of DRAM.
-template <int HB, int NBUF, int COLS>
-__device__ __forceinline__ void prefetch_state(const SsdArgs& a, long long ctok, int l, int u0, int part) {
-    constexpr int NC = SSD_N / COLS;
-    const int grp = unit_head(u0) / (a.nheads / a.ngroups);
-    const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
-    for (int j = NBUF; j < nsub; ++j) {
-        prefetch_tile<NC / 64>(a.tm_B, grp * SSD_N + part * NC, ctok + j * SSD_SUB);
-        prefetch_tile<HB>(a.tm_x, u0 * SSD_PB, ctok + j * SSD_SUB);
-    }
 }
 
 // Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
