@@ -229,9 +229,9 @@ def check_array(arr, name: str, *, dtypes=None, ndim=None, shape=None, contiguou
 def as_host_int32(x, name: str) -> np.ndarray:
     """Small integer metadata (cu_seqlens, offsets) as a 1-D NumPy int32 array of the library's own (a copy).
 
-    Accepts lists, NumPy arrays, CuPy arrays, tensors and host DLPack arrays (a JAX CPU array; device data is copied to the host on CuPy's current
-    stream, which waits for the copy: callers make the call's stream current). Integer dtypes only; values must fit
-    in int32.
+    Accepts lists, NumPy arrays, CuPy arrays, tensors and host DLPack arrays (a JAX CPU array; device data is copied
+    to the host on CuPy's current stream, which waits for the copy: callers make the call's stream current). Integer
+    dtypes only; values must fit in int32.
     """
     if isinstance(x, (list, tuple)):
         try:
