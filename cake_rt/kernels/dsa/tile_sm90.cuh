@@ -65,6 +65,12 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
                               uint64_t* kfull, unsigned& g) {
     static_assert(NCOL == 32 || NCOL == 64 || NCOL == PAIRS, "a wgmma shape the product issues");
     constexpr int NQ = NCOL / H < BQ ? NCOL / H : BQ;  // queries whose pairs the columns hold
+    // Column groups, each its own wgmma group: two of 64 columns where a query boundary falls at column 64 (full
+    // blocks at H = 16, 32, 64), so the first group's head sum runs while the tensor cores compute the second and
+    // the warpgroup's chain (wgmma, wait, head sum, the slot handed over) is shorter by about that half; else one.
+    // A group's N changes no score bit (each element is the same k16 steps whatever N is).
+    constexpr int G = (NCOL == PAIRS && NQ % 2 == 0 && NQ / 2 * H == 64) ? 2 : 1;
+    constexpr int NG = NCOL / G, QG = NQ / G;  // columns and queries per group
     if (ntiles == 0) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
@@ -88,35 +94,52 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     for (int it = 0; it < ntiles; ++it) {
         mbarrier_wait_parity(full, g & 1u);  // this warpgroup's rows of tile it landed
         const uint32_t a_tile = a_lo + (it & 1) * (TILE * ROWB / 16);
-        float acc[NCOL / 2];
+        float acc[G][NG / 2];
 #pragma unroll
-        for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
+        for (int gi = 0; gi < G; ++gi)
+#pragma unroll
+            for (int i = 0; i < NG / 2; ++i) acc[gi][i] = 0.0f;
         // The other warpgroup has issued its previous tile; every thread of this one has waited for its wgmma of
         // tile it-1, so that key buffer may be refilled.
         named_sync(BAR_TURN + wgi, NT);
-        // S[64 keys x NCOL pairs] = K_wg Q^T (q rows 0 .. NCOL - 1)
+        // S[64 keys x NG pairs] = K_wg Q^T (q rows gi * NG .. (gi + 1) * NG - 1), one commit group per column group
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            const int kb = ks >> 2, koff = (ks & 3) * 32;
-            const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
-            const uint64_t db = wgmma_desc_sw128(b_lo + (kb * QROWS * 128 + koff) / 16);
-            if constexpr (NCOL == 32) wgmma_m64n32k16_bf16(acc, da, db, 1);
-            else if constexpr (NCOL == 64) wgmma_m64n64k16_bf16(acc, da, db, 1);
-            else wgmma_m64n128k16_bf16(acc, da, db, 1);
+        for (int gi = 0; gi < G; ++gi) {
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                const int kb = ks >> 2, koff = (ks & 3) * 32;
+                const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
+                const uint64_t db = wgmma_desc_sw128(b_lo + (kb * QROWS * 128 + gi * NG * 128 + koff) / 16);
+                if constexpr (NG == 32) wgmma_m64n32k16_bf16(acc[gi], da, db, 1);
+                else if constexpr (NG == 64) wgmma_m64n64k16_bf16(acc[gi], da, db, 1);
+                else wgmma_m64n128k16_bf16(acc[gi], da, db, 1);
+            }
+            wgmma_commit();
         }
-        wgmma_commit();
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
         if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
         if (wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
-        wgmma_wait<0>();
-        wgmma_fence_operands(acc);
         const unsigned slot = g % RING;
+        float* out = sc + slot * SCF;
+        // score = sum_h w_h relu(S_h) of column group gi's queries, once its wgmma group is complete
+        auto head_sum = [&](float (&a)[NG / 2], int gi) {
+            wgmma_fence_operands(a);
+            head_sum_store<QG>(a,
+                               [&](int qq, int j) {
+                                   return *reinterpret_cast<const float2*>(wl + (gi * QG + qq) * H + j * 8);
+                               },
+                               out + gi * QG * TILE, erow);
+        };
+        if constexpr (G == 2) wgmma_wait<1>();
+        else wgmma_wait<0>();
         // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
         if (g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
-        // score = sum_h w_h relu(S_h)
-        head_sum_store<NQ>(acc, [&](int qq, int j) { return *reinterpret_cast<const float2*>(wl + qq * H + j * 8); },
-                       sc + slot * SCF, erow);
+        head_sum(acc[0], 0);
+        if constexpr (G == 2) {
+            wgmma_wait<0>();
+            head_sum(acc[1], 1);
+        }
         named_arrive(BAR_FULL + slot, BLOCK);
         ++g;
     }
