@@ -94,11 +94,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     for (int it = 0; it < ntiles; ++it) {
         mbarrier_wait_parity(full, g & 1u);  // this warpgroup's rows of tile it landed
         const uint32_t a_tile = a_lo + (it & 1) * (TILE * ROWB / 16);
-        float acc[G][NG / 2];
-#pragma unroll
-        for (int gi = 0; gi < G; ++gi)
-#pragma unroll
-            for (int i = 0; i < NG / 2; ++i) acc[gi][i] = 0.0f;
+        float acc[G][NG / 2];  // k-step 0 of each group writes them (scale-d 0: no zeroing between the groups)
         // The other warpgroup has issued its previous tile; every thread of this one has waited for its wgmma of
         // tile it-1, so that key buffer may be refilled.
         named_sync(BAR_TURN + wgi, NT);
@@ -111,9 +107,9 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
                 const int kb = ks >> 2, koff = (ks & 3) * 32;
                 const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
                 const uint64_t db = wgmma_desc_sw128(b_lo + (kb * QROWS * 128 + gi * NG * 128 + koff) / 16);
-                if constexpr (NG == 32) wgmma_m64n32k16_bf16(acc[gi], da, db, 1);
-                else if constexpr (NG == 64) wgmma_m64n64k16_bf16(acc[gi], da, db, 1);
-                else wgmma_m64n128k16_bf16(acc[gi], da, db, 1);
+                if constexpr (NG == 32) wgmma_m64n32k16_bf16(acc[gi], da, db, ks > 0);
+                else if constexpr (NG == 64) wgmma_m64n64k16_bf16(acc[gi], da, db, ks > 0);
+                else wgmma_m64n128k16_bf16(acc[gi], da, db, ks > 0);
             }
             wgmma_commit();
         }
