@@ -65,11 +65,12 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
                               uint64_t* kfull, unsigned& g) {
     static_assert(NCOL == 32 || NCOL == 64 || NCOL == PAIRS, "a wgmma shape the product issues");
     constexpr int NQ = NCOL / H < BQ ? NCOL / H : BQ;  // queries whose pairs the columns hold
-    // Column groups, each its own wgmma group: two of 64 columns where a query boundary falls at column 64 (full
-    // blocks at H = 16, 32, 64), so the first group's head sum runs while the tensor cores compute the second and
-    // the warpgroup's chain (wgmma, wait, head sum, the slot handed over) is shorter by about that half; else one.
-    // A group's N changes no score bit (each element is the same k16 steps whatever N is).
-    constexpr int G = (NCOL == PAIRS && NQ % 2 == 0 && NQ / 2 * H == 64) ? 2 : 1;
+    // Column groups, each its own wgmma group. A full block at H = 64 (two queries) in two groups of 64 columns, one
+    // query each: the first query's head sum runs while the tensor cores compute the second's, so the warpgroup's
+    // chain (wgmma, wait, head sum, the slot handed over), which sets the period at H = 64, is shorter by about half a
+    // head sum. Elsewhere one group: at H <= 32 the selection sets the period and the product's instructions (the
+    // second group's issue) are what it would pay. A group's N changes no score bit (the same k16 steps whatever N is).
+    constexpr int G = (NCOL == PAIRS && H == 64 && NQ == 2) ? 2 : 1;
     constexpr int NG = NCOL / G, QG = NQ / G;  // columns and queries per group
     if (ntiles == 0) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
