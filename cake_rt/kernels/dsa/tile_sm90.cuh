@@ -4,7 +4,8 @@
 // Score tile = K_tile [TILE x D] * Q_block^T [D x N]: keys as M (two warpgroups of 64 keys), the unit's
 // (query, head) pairs as N = 32, 64 or 128, the fewest columns that hold its nq * H pairs (zero columns past
 // them), K = D in 16-wide steps in order: m64nNk16, whose every element is the same k16 steps whatever N is,
-// so the float32 operations of a score depend neither on H's block layout nor on the unit's queries.
+// so the float32 operations of a score depend neither on H's block layout nor on the unit's queries. A full block
+// at H = 64 is two wgmma groups of 64 columns, one query each, the first query's head sum under the second's wgmma.
 //
 // Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (one thread's tensor-map
 // copy, double-buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
