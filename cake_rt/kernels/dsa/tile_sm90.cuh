@@ -118,24 +118,25 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
         if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
         if (wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
+        if constexpr (G == 2) wgmma_wait<1>();
+        else wgmma_wait<0>();
+        wgmma_fence_operands(acc[0]);
         const unsigned slot = g % RING;
         float* out = sc + slot * SCF;
-        // score = sum_h w_h relu(S_h) of column group gi's queries, once its wgmma group is complete
-        auto head_sum = [&](float (&a)[NG / 2], int gi) {
-            wgmma_fence_operands(a);
+        // score = sum_h w_h relu(S_h) of column group gi's queries
+        auto head_sum = [&](const float (&a)[NG / 2], int gi) {
             head_sum_store<QG>(a,
                                [&](int qq, int j) {
                                    return *reinterpret_cast<const float2*>(wl + (gi * QG + qq) * H + j * 8);
                                },
                                out + gi * QG * TILE, erow);
         };
-        if constexpr (G == 2) wgmma_wait<1>();
-        else wgmma_wait<0>();
         // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
         if (g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
         head_sum(acc[0], 0);
-        if constexpr (G == 2) {
+        if constexpr (G == 2) {  // the second group's, once it is complete
             wgmma_wait<0>();
+            wgmma_fence_operands(acc[1]);
             head_sum(acc[1], 1);
         }
         named_arrive(BAR_FULL + slot, BLOCK);
