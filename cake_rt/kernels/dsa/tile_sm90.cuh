@@ -4,8 +4,7 @@
 // Score tile = K_tile [TILE x D] * Q_block^T [D x N]: keys as M (two warpgroups of 64 keys), the unit's
 // (query, head) pairs as N = 32, 64 or 128, the fewest columns that hold its nq * H pairs (zero columns past
 // them), K = D in 16-wide steps in order: m64nNk16, whose every element is the same k16 steps whatever N is,
-// so the float32 operations of a score depend neither on H's block layout nor on the unit's queries. A full block
-// at H = 64 is two wgmma groups of 64 columns, one query each, the first query's head sum under the second's wgmma.
+// so the float32 operations of a score depend neither on H's block layout nor on the unit's queries.
 //
 // Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (one thread's tensor-map
 // copy, double-buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
@@ -66,13 +65,6 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
                               uint64_t* kfull, unsigned& g) {
     static_assert(NCOL == 32 || NCOL == 64 || NCOL == PAIRS, "a wgmma shape the product issues");
     constexpr int NQ = NCOL / H < BQ ? NCOL / H : BQ;  // queries whose pairs the columns hold
-    // Column groups, each its own wgmma group. A full block at H = 64 (two queries) in two groups of 64 columns, one
-    // query each: the first query's head sum runs while the tensor cores compute the second's, so the warpgroup's
-    // chain (wgmma, wait, head sum, the slot handed over), which sets the period at H = 64, is shorter by about half a
-    // head sum. Elsewhere one group: at H <= 32 the selection sets the period and the product's instructions (the
-    // second group's issue) are what it would pay. A group's N changes no score bit (the same k16 steps whatever N is).
-    constexpr int G = (NCOL == PAIRS && H == 64 && NQ == 2) ? 2 : 1;
-    constexpr int NG = NCOL / G, QG = NQ / G;  // columns and queries per group
     if (ntiles == 0) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
@@ -96,49 +88,35 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     for (int it = 0; it < ntiles; ++it) {
         mbarrier_wait_parity(full, g & 1u);  // this warpgroup's rows of tile it landed
         const uint32_t a_tile = a_lo + (it & 1) * (TILE * ROWB / 16);
-        float acc[G][NG / 2];  // k-step 0 of each group writes them (scale-d 0: no zeroing between the groups)
+        float acc[NCOL / 2];
+#pragma unroll
+        for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
         // The other warpgroup has issued its previous tile; every thread of this one has waited for its wgmma of
         // tile it-1, so that key buffer may be refilled.
         named_sync(BAR_TURN + wgi, NT);
-        // S[64 keys x NG pairs] = K_wg Q^T (q rows gi * NG .. (gi + 1) * NG - 1), one commit group per column group
+        // S[64 keys x NCOL pairs] = K_wg Q^T (q rows 0 .. NCOL - 1)
         wgmma_fence();
 #pragma unroll
-        for (int gi = 0; gi < G; ++gi) {
-#pragma unroll
-            for (int ks = 0; ks < KS; ++ks) {
-                const int kb = ks >> 2, koff = (ks & 3) * 32;
-                const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
-                const uint64_t db = wgmma_desc_sw128(b_lo + (kb * QROWS * 128 + gi * NG * 128 + koff) / 16);
-                if constexpr (NG == 32) wgmma_m64n32k16_bf16(acc[gi], da, db, ks > 0);
-                else if constexpr (NG == 64) wgmma_m64n64k16_bf16(acc[gi], da, db, ks > 0);
-                else wgmma_m64n128k16_bf16(acc[gi], da, db, ks > 0);
-            }
-            wgmma_commit();
+        for (int ks = 0; ks < KS; ++ks) {
+            const int kb = ks >> 2, koff = (ks & 3) * 32;
+            const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
+            const uint64_t db = wgmma_desc_sw128(b_lo + (kb * QROWS * 128 + koff) / 16);
+            if constexpr (NCOL == 32) wgmma_m64n32k16_bf16(acc, da, db, 1);
+            else if constexpr (NCOL == 64) wgmma_m64n64k16_bf16(acc, da, db, 1);
+            else wgmma_m64n128k16_bf16(acc, da, db, 1);
         }
+        wgmma_commit();
         // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
         if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
         if (wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
-        if constexpr (G == 2) wgmma_wait<1>();
-        else wgmma_wait<0>();
-        wgmma_fence_operands(acc[0]);
+        wgmma_wait<0>();
+        wgmma_fence_operands(acc);
         const unsigned slot = g % RING;
-        float* out = sc + slot * SCF;
-        // score = sum_h w_h relu(S_h) of column group gi's queries
-        auto head_sum = [&](const float (&a)[NG / 2], int gi) {
-            head_sum_store<QG>(a,
-                               [&](int qq, int j) {
-                                   return *reinterpret_cast<const float2*>(wl + (gi * QG + qq) * H + j * 8);
-                               },
-                               out + gi * QG * TILE, erow);
-        };
         // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
         if (g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
-        head_sum(acc[0], 0);
-        if constexpr (G == 2) {  // the second group's, once it is complete
-            wgmma_wait<0>();
-            wgmma_fence_operands(acc[1]);
-            head_sum(acc[1], 1);
-        }
+        // score = sum_h w_h relu(S_h)
+        head_sum_store<NQ>(acc, [&](int qq, int j) { return *reinterpret_cast<const float2*>(wl + qq * H + j * 8); },
+                       sc + slot * SCF, erow);
         named_arrive(BAR_FULL + slot, BLOCK);
         ++g;
     }
