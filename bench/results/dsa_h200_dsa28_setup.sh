@@ -17,7 +17,8 @@ rm -rf $V/base $V/arm $V/src; mkdir -p $V/base $V/arm $V/src
 for f in setup.sh call.sh srcdump.py regions.py lines.py reasons.py static.py summ.py arm.diff; do cp ${K}_$f $V/$f; done
 git -C $R archive $BASE | tar -x -C $V/base
 git -C $R archive $BASE | tar -x -C $V/arm
-(cd $V/arm && git apply $V/arm.diff)
+patch -s -p1 -d $V/arm < $V/arm.diff  # (not git apply: inside $R's work tree it skips paths outside the folder)
+grep -q "constexpr int G = " $V/arm/cake_rt/kernels/dsa/tile_sm90.cuh || { echo "setup: the arm's diff is not in the arm's tree"; exit 1; }
 for a in base arm; do rm -rf $V/$a/bench/results $V/$a/docs; mkdir -p $V/$a/.cubins; done
 # SEED=<folder of cubins> (e.g. an earlier setup's, copied aside) fills both caches first: a key names its program text
 if [ -n "$SEED" ]; then for a in base arm; do cp $SEED/*.cubin $V/$a/.cubins/; done; fi
