@@ -14,7 +14,8 @@ BASE=${BASE:-main}
 source /work/venv/bin/activate
 export CAKE_RT_QUIET=1
 rm -rf $V/base $V/arm $V/src; mkdir -p $V/base $V/arm $V/src
-for f in setup.sh call.sh srcdump.py regions.py lines.py reasons.py static.py summ.py arm.diff; do cp ${K}_$f $V/$f; done
+for f in setup.sh call.sh srcdump.py regions.py lines.py reasons.py static.py arm.diff; do cp ${K}_$f $V/$f; done
+cp $R/scripts/dsa-ab-summary $V/summ.py
 git -C $R archive $BASE | tar -x -C $V/base
 git -C $R archive $BASE | tar -x -C $V/arm
 patch -s -p1 -d $V/arm < $V/arm.diff  # (not git apply: inside $R's work tree it skips paths outside the folder)
