@@ -22,4 +22,10 @@ CAKE_DEVICE void tma_load_2d(void* dst, const CakeTensorMap* map, int c0, int c1
         : "memory");
 }
 
+// Fetch a map's descriptor ahead of its first copy (a generic address: a __grid_constant__ parameter's). Without it
+// that copy fetches the descriptor itself, holding the issuing thread's warp for the round trip.
+CAKE_DEVICE void tma_prefetch_map(const CakeTensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+}
+
 #endif

@@ -320,6 +320,12 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     constexpr int GRID_THREADS = SSD_WG ? SSD_THREADS : 0;  // sm_90a: the producer never joins the grid barrier
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
+    if (threadIdx.x == SSD_THREADS) {  // the maps' descriptors fetched while the CTA sets up and the first dt loads
+        tma_prefetch_map(a.tm_x);
+        tma_prefetch_map(a.tm_B);
+        tma_prefetch_map(a.tm_C);
+        if (a.z != nullptr) tma_prefetch_map(a.tm_z);  // (without z its map is zeros, no descriptor)
+    }
     ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
         setmaxnreg_dec<SSD_LOAD_REGS>();
