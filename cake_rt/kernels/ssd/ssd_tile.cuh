@@ -621,6 +621,7 @@ template <int HB>
 __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                int u0) {
     constexpr int G = SSD_Q / 32;
+    static_assert(G >= 2, "a chunk of two 32-token groups or more");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // A and dt_bias of the block's units, loaded before the waits below (their round trip overlaps them)
     float Au[HB], biasu[HB];
@@ -674,12 +675,22 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
     ++p.dt;
 #endif
     math_sync();
+    // Group gi's prefix ((gt_0 + gt_1) + ...) + gt_(gi-1), left to right: the unit's totals loaded at once (no load
+    // waits for an addition) and summed in one chain, the element taking the running sum as it passes its group: the
+    // additions of summing them one load after another, in the same order, so the same bits. (One chain a unit kept for
+    // all of a thread's elements, or this loop unrolled, holds more registers across the prep: programs spill more.)
+#pragma unroll 1
     for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
         const int u = e / SSD_Q, gi = (e % SSD_Q) >> 5;
         if (gi > 0) {
-            float pre = s.gt[u * G];
-            for (int k = 1; k < gi; ++k) pre = __fadd_rn(pre, s.gt[u * G + k]);
-            s.cs[e] = __fadd_rn(pre, s.cs[e]);
+            const float* g = s.gt + u * G;
+            float run = g[0], pg = run;
+#pragma unroll
+            for (int k = 2; k < G; ++k) {
+                run = __fadd_rn(run, g[k - 1]);
+                if (gi == k) pg = run;
+            }
+            s.cs[e] = __fadd_rn(pg, s.cs[e]);
         }
     }
     math_sync();
