@@ -695,7 +695,7 @@ print("ok")
 
 def test_no_cooperative_launch_falls_back_to_the_exact_scan_or_refuses_chunkpar():
     """ssd_combined.md, the chunk-parallel launch: where a cooperative launch is impossible (a device without it,
-    occupancy 0), ``auto`` (and CAKE_RT_SSD_CHUNK_PARALLEL=always) runs the exact scan and the plan says why; an explicit
-    ``family='chunkpar'`` raises before anything is launched. End to end on the CPU stand-ins (``select_family``'s own
-    test covers the rule alone)."""
+    occupancy 0), ``auto`` (and CAKE_RT_SSD_CHUNK_PARALLEL=always) runs the exact scan and the plan says why; an
+    explicit ``family='chunkpar'`` raises before anything is launched. End to end on the CPU stand-ins
+    (``select_family``'s own test covers the rule alone)."""
     run_with_cpu_stubs(NO_COOPERATIVE_SCRIPT)

@@ -792,11 +792,12 @@ def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: 
 # ----------------------------------------------------------------------------------------------------
 
 def _intake(q, stream, arrays):
-    """The context to take the call's arrays in: with one of ``arrays`` taken through DLPack (a PyTorch or JAX array),
-    the inputs' device and the call's stream current, so that the export orders the producer's pending work on it
-    before the call's stream (``cupy.from_dlpack`` names CuPy's current stream to the producer), not before another
-    one; a no-op when every array is a CuPy array (or ``q`` is invalid: validation reports it)."""
-    if all(dlpack_cuda_device(a) is None for a in arrays):
+    """The context to take the call's arrays in: with one of ``arrays`` (q, k, weights, indices, scores) taken through
+    DLPack (a PyTorch or JAX array), the inputs' device and the call's stream current, so that the export orders the
+    producer's pending work on it before the call's stream (``cupy.from_dlpack`` names CuPy's current stream to the
+    producer), not before another one; a no-op when every array is a CuPy array (or ``q`` is invalid: validation
+    reports it)."""
+    if all(dlpack_cuda_device(a, output=i > 2) is None for i, a in enumerate(arrays)):
         return _NULL
     dev = dlpack_cuda_device(q)
     if dev is None:

@@ -964,15 +964,15 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
 
 def _intake(x, stream, named, arrays):
     """The context to validate a call in: the inputs' device and the call's stream made current when the call reads
-    device metadata among ``named`` ((name, value) pairs) or takes one of ``arrays`` through DLPack, so that the
-    metadata's copy to the host (CuPy's ``get`` copies on the current stream, which a non-blocking call stream does not
-    wait for) and each DLPack export (which orders the producer's pending work on the array before the stream CuPy
-    names, its current one) are ordered before the call's kernels; a no-op when every array is a CuPy array and the
-    metadata is on the host (or ``x`` is invalid: validation reports it). ``ValueError`` naming the first device
-    metadata argument when the stream is capturing a CUDA graph: the device-to-host copy would invalidate the
-    capture."""
+    device metadata among ``named`` ((name, value) pairs) or takes one of ``arrays`` (in ``_ARRAYS`` order, ``out``
+    last) through DLPack, so that the metadata's copy to the host (CuPy's ``get`` copies on the current stream, which
+    a non-blocking call stream does not wait for) and each DLPack export (which orders the producer's pending work on
+    the array before the stream CuPy names, its current one) are ordered before the call's kernels; a no-op when
+    every array is a CuPy array and the metadata is on the host (or ``x`` is invalid: validation reports it).
+    ``ValueError`` naming the first device metadata argument when the stream is capturing a CUDA graph: the
+    device-to-host copy would invalidate the capture."""
     meta = [n for n, v in named if is_device_metadata(v)]
-    if not meta and all(dlpack_cuda_device(a) is None for a in arrays):
+    if not meta and all(dlpack_cuda_device(a, output=i == 9) is None for i, a in enumerate(arrays)):
         return _NULL
     dev = dlpack_cuda_device(x)
     if dev is None:
