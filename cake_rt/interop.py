@@ -137,6 +137,27 @@ def as_device_array(x, name: str, *, output: bool = False):
                     f"__cuda_array_interface__), got {type(x).__name__}")
 
 
+def dlpack_cuda_device(x, output: bool = False) -> int | None:
+    """The CUDA device of ``x`` when ``as_device_array(x, ..., output=output)`` takes it through DLPack (a PyTorch or
+    JAX array on the GPU), read from ``__dlpack_device__`` without exporting it; None for None, a CuPy or host array,
+    an object with no CUDA DLPack device, or an output refused before any export (read-only, requires grad). Such an
+    export names the stream its consumer uses the data on (``cupy.from_dlpack`` names CuPy's current stream) and the
+    producer orders its pending work on the array before that stream: an op takes these arrays with its call's
+    stream current, or a kernel on another stream could run before that work."""
+    if x is None or isinstance(x, np.ndarray) or type(x).__module__.split(".")[0] == "cupy" \
+            or not hasattr(x, "__dlpack__"):
+        return None
+    if output and (_foreign_read_only(x) is not None or getattr(x, "requires_grad", False) is True):
+        return None
+    kind = _dlpack_device_type(x)
+    if kind not in (_DL_CUDA, _DL_CUDA_MANAGED):
+        return None
+    try:
+        return int(x.__dlpack_device__()[1])
+    except Exception:
+        return None
+
+
 ALIGN = 16  # bytes: the kernels' vector loads and stores (16-byte cp.async / ld.global.v4)
 
 

@@ -267,9 +267,9 @@ def test_host_tensor_metadata_is_host_metadata_under_capture(monkeypatch):
     monkeypatch.setattr(ssd, "resolve_handle", lambda stream, dev: (None, 7))
     monkeypatch.setattr(ssd, "is_capturing", lambda handle: True)
     x = _ssd_inputs()[0]
-    ssd._metadata_reading(x, None, (("cu_seqlens", _CpuTensor([0, 100])),))  # host: passes
+    ssd._intake(x, None, (("cu_seqlens", _CpuTensor([0, 100])),), ())  # host: passes
     with pytest.raises(ValueError, match="^cu_seqlens: device metadata cannot be read during CUDA graph capture"):
-        ssd._metadata_reading(x, None, (("cu_seqlens", fake((2,), np.int32)),))
+        ssd._intake(x, None, (("cu_seqlens", fake((2,), np.int32)),), ())
 
 
 def test_dsa_workspace_bytes_names_an_argument_without_a_shape():

@@ -552,3 +552,150 @@ def test_device_metadata_is_read_on_the_call_stream():
     prepare stream for a runner), ordered after the caller's work there: CuPy's ``get`` copies on the current stream,
     which a non-blocking call stream does not wait for (the copy could read metadata a kernel still writes)."""
     run_with_cpu_stubs(METADATA_STREAM_SCRIPT)
+
+
+DLPACK_STREAM_SCRIPT = STUBS + r'''import cupy
+import cake_rt
+from cake_rt.interop import BF16
+from cake_rt.launch.streams import StreamHandle
+
+class Tracked(type(s)):
+    """The call's stream: says whether it is the current one (entered)."""
+    inside = 0
+    def __enter__(self):
+        Tracked.inside += 1
+        return self
+    def __exit__(self, *exc):
+        Tracked.inside -= 1
+        return False
+owner = bytearray(64)
+st = Tracked.from_external(StreamHandle(id(owner)))
+
+exports = []  # (argument, the consumer stream named to the producer)
+class CudaTensor:
+    """A PyTorch-style CUDA tensor: DLPack on device type 2, no CUDA array interface. The producer orders its pending
+    work on the tensor before the stream its consumer names (PyTorch: an event on its current stream, waited for on
+    the named one)."""
+    def __init__(self, name, host):
+        self.name, self.inner = name, make(host)
+    def __dlpack_device__(self):
+        return (2, 0)
+    def __dlpack__(self, stream=None, **kw):
+        exports.append((self.name, stream))
+        return self.inner
+
+def from_dlpack(x, **kw):  # CuPy's consumer: names its current stream of the array's device to the producer
+    return x.__dlpack__(stream=st.ptr if Tracked.inside else s.ptr)
+cupy.from_dlpack = from_dlpack
+
+def check(what):
+    assert exports and all(stream == st.ptr for _, stream in exports), (what, exports)
+    assert Tracked.inside == 0, what  # the caller's current stream restored
+    exports.clear()
+
+L, H, P, N = 256, 4, 64, 64
+t = lambda name, shape, dt: CudaTensor(name, np.empty(shape, dt))
+x = t("x", (1, L, H, P), BF16); B = t("B", (1, L, 1, N), BF16); C = t("C", (1, L, 1, N), BF16)
+dt_ = t("dt", (1, L, H), np.float32); A = t("A", (H,), np.float32); y = t("out", (1, L, H, P), BF16)
+cake_rt.ssd_combined(x, dt_, A, B, C, 64, out=y, stream=st)
+check("ssd: every tensor")
+names = lambda: sorted(n for n, _ in exports)
+xc = make(np.empty((1, L, H, P), BF16))  # x a CuPy array, the other arguments tensors: x gives the device
+cake_rt.ssd_combined(xc, dt_, A, B, C, 64, out=y, stream=st)
+assert names() == ["A", "B", "C", "dt", "out"], names()
+check("ssd: x a CuPy array")
+for fam in ("exact", "chunkpar"):
+    cake_rt.ssd_combined(x, dt_, A, B, C, 64, family=fam, stream=st)
+    check(f"ssd: {fam}")
+# A refused argument leaves the caller's stream current as it was.
+try:
+    cake_rt.ssd_combined(x, dt_, A, B, C, 64, out=t("out", (1, L, H, P + 1), BF16), stream=st)
+except ValueError as e:
+    assert str(e).startswith("out:"), e
+else:
+    raise AssertionError("a bad out was accepted")
+exports.clear()
+assert Tracked.inside == 0
+
+T, Tkv, Hh, D, K = 64, 300, 32, 128, 16
+q = t("q", (T, Hh, D), BF16); k = t("k", (Tkv, D), BF16); w = t("weights", (T, Hh), np.float32)
+idx = t("indices", (T, K), np.int32); sc = t("scores", (T, K), np.float32)
+cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=st)
+assert names() == ["indices", "k", "q", "scores", "weights"], names()
+check("dsa eager")
+cake_rt.dsa_indexer_det_topk(make(np.empty((T, Hh, D), BF16)), k, w, K, stream=st)
+check("dsa eager, q a CuPy array")
+runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=st)
+check("dsa prepare")
+# Every array a CuPy array: nothing exported, no stream entered for the intake.
+cake_rt.dsa_indexer_det_topk(make(np.empty((T, Hh, D), BF16)), make(np.empty((Tkv, D), BF16)),
+                             make(np.empty((T, Hh), np.float32)), K, stream=st)
+assert not exports
+print("ok")
+'''
+
+
+def test_dlpack_arrays_are_exported_to_the_call_stream():
+    """An array taken through DLPack (a PyTorch or JAX CUDA array) is exported naming the call's stream as the
+    consumer's (the producer orders its pending work on the array before that stream), not CuPy's current one: with
+    ``stream=`` a non-blocking stream, a kernel there would otherwise not wait for the producer's writes of an input
+    (or its reads of an output), and under ``torch.cuda.graph`` the wait lands on the legacy default stream."""
+    run_with_cpu_stubs(DLPACK_STREAM_SCRIPT)
+
+
+NO_COOPERATIVE_SCRIPT = STUBS + r'''import functools, os
+from cupy_backends.cuda.api import driver
+from cake_rt.launch import arch
+import cake_rt
+from cake_rt.interop import BF16
+from cake_rt.launch.grid import CooperativeLaunchError
+
+launches = []
+driver.launchCooperativeKernel = lambda *a: launches.append("cooperative")
+driver.launchKernel = lambda *a: launches.append("ordinary")
+# A long single sequence with few heads: the problem the cost model gives to the chunk-parallel family.
+L, H, P, N = 4096, 4, 64, 128
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+assert cake_rt.ssd_plan(x, dt, A, B, B, 64).family == "chunkpar"  # the premise: chunk-parallel where it can run
+
+real_info = arch._read_device_info
+def no_cooperative(index):
+    return arch.DeviceInfo(**{**real_info(index).__dict__, "cooperative_launch": False})
+occupancy = driver.occupancyMaxActiveBlocksPerMultiprocessor
+for why, patch in (("does not support cooperative launches",
+                    lambda: setattr(arch, "_read_device_info", functools.lru_cache(maxsize=None)(no_cooperative))),
+                   ("occupancy 0", lambda: setattr(driver, "occupancyMaxActiveBlocksPerMultiprocessor", lambda *a: 0))):
+    arch._read_device_info = real_info
+    driver.occupancyMaxActiveBlocksPerMultiprocessor = occupancy
+    patch()
+    # A new problem each round (another length), so no plan made before the patch is reused.
+    L += 64
+    x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+    dt = make(np.empty((1, L, H), np.float32)); y = make(np.empty((1, L, H, P), BF16))
+    for mode in ("auto", "always"):
+        os.environ["CAKE_RT_SSD_CHUNK_PARALLEL"] = mode
+        plan = cake_rt.ssd_plan(x, dt, A, B, B, 64)
+        assert plan.family == "exact" and "cooperative launch impossible" in plan.reason and why in plan.reason, plan
+        launches.clear()
+        assert cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, stream=s) is y
+        assert launches == ["ordinary"], (why, mode, launches)
+    os.environ.pop("CAKE_RT_SSD_CHUNK_PARALLEL")
+    launches.clear()
+    try:
+        cake_rt.ssd_combined(x, dt, A, B, B, 64, family="chunkpar", out=y, stream=s)
+    except CooperativeLaunchError as e:
+        assert str(e).startswith("family='chunkpar': a cooperative launch is impossible here") and why in str(e), e
+    else:
+        raise AssertionError(f"family='chunkpar' ran without a cooperative launch ({why})")
+    assert launches == [], launches  # refused before any launch: the caller's out untouched
+print("ok")
+'''
+
+
+def test_no_cooperative_launch_falls_back_to_the_exact_scan_or_refuses_chunkpar():
+    """ssd_combined.md, the chunk-parallel launch: where a cooperative launch is impossible (a device without it,
+    occupancy 0), ``auto`` (and CAKE_RT_SSD_CHUNK_PARALLEL=always) runs the exact scan and the plan says why; an
+    explicit ``family='chunkpar'`` raises before anything is launched. End to end on the CPU stand-ins
+    (``select_family``'s own test covers the rule alone)."""
+    run_with_cpu_stubs(NO_COOPERATIVE_SCRIPT)

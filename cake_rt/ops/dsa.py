@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span, is_device_metadata)
+                       check_disjoint_spans, contiguous_span, dlpack_cuda_device, is_device_metadata)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
                               end_call, external_stream, is_capturing, stream_event, stream_key, stream_state,
                               UploadedTable)
@@ -791,6 +791,32 @@ def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: 
 # Public entries
 # ----------------------------------------------------------------------------------------------------
 
+def _intake(q, stream, arrays):
+    """The context to take the call's arrays in: with one of ``arrays`` (q, k, weights, indices, scores) taken through
+    DLPack (a PyTorch or JAX array), the inputs' device and the call's stream current, so that the export orders the
+    producer's pending work on it before the call's stream (``cupy.from_dlpack`` names CuPy's current stream to the
+    producer), not before another one; a no-op when every array is a CuPy array (or ``q`` is invalid: validation
+    reports it)."""
+    if all(dlpack_cuda_device(a, output=i > 2) is None for i, a in enumerate(arrays)):
+        return _NULL
+    dev = dlpack_cuda_device(q)
+    if dev is None:
+        try:
+            dev = as_device_array(q, "q").device.id
+        except Exception:
+            return _NULL  # validation reports q
+    with current_device(dev):
+        s = resolve_handle(stream, dev)[0]
+    return _current(dev, s)
+
+
+@contextlib.contextmanager
+def _current(dev: int, s):
+    """Device ``dev`` and stream ``s`` current for the block, both restored after it."""
+    with current_device(dev), s:
+        yield
+
+
 def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k=None,
                                 q_causal_offsets=None, causal=True, key_split=None, device=None) -> int:
     """Bytes a caller-owned ``workspace`` must hold for these arguments (0 when no key range is split).
@@ -892,9 +918,10 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
     if p is None:
         _check_topk(topk)
         schedule, key_split = _check_schedule(schedule, key_split)
-        p = _check_arrays(q, k, weights, topk)
-        q, k, weights = p.q, p.k, p.w
-        indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
+        with _intake(q, stream, (q, k, weights, indices, scores)):
+            p = _check_arrays(q, k, weights, topk)
+            q, k, weights = p.q, p.k, p.w
+            indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
         if workspace is not None:
             _check_workspace(workspace, 0, p.device)
     with current_device(p.device):
@@ -1116,8 +1143,9 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
     if indices is None or scores is None:
         raise ValueError(f"{'indices' if indices is None else 'scores'}: a prepared runner needs caller-owned "
                          f"outputs (int32 / float32 [T, topk]), got None")
-    p = _check_arrays(q, k, weights, topk)
-    indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
+    with _intake(q, stream, (q, k, weights, indices, scores)):
+        p = _check_arrays(q, k, weights, topk)
+        indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
     with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)
         if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):

@@ -22,7 +22,8 @@ import weakref
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
-                       check_aligned, check_array, check_disjoint_spans, dtype_name, is_device_metadata, parse_dtype)
+                       check_aligned, check_array, check_disjoint_spans, dlpack_cuda_device, dtype_name,
+                       is_device_metadata, parse_dtype)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
@@ -961,23 +962,27 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
         return _plan(c, family)
 
 
-def _metadata_reading(x, stream, named):
-    """The context to validate a call in: with device-resident metadata among ``named`` ((name, value) pairs), the
-    inputs' device and the call's stream made current, so that the metadata's copy to the host is ordered after the
-    caller's work on that stream (CuPy's ``get`` copies on the current stream, which a non-blocking call stream does
-    not wait for); a no-op when all of it is on the host (or ``x`` is invalid: validation reports it). ``ValueError``
-    naming the first device metadata argument when the stream is capturing a CUDA graph: the device-to-host copy
-    would invalidate the capture."""
+def _intake(x, stream, named, arrays):
+    """The context to validate a call in: the inputs' device and the call's stream made current when the call reads
+    device metadata among ``named`` ((name, value) pairs) or takes one of ``arrays`` (in ``_ARRAYS`` order, ``out``
+    last) through DLPack, so that the metadata's copy to the host (CuPy's ``get`` copies on the current stream, which
+    a non-blocking call stream does not wait for) and each DLPack export (which orders the producer's pending work on
+    the array before the stream CuPy names, its current one) are ordered before the call's kernels; a no-op when
+    every array is a CuPy array and the metadata is on the host (or ``x`` is invalid: validation reports it).
+    ``ValueError`` naming the first device metadata argument when the stream is capturing a CUDA graph: the
+    device-to-host copy would invalidate the capture."""
     meta = [n for n, v in named if is_device_metadata(v)]
-    if not meta:
+    if not meta and all(dlpack_cuda_device(a, output=i == 9) is None for i, a in enumerate(arrays)):
         return _NULL
-    try:
-        dev = _dev(x, "x").device.id
-    except Exception:
-        return _NULL  # validation reports x
+    dev = dlpack_cuda_device(x)
+    if dev is None:
+        try:
+            dev = _dev(x, "x").device.id
+        except Exception:
+            return _NULL  # validation reports x
     with current_device(dev):
         s, handle = resolve_handle(stream, dev)
-        if is_capturing(handle):
+        if meta and is_capturing(handle):
             raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
                              f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
                              f"same host metadata before capturing")
@@ -1029,7 +1034,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
                 if p is not None:
                     _last_call = (sig, p)
     if p is None:
-        with _metadata_reading(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens))):
+        with _intake(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)), arrays):
             if out is not None:  # inside: a refused out leaves the caller's current device and stream as they were
                 out = as_device_array(out, "out", output=True)  # writable (a JAX array or read-only export is refused)
             p = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
