@@ -15,6 +15,7 @@ BASE=${BASE:-main}
 source /work/venv/bin/activate
 export CAKE_RT_QUIET=1
 rm -rf $V/base $V/arm $V/src; mkdir -p $V/base $V/arm $V/src
+exec > >(tee $V/setup.log) 2>&1
 for f in setup.sh call.sh arm.diff; do cp ${K}_$f $V/$f; done
 for f in srcdump.py regions.py lines.py reasons.py static.py; do cp ${K28}_$f $V/$f; done
 cp $R/scripts/dsa-ab-summary $V/summ.py
