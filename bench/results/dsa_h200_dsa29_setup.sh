@@ -27,8 +27,9 @@ for a in $ARMS; do patch -s -p1 -d $V/$a < $V/$a.diff; done
 grep -q "constexpr int NCH = " $V/arm/cake_rt/kernels/dsa/tile_common.cuh || { echo "setup: arm.diff is not in the arm's tree"; exit 1; }
 grep -q "constexpr int G = " $V/armS/cake_rt/kernels/dsa/tile_common.cuh || { echo "setup: armS.diff is not in armS's tree"; exit 1; }
 for a in base $ARMS; do rm -rf $V/$a/bench/results $V/$a/docs; mkdir -p $V/$a/.cubins; done
-# SEED=<folder of cubins> (e.g. an earlier setup's, copied aside) fills every cache first: a key names its program text
-if [ -n "$SEED" ]; then for a in base $ARMS; do cp $SEED/*.cubin $V/$a/.cubins/ 2>/dev/null || true; done; fi
+# SEED=<folder> with an earlier setup's caches (SEED/<tree>/*.cubin, copied aside) fills each tree's cache first: a key
+# names its program text, so only what changed compiles
+if [ -n "$SEED" ]; then for a in base $ARMS; do cp $SEED/$a/* $V/$a/.cubins/ 2>/dev/null || true; done; fi
 echo "base $BASE $(git -C $R rev-parse --short $BASE), arm = base + dsa_h200_dsa29_arm.diff ($(md5sum < $V/arm.diff | cut -c1-8)), armS = base + dsa_h200_dsa29_armS.diff ($(md5sum < $V/armS.diff | cut -c1-8))" > $V/trees.txt
 for a in base $ARMS; do
   (cd $V/$a && CAKE_RT_CACHE_DIR=$V/$a/.cubins PYTHONPATH=$V/$a python -c "
