@@ -465,7 +465,8 @@ def test_dsa_small_workspace_is_refused_before_any_upload():
     run_with_cpu_stubs(WORKSPACE_SCRIPT)
 
 
-METADATA_STREAM_SCRIPT = STUBS + r'''import cupy
+# The call's stream as a stand-in that says whether it is the current one (entered), after the CPU stubs.
+TRACKED_STREAM = STUBS + r'''import cupy
 import cake_rt
 from cake_rt.interop import BF16
 from cake_rt.launch.streams import StreamHandle
@@ -481,7 +482,10 @@ class Tracked(type(s)):
         return False
 owner = bytearray(64)
 st = Tracked.from_external(StreamHandle(id(owner)))
-assert type(st) is Tracked
+'''
+
+
+METADATA_STREAM_SCRIPT = TRACKED_STREAM + r'''assert type(st) is Tracked
 
 reads = []
 class Meta(cupy.ndarray):
@@ -554,23 +558,7 @@ def test_device_metadata_is_read_on_the_call_stream():
     run_with_cpu_stubs(METADATA_STREAM_SCRIPT)
 
 
-DLPACK_STREAM_SCRIPT = STUBS + r'''import cupy
-import cake_rt
-from cake_rt.interop import BF16
-from cake_rt.launch.streams import StreamHandle
-
-class Tracked(type(s)):
-    """The call's stream: says whether it is the current one (entered)."""
-    inside = 0
-    def __enter__(self):
-        Tracked.inside += 1
-        return self
-    def __exit__(self, *exc):
-        Tracked.inside -= 1
-        return False
-owner = bytearray(64)
-st = Tracked.from_external(StreamHandle(id(owner)))
-
+DLPACK_STREAM_SCRIPT = TRACKED_STREAM + r'''
 exports = []  # (argument, the consumer stream named to the producer)
 class CudaTensor:
     """A PyTorch-style CUDA tensor: DLPack on device type 2, no CUDA array interface. The producer orders its pending

@@ -198,6 +198,14 @@ def current_device(dev: int):
     return cupy.cuda.Device(dev)
 
 
+@contextlib.contextmanager
+def device_and_stream(dev: int, stream):
+    """Device ``dev`` and ``stream`` (a CuPy stream) current for the block, both restored after it: what an op's
+    intake runs in when a copy or a DLPack export it makes must be ordered on the call's stream."""
+    with current_device(dev), stream:
+        yield
+
+
 _thread = threading.local()
 _thread_count = itertools.count(1)
 

@@ -24,8 +24,8 @@ from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
                        check_disjoint_spans, contiguous_span, dlpack_cuda_device, is_device_metadata)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
-                              end_call, external_stream, is_capturing, stream_event, stream_key, stream_state,
-                              UploadedTable)
+                              device_and_stream, end_call, external_stream, is_capturing, stream_event, stream_key,
+                              stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -807,14 +807,7 @@ def _intake(q, stream, arrays):
             return _NULL  # validation reports q
     with current_device(dev):
         s = resolve_handle(stream, dev)[0]
-    return _current(dev, s)
-
-
-@contextlib.contextmanager
-def _current(dev: int, s):
-    """Device ``dev`` and stream ``s`` current for the block, both restored after it."""
-    with current_device(dev), s:
-        yield
+    return device_and_stream(dev, s)
 
 
 def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k=None,

@@ -27,8 +27,8 @@ from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
-from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
-                              is_capturing, stream_state, UploadedTable)
+from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
+                              device_and_stream, end_call, is_capturing, stream_state, UploadedTable)
 from ..launch.streams import _dead as _dead_streams
 from ..launch.streams import stream_states
 from ..launch.streams import resolve as resolve_handle
@@ -986,14 +986,7 @@ def _intake(x, stream, named, arrays):
             raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
                              f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
                              f"same host metadata before capturing")
-    return _current(dev, s)
-
-
-@contextlib.contextmanager
-def _current(dev: int, s):
-    """Device ``dev`` and stream ``s`` current for the block, both restored after it."""
-    with current_device(dev), s:
-        yield
+    return device_and_stream(dev, s)
 
 
 def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
