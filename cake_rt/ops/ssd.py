@@ -631,11 +631,13 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
     """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh; ``wg``: the sm_90a warpgroup
     layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it)."""
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
-    if wg:  # the raw dt staged by the producer in place of the off-diagonal factors (chunk-parallel: twice as large,
-        # phase 3's saved cs and dt'); the mbarriers, 8-byte aligned
+    if wg:  # in place of the off-diagonal factors: chunk-parallel, the raw dt staged by the producer, twice as large
+        # (phase 3's saved cs and dt'); exact, the second prep set (cs, dt', w and the decays) that the producer fills;
+        # the mbarriers, 8-byte aligned
         tile_n = SUB * dstate * 2
         tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
-        body = tiles + (hb * UNIT_ROWS * (dstate + 8) * 4 if exact else 4 * hb * chunk) + arrays
+        extra = hb * UNIT_ROWS * (dstate + 8) * 4 + 2 * 4 * hb * chunk + 4 * hb if exact else 4 * hb * chunk
+        body = tiles + extra + arrays
         return 1024 + (body + 7) // 8 * 8 + 8 * PIPE_WORDS
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8

@@ -109,13 +109,21 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
-    if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: every tile load, in the math warpgroup's order
-        setmaxnreg_dec<SSD_LOAD_REGS>();
+    if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: every tile load, in the math warpgroup's order,
+        setmaxnreg_dec<SSD_LOAD_REGS>();  // and the chunk prep, a chunk ahead (off the math warpgroup's path)
+        float raw[SSD_PREP_TASKS(HB)];
+        load_prep_dt<HB>(a, raw, tok0, min(SSD_Q, len), u0);
+        if (nch > 0) produce_chunk_prep<HB>(a, s, pipe, raw, min(SSD_Q, len), u0);
         for (int c = 0; c < nch; ++c) {
             const long long ctok = tok0 + (long long)c * SSD_Q;
             const int l = min(SSD_Q, len - c * SSD_Q);
-            produce_dt<HB>(a, s, pipe, ctok, l, u0);
+            const int ln = min(SSD_Q, len - (c + 1) * SSD_Q);  // the next chunk's tokens (<= 0: none)
+            if (ln > 0) load_prep_dt<HB>(a, raw, ctok + SSD_Q, ln, u0);
             produce_output<HB, NBUF, 1>(a, s, pipe, ctok, l, 0, u0, nullptr, nullptr, -1);
+            // The next chunk's prep here: its set was released a chunk ago, and the math warpgroup is in this chunk's
+            // last row block, whose diagonal step frees the slot of the state pass's first load only after a copy's
+            // round trip and C_i B_i^T.
+            if (ln > 0) produce_chunk_prep<HB>(a, s, pipe, raw, ln, u0);
             produce_state<HB, NBUF, NB, 1>(a, s, pipe, ctok, l, u0, 0);
         }
         cp_async_drain();
@@ -144,12 +152,19 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     for (int c = 0; c < nch; ++c) {
         const long long ctok = tok0 + (long long)c * SSD_Q;
         const int l = min(SSD_Q, len - c * SSD_Q);
+#if SSD_WG
+        const int slot = ring_slot<2>(pipe.dt);  // the chunk's prep set, computed by the producer
+        const SsdSmem sc = prep_set<HB>(s, slot);
+        math_sync();  // publishes S (the initial state, the previous chunk's sink) to every warp's products
+        use_begin(s, BAR_FULL_PREP + slot, ring_phase<2>(pipe.dt), false);
+        ExactSink<HB, NB> sink{&sc};
+        ssd_chunk_output<HB, NBUF, 1, true>(a, sc, pipe, ctok, l, 0, u0, false);
+        ssd_chunk_state<HB, NBUF, NB, 1>(a, sc, pipe, l, 0, sink);
+        use_end(s, BAR_EMPTY_PREP + slot);  // (after the sink's read of the decay)
+        ++pipe.dt;
+#else
         ssd_chunk_prep<HB>(a, s, pipe, ctok, l, u0);            // (its first barrier also publishes S)
         ExactSink<HB, NB> sink{&s};
-#if SSD_WG
-        ssd_chunk_output<HB, NBUF, 1, true>(a, s, pipe, ctok, l, 0, u0, false);
-        ssd_chunk_state<HB, NBUF, NB, 1>(a, s, pipe, l, 0, sink);
-#else
         ssd_chunk_output<HB, NBUF, 1, true>(a, s, ctok, l, 0, u0);
         ssd_chunk_state<HB, NBUF, NB, 1>(a, s, ctok, l, u0, 0, sink);
 #endif

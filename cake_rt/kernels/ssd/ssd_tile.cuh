@@ -142,8 +142,12 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_EMPTY_Z 11
 #define BAR_FULL_S 12   // chunk-parallel: round_T(S_prev) of the tile
 #define BAR_EMPTY_S 13
-#define BAR_FULL_DT 14  // the chunk's raw dt (as float), read by the prep
+#define BAR_FULL_DT 14  // chunk-parallel: the chunk's raw dt (as float), read by the prep
 #define BAR_EMPTY_DT 15
+// Exact scan: its two prep sets, each computed by the producer (full) and released by the math warpgroup (empty), on
+// the four barriers of the S_prev tile and the staged dt, which only the chunk-parallel kernel loads.
+#define BAR_FULL_PREP 12   // [2]
+#define BAR_EMPTY_PREP 14  // [2]
 #define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
 #define SSD_NBARS 17
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
@@ -161,11 +165,12 @@ struct SsdLayout {
     static constexpr int cs = SF + (EXACT ? HB * SSD_PB * SSD_LDF * 4 : 0);
     static constexpr int dtv = cs + 4 * HB * SSD_Q;
     static constexpr int w = dtv + 4 * HB * SSD_Q;
-    static constexpr int dtr = w + 4 * HB * SSD_Q;                 // float [HB][Q]  raw dt, staged by the producer;
-                                                                   // chunk-parallel [HB][2][Q]: phase 3's cs and dt'
-    static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT ? 1 : 2);
-    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);
-    static constexpr int bar = (dec + 4 * HB + 7) / 8 * 8;         // uint64 [SSD_NBARS] mbarriers
+    static constexpr int dtr = w + 4 * HB * SSD_Q;                 // chunk-parallel: float [HB][2][Q]  the raw dt
+                                                                   // staged by the producer; phase 3's cs and dt'
+                                                                   // exact: the second prep set's cs, dtv, w
+    static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT ? 3 : 2);
+    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);         // float [HB] (exact: [2][HB], a set's each)
+    static constexpr int bar = (dec + 4 * HB * (EXACT ? 2 : 1) + 7) / 8 * 8;  // uint64 [SSD_NBARS] mbarriers
     static constexpr int bytes = bar + 8 * SSD_NBARS;
 };
 #else
@@ -196,7 +201,7 @@ struct SsdSmem {
     float* Sf;  // exact scan: the fp32 states [HB][64][LDF]
     T* Zs;      // SSD_WG: z of the row block [HB][64][64]
     uint64_t* bar;  // SSD_WG: the load pipeline's mbarriers
-    float* dtr;     // SSD_WG: the chunk's raw dt [HB][Q] (chunk-parallel phase 3: the saved cs, dt' [HB][2][Q])
+    float* dtr;     // SSD_WG, chunk-parallel: the chunk's raw dt [HB][Q] (phase 3: the saved cs, dt' [HB][2][Q])
 };
 template <int HB, int NBUF, bool EXACT>
 __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
@@ -234,6 +239,20 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
 #endif
     return s;
 }
+#if SSD_WG
+// Exact scan: the view of prep set b (0 or 1): cs, dtv, w and dec of set 1 follow set 0's (the layout's dtr part and
+// the second half of dec). The producer computes chunk c + 1's set while the math warpgroup reads chunk c's.
+template <int HB>
+__device__ __forceinline__ SsdSmem prep_set(const SsdSmem& s, int b) {
+    SsdSmem v = s;
+    const int off = b * 3 * HB * SSD_Q;
+    v.cs += off;
+    v.dtv += off;
+    v.w += off;
+    v.dec += b * HB;
+    return v;
+}
+#endif
 // Buffer selection by arithmetic (buf 0 or 1; an indexed pointer array would live in local memory, and a select
 // of two addresses becomes a select of two wgmma descriptors per product).
 __device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return s.B0 + buf * (s.B1 - s.B0); }
@@ -616,12 +635,76 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 // ---------------------------------------------------------------------------------------------------
 // Chunk prep of every unit u of the block (arrays [u][Q]): dtv = dt' (0 beyond the chunk's l tokens),
 // cs = inclusive cumsum of dt' A log2(e) in a fixed order (32-token warp scans, then the group totals added
-// left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last. Starts and ends with a barrier of the math threads.
+// left to right), w = 2^(cs_last - cs) dt', dec[u] = 2^cs_last. Three stages, each a function of the element (and of
+// the warp and lane for the scans), separated by barriers of the threads that run them: the math warpgroup
+// (ssd_chunk_prep) or, in the exact scan on sm_90a, the producer (produce_chunk_prep). Either way the same threads'
+// positions hold the same elements and every element takes the same fp32 operations in the same order.
+#define SSD_PREP_G (SSD_Q / 32)  // 32-token groups of a chunk
+static_assert(SSD_PREP_G >= 2, "a chunk of two 32-token groups or more");
+// Stage 1, one group gi of unit u (the calling warp; lane: its token in the group): dt' of token t = 32 gi + lane
+// (raw(): its dt, asked for t < l only), the group's inclusive scan of dt' A log2(e) into cs, its total into gt.
+template <class Raw>
+__device__ __forceinline__ void prep_group(const SsdArgs& a, const SsdSmem& s, int u, int gi, int lane, int l, float Ah,
+                                           float bias, const Raw& raw) {
+    const float Ah2 = __fmul_rn(Ah, 1.4426950408889634f);  // log2 units: 2^x is one MUFU op
+    const int t = gi * 32 + lane;
+    float d = 0.0f, v = 0.0f;
+    if (t < l) {
+        d = raw();
+        if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, bias);
+        if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
+        if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
+        v = __fmul_rn(d, Ah2);
+    }
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const float n = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v = __fadd_rn(v, n);
+    }
+    s.dtv[u * SSD_Q + t] = d;
+    s.cs[u * SSD_Q + t] = v;
+    if (lane == 31) s.gt[u * SSD_PREP_G + gi] = v;
+}
+// Stage 2, the elements tid, tid + 128, ...: group gi's prefix ((gt_0 + gt_1) + ...) + gt_(gi-1), left to right: the
+// unit's totals loaded at once (no load waits for an addition) and summed in one chain, the element taking the running
+// sum as it passes its group: the additions of summing them one load after another, in the same order, so the same
+// bits. (One chain a unit kept for all of a thread's elements, or this loop unrolled, holds more registers across the
+// prep: programs spill more.)
+template <int HB>
+__device__ __forceinline__ void prep_prefixes(const SsdSmem& s, int tid) {
+    constexpr int G = SSD_PREP_G;
+#pragma unroll 1
+    for (int e = tid; e < HB * SSD_Q; e += SSD_THREADS) {
+        const int u = e / SSD_Q, gi = (e % SSD_Q) >> 5;
+        if (gi > 0) {
+            const float* g = s.gt + u * G;
+            float run = g[0], pg = run;
+#pragma unroll
+            for (int k = 2; k < G; ++k) {
+                run = __fadd_rn(run, g[k - 1]);
+                if (gi == k) pg = run;
+            }
+            s.cs[e] = __fadd_rn(pg, s.cs[e]);
+        }
+    }
+}
+// Stage 3, the elements tid, tid + 128, ...: the state weights, and (tid < HB) unit tid's decay.
+template <int HB>
+__device__ __forceinline__ void prep_weights(const SsdSmem& s, int tid, int l) {
+    for (int e = tid; e < HB * SSD_Q; e += SSD_THREADS) {
+        const int u = e / SSD_Q, t = e % SSD_Q;
+        const float last = s.cs[u * SSD_Q + l - 1];
+        s.w[e] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[e])), s.dtv[e]) : 0.0f;
+    }
+    if (tid < HB) s.dec[tid] = ex2(s.cs[tid * SSD_Q + l - 1]);
+}
+
+// The prep by the math warpgroup (the chunk-parallel phase 1; the exact scan without the producer warpgroup), the raw
+// dt staged by the producer (sm_90a) or read here. Starts and ends with a barrier of the math threads.
 template <int HB>
 __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                int u0) {
-    constexpr int G = SSD_Q / 32;
-    static_assert(G >= 2, "a chunk of two 32-token groups or more");
+    constexpr int G = SSD_PREP_G;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // A and dt_bias of the block's units, loaded before the waits below (their round trip overlaps them)
     float Au[HB], biasu[HB];
@@ -647,61 +730,85 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
                 bias = biasu[v];
             }
         }
-        const float Ah2 = __fmul_rn(Ah, 1.4426950408889634f);  // log2 units: 2^x is one MUFU op
-        const int t = gi * 32 + lane;
-        float d = 0.0f, v = 0.0f;
-        if (t < l) {
 #if SSD_WG
-            d = s.dtr[u * SSD_Q + t];
+        prep_group(a, s, u, gi, lane, l, Ah, bias, [&] { return s.dtr[u * SSD_Q + gi * 32 + lane]; });
 #else
-            d = EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]);
+        prep_group(a, s, u, gi, lane, l, Ah, bias,
+                   [&] { return EDT::to_float(a.dt[(ctok + gi * 32 + lane) * a.nheads + unit_head(u0 + u)]); });
 #endif
-            if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, bias);
-            if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
-            if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
-            v = __fmul_rn(d, Ah2);
-        }
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const float n = __shfl_up_sync(0xffffffffu, v, off);
-            if (lane >= off) v = __fadd_rn(v, n);
-        }
-        s.dtv[u * SSD_Q + t] = d;
-        s.cs[u * SSD_Q + t] = v;
-        if (lane == 31) s.gt[u * G + gi] = v;
     }
 #if SSD_WG
     use_end(s, BAR_EMPTY_DT);
     ++p.dt;
 #endif
     math_sync();
-    // Group gi's prefix ((gt_0 + gt_1) + ...) + gt_(gi-1), left to right: the unit's totals loaded at once (no load
-    // waits for an addition) and summed in one chain, the element taking the running sum as it passes its group: the
-    // additions of summing them one load after another, in the same order, so the same bits. (One chain a unit kept for
-    // all of a thread's elements, or this loop unrolled, holds more registers across the prep: programs spill more.)
-#pragma unroll 1
-    for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
-        const int u = e / SSD_Q, gi = (e % SSD_Q) >> 5;
-        if (gi > 0) {
-            const float* g = s.gt + u * G;
-            float run = g[0], pg = run;
-#pragma unroll
-            for (int k = 2; k < G; ++k) {
-                run = __fadd_rn(run, g[k - 1]);
-                if (gi == k) pg = run;
-            }
-            s.cs[e] = __fadd_rn(pg, s.cs[e]);
-        }
-    }
+    prep_prefixes<HB>(s, threadIdx.x);
     math_sync();
-    for (int e = threadIdx.x; e < HB * SSD_Q; e += SSD_THREADS) {
-        const int u = e / SSD_Q, t = e % SSD_Q;
-        const float last = s.cs[u * SSD_Q + l - 1];
-        s.w[e] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[e])), s.dtv[e]) : 0.0f;
-    }
-    if (threadIdx.x < HB) s.dec[threadIdx.x] = ex2(s.cs[threadIdx.x * SSD_Q + l - 1]);
+    prep_weights<HB>(s, threadIdx.x, l);
     math_sync();
 }
+
+#if SSD_WG
+// Exact scan, the producer: this thread's raw dt of a chunk for its stage-1 groups of produce_chunk_prep (task k: group
+// warp + 4k of the block's units), loaded a chunk ahead of its use so that the loads land under the chunk's tile loads.
+#define SSD_PREP_TASKS(HB) (((HB) * SSD_PREP_G + 3) / 4)  // stage-1 groups a producer warp, at most
+template <int HB>
+__device__ __forceinline__ void load_prep_dt(const SsdArgs& a, float (&raw)[SSD_PREP_TASKS(HB)], long long ctok, int l,
+                                             int u0) {
+    const int tid = threadIdx.x & (SSD_THREADS - 1), warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int k = 0; k < SSD_PREP_TASKS(HB); ++k) {
+        const int task = warp + 4 * k, u = task / SSD_PREP_G, t = (task % SSD_PREP_G) * 32 + lane;
+        raw[k] = task < HB * SSD_PREP_G && t < l ? EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]) : 0.0f;
+    }
+}
+// Barrier of the producer warpgroup alone (named barrier 2).
+__device__ __forceinline__ void producer_sync() {
+    asm volatile("bar.sync 2, %0;\n" ::"n"(SSD_THREADS) : "memory");
+}
+// Exact scan, the producer: the prep of a chunk of l tokens (its raw dt in `raw`, load_prep_dt) into prep set
+// ring_slot<2>(p.dt), once the math warpgroup has released that set's previous chunk (two chunks back), completing a
+// phase of the set's full barrier. Its stages are those of ssd_chunk_prep on the same thread positions (producer
+// thread 128 + i where the math thread i would be), so the same bits; the set is the math warpgroup's to read after
+// its wait, so no barrier opens or closes it. The producer's own reads of the totals (stage 2) are behind the barrier
+// before stage 3, ahead of the next prep's stage 1.
+template <int HB>
+__device__ __forceinline__ void produce_chunk_prep(const SsdArgs& a, const SsdSmem& s, SsdPipe& p,
+                                                   const float (&raw)[SSD_PREP_TASKS(HB)], int l, int u0) {
+    const int tid = threadIdx.x & (SSD_THREADS - 1), warp = tid >> 5, lane = tid & 31;
+    float Au[HB], biasu[HB];
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int h = unit_head(u0 + u);
+        Au[u] = a.A[h];
+        biasu[u] = (a.flags & SSD_F_BIAS) ? a.dt_bias[h] : 0.0f;
+    }
+    const int slot = ring_slot<2>(p.dt);
+    fill_begin(s, BAR_EMPTY_PREP + slot, ring_phase<2>(p.dt));
+    const SsdSmem d = prep_set<HB>(s, slot);
+#pragma unroll
+    for (int k = 0; k < SSD_PREP_TASKS(HB); ++k) {
+        const int task = warp + 4 * k, u = task / SSD_PREP_G;
+        if (task < HB * SSD_PREP_G) {
+            float Ah = Au[0], bias = biasu[0];
+#pragma unroll
+            for (int v = 1; v < HB; ++v) {
+                if (u == v) {
+                    Ah = Au[v];
+                    bias = biasu[v];
+                }
+            }
+            prep_group(a, d, u, task % SSD_PREP_G, lane, l, Ah, bias, [&] { return raw[k]; });
+        }
+    }
+    producer_sync();
+    prep_prefixes<HB>(d, tid);
+    producer_sync();
+    prep_weights<HB>(d, tid, l);
+    mbarrier_arrive(s.bar + BAR_FULL_PREP + slot);  // (release: the set's stores are seen by the waiters)
+    ++p.dt;
+}
+#endif
 
 // Chunk-parallel: phase 1 saves the prep's cs and dt' of the block's units (to `saved`: [HB][2][Q], cs then dt'),
 // and phase 3 copies them back instead of repeating the prep: the same values, so the same bits. The save follows
