@@ -696,7 +696,7 @@ __device__ __forceinline__ void prep_weights(const SsdSmem& s, int tid, int l) {
         const float last = s.cs[u * SSD_Q + l - 1];
         s.w[e] = t < l ? __fmul_rn(ex2(__fsub_rn(last, s.cs[e])), s.dtv[e]) : 0.0f;
     }
-    if (tid < HB) s.dec[tid] = ex2(s.cs[tid * SSD_Q + l - 1]);
+    if ((unsigned)tid < HB) s.dec[tid] = ex2(s.cs[tid * SSD_Q + l - 1]);  // (unsigned: tid >= 0, as threadIdx.x)
 }
 
 // The prep by the math warpgroup (the chunk-parallel phase 1; the exact scan without the producer warpgroup), the raw
