@@ -34,9 +34,10 @@
 //     K-major), M X and the state product with A from registers (M never leaves them; w X^T is scaled in them)
 //     and B read transposed (MN-major) from the same tiles. The CTA is two warpgroups: the math warpgroup
 //     (threads 0..127, the arithmetic above) and a producer warpgroup that issues every tile copy (tensor-map
-//     boxes; a partial sub-block by cp.async) and stages dt, one buffer ahead, behind full / empty mbarriers ("The load
-//     pipeline"); setmaxnreg gives the math warpgroup 216 registers and the producer 40. The math warpgroup
-//     synchronizes on named barrier 1 only.
+//     boxes; a partial sub-block by cp.async) and stages dt, one buffer ahead (the exact scan: computes the chunk
+//     prep itself, a chunk ahead, into one of two prep sets), behind full / empty mbarriers ("The load pipeline");
+//     setmaxnreg gives the math warpgroup 216 registers and the producer 40. The math warpgroup synchronizes on named
+//     barrier 1 only, the producer's prep on named barrier 2.
 // The two families' programs of one shape and target use the same path, so their bits still agree.
 #pragma once
 #include "../common/types.cuh"
@@ -642,7 +643,7 @@ __device__ __forceinline__ void produce_prep(const SsdSmem& s, SsdPipe& p, const
 #define SSD_PREP_G (SSD_Q / 32)  // 32-token groups of a chunk
 static_assert(SSD_PREP_G >= 2, "a chunk of two 32-token groups or more");
 // Stage 1, one group gi of unit u (the calling warp; lane: its token in the group): dt' of token t = 32 gi + lane
-// (raw(): its dt, asked for t < l only), the group's inclusive scan of dt' A log2(e) into cs, its total into gt.
+// (raw(t): its dt, asked for t < l only), the group's inclusive scan of dt' A log2(e) into cs, its total into gt.
 template <class Raw>
 __device__ __forceinline__ void prep_group(const SsdArgs& a, const SsdSmem& s, int u, int gi, int lane, int l, float Ah,
                                            float bias, const Raw& raw) {
@@ -650,7 +651,7 @@ __device__ __forceinline__ void prep_group(const SsdArgs& a, const SsdSmem& s, i
     const int t = gi * 32 + lane;
     float d = 0.0f, v = 0.0f;
     if (t < l) {
-        d = raw();
+        d = raw(t);
         if (a.flags & SSD_F_BIAS) d = __fadd_rn(d, bias);
         if (a.flags & SSD_F_SOFTPLUS) d = d > 20.0f ? d : log1pf(expf(d));
         if (a.flags & SSD_F_CLAMP) d = fminf(fmaxf(d, a.lo), a.hi);
@@ -731,10 +732,10 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
             }
         }
 #if SSD_WG
-        prep_group(a, s, u, gi, lane, l, Ah, bias, [&] { return s.dtr[u * SSD_Q + gi * 32 + lane]; });
+        prep_group(a, s, u, gi, lane, l, Ah, bias, [&](int t) { return s.dtr[u * SSD_Q + t]; });
 #else
         prep_group(a, s, u, gi, lane, l, Ah, bias,
-                   [&] { return EDT::to_float(a.dt[(ctok + gi * 32 + lane) * a.nheads + unit_head(u0 + u)]); });
+                   [&](int t) { return EDT::to_float(a.dt[(ctok + t) * a.nheads + unit_head(u0 + u)]); });
 #endif
     }
 #if SSD_WG
@@ -798,7 +799,7 @@ __device__ __forceinline__ void produce_chunk_prep(const SsdArgs& a, const SsdSm
                     bias = biasu[v];
                 }
             }
-            prep_group(a, d, u, task % SSD_PREP_G, lane, l, Ah, bias, [&] { return raw[k]; });
+            prep_group(a, d, u, task % SSD_PREP_G, lane, l, Ah, bias, [&](int) { return raw[k]; });
         }
     }
     producer_sync();
