@@ -85,6 +85,26 @@ __device__ __forceinline__ void store_states(const SsdArgs& a, const float* Sf, 
     }
 }
 
+// The CTA's item: its segment's record, first token, length and chunks, and its block's first unit.
+struct ExactItem {
+    const long long* seg;
+    long long tok0;
+    int len, nch, u0;
+};
+template <int HB>
+__device__ __forceinline__ ExactItem exact_item(const SsdArgs& a) {
+    const int nblk = a.nheads * SSD_PBLKS / HB;
+    const int item = blockIdx.x;
+    const int si = (int)a.table[(long long)a.nseg * 8 + item / nblk];  // longest segments first
+    ExactItem it;
+    it.u0 = (item % nblk) * HB;
+    it.seg = a.table + (long long)si * 8;
+    it.tok0 = it.seg[SEG_TOK0];
+    it.len = (int)it.seg[SEG_LEN];
+    it.nch = (it.len + SSD_Q - 1) / SSD_Q;
+    return it;
+}
+
 extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exact(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
@@ -97,20 +117,16 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SsdSmem s = ssd_smem<HB, NBUF, true>(smem_raw);
     float* Sf = s.Sf;
-    const int nblk = a.nheads * SSD_PBLKS / HB;
-    const int item = blockIdx.x;
-    const int si = (int)a.table[(long long)a.nseg * 8 + item / nblk];  // longest segments first
-    const int u0 = (item % nblk) * HB;
-    const long long* seg = a.table + (long long)si * 8;
-    const long long tok0 = seg[SEG_TOK0];
-    const int len = (int)seg[SEG_LEN];
-    const long long init_idx = seg[SEG_INIT];
-    const int nch = (len + SSD_Q - 1) / SSD_Q;
     SsdPipe pipe{0, 0, 0, 0, 0};
 #if SSD_WG
     ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: every tile load, in the math warpgroup's order,
         setmaxnreg_dec<SSD_LOAD_REGS>();  // and the chunk prep, a chunk ahead (off the math warpgroup's path)
+        // (the CTA's item read by each role after the split: read before it, what the producer keeps across its loop
+        // was spilled there and reloaded from the spill by the math warpgroup too)
+        const ExactItem it = exact_item<HB>(a);
+        const long long tok0 = it.tok0;
+        const int len = it.len, nch = it.nch, u0 = it.u0;
         float raw[SSD_PREP_TASKS(HB)];
         load_prep_dt<HB>(a, raw, tok0, min(SSD_Q, len), u0);
         if (nch > 0) produce_chunk_prep<HB>(a, s, pipe, raw, min(SSD_Q, len), u0);
@@ -131,6 +147,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     }
     setmaxnreg_inc<SSD_MATH_REGS>();
 #endif
+    const ExactItem it = exact_item<HB>(a);
+    const long long* seg = it.seg;
+    const long long tok0 = it.tok0;
+    const int len = it.len, nch = it.nch, u0 = it.u0;
+    const long long init_idx = seg[SEG_INIT];
 
     // S = initial state (fp32)
     for (int e = 2 * threadIdx.x; e < HB * SSD_PB * SSD_N; e += 2 * SSD_THREADS) {
