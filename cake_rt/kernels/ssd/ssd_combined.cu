@@ -122,8 +122,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: every tile load, in the math warpgroup's order,
         setmaxnreg_dec<SSD_LOAD_REGS>();  // and the chunk prep, a chunk ahead (off the math warpgroup's path)
-        // (the CTA's item read by each role after the split: read before it, what the producer keeps across its loop
-        // was spilled there and reloaded from the spill by the math warpgroup too)
+        // (each role reads the CTA's item after the split: a value read before it that the producer keeps across its
+        // loop is spilled at the split, where the producer has 40 registers, and the math warpgroup reloads it from there)
         const ExactItem it = exact_item<HB>(a);
         const long long tok0 = it.tok0;
         const int len = it.len, nch = it.nch, u0 = it.u0;
