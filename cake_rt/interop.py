@@ -312,6 +312,21 @@ def is_device_metadata(x) -> bool:
     return hasattr(x, "__cuda_array_interface__")
 
 
+def refuse_device_metadata_under_capture(named, handle: int, remedy: str = "pass host (NumPy) metadata") -> list:
+    """The names of the device arrays among ``named`` ((name, value) pairs of metadata); ``ValueError`` naming the
+    first when copying it to the host on stream ``handle`` would break a CUDA graph capture
+    (``launch.streams.copy_breaks_capture``): the copy cannot be captured, and the driver refuses it and invalidates
+    the capture. Host metadata passes during capture."""
+    on_device = [name for name, value in named if is_device_metadata(value)]
+    if on_device:
+        from .launch.streams import copy_breaks_capture
+
+        if copy_breaks_capture(handle):
+            raise ValueError(f"{on_device[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
+                             f"device-to-host copy); {remedy}")
+    return on_device
+
+
 def resolve_stream(stream, device=None):
     """A CuPy stream object for ``stream`` on ``device`` (default: the current device): None -> the current
     stream of that device; a CuPy stream as is; an object with ``.cuda_stream`` (PyTorch) or ``.ptr``, or an

@@ -22,7 +22,8 @@ import numpy as np
 
 from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span, dlpack_cuda_device, is_device_metadata)
+                       check_disjoint_spans, contiguous_span, dlpack_cuda_device,
+                       refuse_device_metadata_under_capture)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
                               device_and_stream, end_call, external_stream, is_capturing, stream_event, stream_key,
                               stream_state, UploadedTable)
@@ -921,12 +922,10 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
         st, handle = resolve_handle(stream, p.device)  # None: the current stream of the inputs' device
         capturing = is_capturing(handle)
         if p.nbytes == ():  # validated just now: the metadata (device metadata needs a device-to-host copy)
-            on_device = [name for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                                              ("q_causal_offsets", q_causal_offsets)) if is_device_metadata(v)]
-            if capturing and on_device:
-                raise ValueError(f"{on_device[0]}: device metadata cannot be read during CUDA graph capture (it "
-                                 f"needs a device-to-host copy); pass host (NumPy) metadata or capture a "
-                                 f"prepared runner")
+            meta = (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                    ("q_causal_offsets", q_causal_offsets))
+            on_device = refuse_device_metadata_under_capture(meta, handle, "pass host (NumPy) metadata or capture a "
+                                                                           "prepared runner")
             # Device metadata is copied to the host on the call's stream (CuPy's ``get`` copies on the current
             # stream): ordered after the caller's work on it, which a non-blocking call stream would not be.
             with st if on_device else _NULL:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
                        check_aligned, check_array, check_disjoint_spans, dlpack_cuda_device, dtype_name,
-                       is_device_metadata, parse_dtype)
+                       is_device_metadata, parse_dtype, refuse_device_metadata_under_capture)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
@@ -973,7 +973,7 @@ def _intake(x, stream, named, arrays):
     every array is a CuPy array and the metadata is on the host (or ``x`` is invalid: validation reports it).
     ``ValueError`` naming the first device metadata argument when the stream is capturing a CUDA graph: the
     device-to-host copy would invalidate the capture."""
-    meta = [n for n, v in named if is_device_metadata(v)]
+    meta = any(is_device_metadata(v) for _, v in named)
     if not meta and all(dlpack_cuda_device(a, output=i == 9) is None for i, a in enumerate(arrays)):
         return _NULL
     dev = dlpack_cuda_device(x)
@@ -984,10 +984,8 @@ def _intake(x, stream, named, arrays):
             return _NULL  # validation reports x
     with current_device(dev):
         s, handle = resolve_handle(stream, dev)
-        if meta and is_capturing(handle):
-            raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
-                             f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
-                             f"same host metadata before capturing")
+        refuse_device_metadata_under_capture(named, handle, "pass host (NumPy) metadata, or make one eager call "
+                                                            "with the same host metadata before capturing")
     return device_and_stream(dev, s)
 
 
