@@ -957,9 +957,15 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
              return_varlen_states=False, return_chunk_states=False, state_dtype=None, family="auto", out=None,
              stream=None) -> SsdPlan:
     """The plan ``ssd_combined`` would follow for these arguments (same arguments; nothing is launched):
-    the chosen family, the reason, the workspace bytes, the predicted time of each family."""
-    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
-                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    the chosen family, the reason, the workspace bytes, the predicted time of each family.
+
+    Device metadata (``cu_seqlens``, ``seq_idx``) is copied to the host on ``stream`` (default: the current stream),
+    as the call does; ``ValueError`` naming it when that stream is capturing a CUDA graph."""
+    with _intake(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)),
+                 (x, dt, A, B, C, D, z, dt_bias, initial_states, out)):
+        c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                      dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family,
+                      out)
     with current_device(c.device):
         return _plan(c, family)
 
