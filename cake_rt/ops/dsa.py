@@ -1151,7 +1151,7 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
     with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)
-        if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
+        if copy_breaks_capture(handle) or copy_breaks_capture(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
         with st:  # device metadata is copied to the host on the prepare stream, after the caller's work on it
             p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T,
