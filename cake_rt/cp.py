@@ -143,15 +143,14 @@ class CPZigzagLayout:
         import cupy
 
         from cake_rt.interop import as_device_array
-
         from cake_rt.launch.streams import copy_breaks_capture
 
         arr = as_device_array(indices, "indices")
         with arr.device:
             if copy_breaks_capture(cupy.cuda.get_current_stream().ptr):
-                raise ValueError("indices: device ids cannot be range-checked during CUDA graph capture (it needs a "
-                                 "device-to-host copy, and k_index a host-to-device one); map them outside the "
-                                 "capture")
+                raise ValueError("indices: device ids cannot be range-checked during CUDA graph capture (the check "
+                                 "needs a device-to-host copy, and k_index a host-to-device one); map them outside "
+                                 "the capture")
             _check_local_ids(arr, self.num_keys, lambda a: (int(a.min()), int(a.max())))
             table = cupy.asarray(self.k_index)
             safe = cupy.maximum(arr, 0).astype(np.int64)

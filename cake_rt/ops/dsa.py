@@ -22,8 +22,8 @@ import numpy as np
 
 from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span, dlpack_cuda_device,
-                       is_device_metadata, refuse_device_metadata_under_capture)
+                       check_disjoint_spans, contiguous_span, dlpack_cuda_device, is_device_metadata,
+                       refuse_device_metadata_under_capture)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, copy_breaks_capture,
                               current_device, device_and_stream, end_call, external_stream, is_capturing, stream_event,
                               stream_key, stream_state, UploadedTable)
