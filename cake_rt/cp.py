@@ -126,7 +126,9 @@ class CPZigzagLayout:
                 Values must be ``-1`` (padding) or in ``[0, num_keys)``.
 
         Returns an int64 array of the same shape on the same side (NumPy in, NumPy out; device in,
-        CuPy out on that device — one host-to-device copy of ``k_index`` per call).
+        CuPy out on that device — one host-to-device copy of ``k_index`` per call, and the range check's
+        device-to-host copy, both on CuPy's current stream: ``ValueError`` when that stream is capturing a
+        CUDA graph).
         """
         if isinstance(indices, np.ndarray):
             _check_local_ids(indices, self.num_keys, lambda a: (int(a.min()), int(a.max())))
@@ -141,9 +143,14 @@ class CPZigzagLayout:
         import cupy
 
         from cake_rt.interop import as_device_array
+        from cake_rt.launch.streams import copy_breaks_capture
 
         arr = as_device_array(indices, "indices")
         with arr.device:
+            if copy_breaks_capture(cupy.cuda.get_current_stream().ptr):
+                raise ValueError("indices: device ids cannot be range-checked during CUDA graph capture (the check "
+                                 "needs a device-to-host copy, and k_index a host-to-device one); map them outside "
+                                 "the capture")
             _check_local_ids(arr, self.num_keys, lambda a: (int(a.min()), int(a.max())))
             table = cupy.asarray(self.k_index)
             safe = cupy.maximum(arr, 0).astype(np.int64)
@@ -195,8 +202,10 @@ def _host_doc_lens(doc_lens) -> np.ndarray:
     elif _on_cuda_device(doc_lens):
         import cupy
 
-        from cake_rt.interop import as_device_array
+        from cake_rt.interop import as_device_array, refuse_device_metadata_under_capture
 
+        refuse_device_metadata_under_capture((("doc_lens", doc_lens),), cupy.cuda.get_current_stream().ptr,
+                                             "pass host doc_lens (a list or a NumPy array)")
         arr = cupy.asnumpy(as_device_array(doc_lens, "doc_lens"))  # a small device-to-host copy
     elif hasattr(doc_lens, "__array__"):  # host tensors (PyTorch CPU, JAX on CPU, ...)
         arr = np.asarray(doc_lens)
@@ -267,7 +276,8 @@ def cp_zigzag_layout(doc_lens, cp_size, rank) -> CPZigzagLayout:
 
     Args:
         doc_lens: ``[ndocs]`` document lengths (list, tuple, NumPy, or a device array, which is copied
-            to the host), each a multiple of ``2 * cp_size`` (``ValueError`` otherwise), >= 0.
+            to the host on CuPy's current stream: ``ValueError`` when that stream is capturing a CUDA graph),
+            each a multiple of ``2 * cp_size`` (``ValueError`` otherwise), >= 0.
         cp_size: ``W``, the number of CP ranks, >= 1.
         rank: this rank, ``0 <= rank < cp_size``.
 

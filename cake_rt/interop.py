@@ -301,15 +301,30 @@ def as_host_int32(x, name: str) -> np.ndarray:
 
 def is_device_metadata(x) -> bool:
     """Whether metadata ``x`` lives on a device (reading it needs a device-to-host copy): a CuPy array, a CUDA
-    tensor or an object with ``__cuda_array_interface__``. None, NumPy arrays, lists, tuples and CPU tensors
-    are host metadata."""
+    tensor, an object with ``__cuda_array_interface__`` or a CUDA device in ``__dlpack_device__``. None, NumPy
+    arrays, lists, tuples and CPU tensors are host metadata."""
     if x is None or isinstance(x, (np.ndarray, list, tuple)):
         return False
     if type(x).__module__.startswith("cupy"):  # before the interface: CuPy's reads the current stream
         return True
     if hasattr(x, "is_cuda"):
         return bool(x.is_cuda)
-    return hasattr(x, "__cuda_array_interface__")
+    return hasattr(x, "__cuda_array_interface__") or dlpack_cuda_device(x) is not None
+
+
+def refuse_device_metadata_under_capture(named, handle: int, remedy: str = "pass host (NumPy) metadata") -> list:
+    """The names of the device arrays among ``named`` ((name, value) pairs of metadata); ``ValueError`` naming the
+    first when copying it to the host on stream ``handle`` would break a CUDA graph capture
+    (``launch.streams.copy_breaks_capture``): the copy cannot be captured, and the driver refuses it and invalidates
+    the capture. Host metadata passes during capture."""
+    on_device = [name for name, value in named if is_device_metadata(value)]
+    if on_device:
+        from .launch.streams import copy_breaks_capture
+
+        if copy_breaks_capture(handle):
+            raise ValueError(f"{on_device[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
+                             f"device-to-host copy); {remedy}")
+    return on_device
 
 
 def resolve_stream(stream, device=None):

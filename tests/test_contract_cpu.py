@@ -265,7 +265,9 @@ def test_host_tensor_metadata_is_host_metadata_under_capture(monkeypatch):
 
     monkeypatch.setattr(ssd, "current_device", lambda dev: contextlib.nullcontext())
     monkeypatch.setattr(ssd, "resolve_handle", lambda stream, dev: (None, 7))
-    monkeypatch.setattr(ssd, "is_capturing", lambda handle: True)
+    from cake_rt.launch import streams
+
+    monkeypatch.setattr(streams, "copy_breaks_capture", lambda handle: True)
     x = _ssd_inputs()[0]
     ssd._intake(x, None, (("cu_seqlens", _CpuTensor([0, 100])),), ())  # host: passes
     with pytest.raises(ValueError, match="^cu_seqlens: device metadata cannot be read during CUDA graph capture"):

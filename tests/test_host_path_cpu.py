@@ -485,7 +485,9 @@ st = Tracked.from_external(StreamHandle(id(owner)))
 '''
 
 
-METADATA_STREAM_SCRIPT = TRACKED_STREAM + r'''assert type(st) is Tracked
+# Device metadata stand-ins (``meta(values)``) whose copy to the host appends to ``reads`` whether it was made on the
+# call's stream ``st``, after TRACKED_STREAM.
+DEVICE_METADATA = TRACKED_STREAM + r'''assert type(st) is Tracked
 
 reads = []
 class Meta(cupy.ndarray):
@@ -501,7 +503,9 @@ def meta(values):
     m = make(np.asarray(values, np.int32)).view(Meta)
     Meta.values[m.data.ptr] = np.asarray(values, np.int32)
     return m
+'''
 
+METADATA_STREAM_SCRIPT = DEVICE_METADATA + r'''
 L, H, P, N = 256, 4, 64, 64
 x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
 dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
@@ -687,3 +691,118 @@ def test_no_cooperative_launch_falls_back_to_the_exact_scan_or_refuses_chunkpar(
     explicit ``family='chunkpar'`` raises before anything is launched. End to end on the CPU stand-ins
     (``select_family``'s own test covers the rule alone)."""
     run_with_cpu_stubs(NO_COOPERATIVE_SCRIPT)
+
+
+CAPTURE_METADATA_SCRIPT = DEVICE_METADATA + r'''
+from cupy_backends.cuda.api import runtime
+import cake_rt.cp as cp
+from cake_rt.launch.streams import CaptureError
+from cake_rt.ops.dsa import visible_pairs
+
+capturing = set()  # the handles whose stream is capturing
+def is_capturing(handle):
+    if handle in capturing:
+        return runtime.streamCaptureStatusActive
+    if handle == 0 and "blocking" in capturing:  # a blocking stream's capture, which the legacy stream would join
+        raise runtime.CUDARuntimeError(906)
+    return runtime.streamCaptureStatusNone
+runtime.streamIsCapturing = is_capturing
+
+def refused_unread(fn, name):
+    """``fn()`` is the capture's ValueError naming ``name``, and nothing was copied to the host."""
+    reads.clear()
+    refused(fn, f"{name}: device")
+    assert reads == [], (name, reads)
+
+Meta.device = property(lambda self: cupy.cuda.Device(0))  # the stand-in device: entering it needs no driver
+# Device data that is CUDA through DLPack alone (cp.py asks a CuPy array's interface property, which needs a driver).
+class DlpackMeta:
+    def __init__(self, values):
+        self.dev = meta(values)
+    def __dlpack_device__(self):
+        return (2, 0)
+    def __dlpack__(self, stream=None, **kw):
+        return self.dev
+cupy.from_dlpack = lambda x, **kw: x.__dlpack__()
+
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
+sidx = np.repeat([0, 1], [100, L - 100])[None].astype(np.int32)
+T, Tkv, Hh, D, K = 64, 300, 32, 128, 16
+q = make(np.empty((T, Hh, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, Hh), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+cu_q, cu_k, off = [0, 10, T], [0, 100, Tkv], [90, 200]
+dsa_meta = lambda on_device: {n: meta(v) if n in on_device else np.array(v, np.int32) for n, v in
+                              (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k), ("q_causal_offsets", off))}
+lay = cp.cp_zigzag_layout([8, 16], 2, 0)
+
+# ssd_plan reads device metadata on its stream= (it read on CuPy's current stream and ignored stream=).
+reads.clear()
+plan = cake_rt.ssd_plan(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st)
+cake_rt.ssd_plan(x, dt, A, B, B, 64, seq_idx=meta(sidx), stream=st)
+assert reads == [True, True], reads
+assert Tracked.inside == 0
+
+# The call's stream capturing: each entry that reads device metadata refuses it before any copy, naming it; host
+# metadata plans and runs as before.
+capturing.add(st.ptr)
+refused_unread(lambda: cake_rt.ssd_plan(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st), "cu_seqlens")
+refused_unread(lambda: cake_rt.ssd_plan(x, dt, A, B, B, 64, seq_idx=meta(sidx), stream=st), "seq_idx")
+assert cake_rt.ssd_plan(x, dt, A, B, B, 64, cu_seqlens=np.array([0, 100, L], np.int32), stream=st).family == plan.family
+refused_unread(lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, seq_idx=meta(sidx), stream=st), "seq_idx")
+for name in ("cu_seqlens_k", "q_causal_offsets"):
+    refused_unread(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, **dsa_meta({name}), stream=st), name)
+assert Tracked.inside == 0
+# The entries without stream= read on CuPy's current stream (``s`` here): the call stream's capture is not theirs.
+assert cake_rt.dsa_indexer_workspace_bytes(q, k, w, K, **dsa_meta({"cu_seqlens_q", "cu_seqlens_k"})) >= 0
+assert visible_pairs(meta(cu_q), meta(cu_k), meta(off)) > 0
+assert cp.cp_zigzag_layout(DlpackMeta([8, 16]), 2, 0).cu_seqlens_q.tolist() == lay.cu_seqlens_q.tolist()
+capturing.add(s.ptr)
+refused_unread(lambda: cake_rt.dsa_indexer_workspace_bytes(q, k, w, K, **dsa_meta({"cu_seqlens_k"})), "cu_seqlens_k")
+assert cake_rt.dsa_indexer_workspace_bytes(q, k, w, K, **dsa_meta(())) >= 0
+refused_unread(lambda: visible_pairs(cu_q, cu_k, meta(off)), "q_causal_offsets")
+assert visible_pairs(cu_q, cu_k, off) > 0
+refused_unread(lambda: cp.cp_zigzag_layout(DlpackMeta([8, 16]), 2, 0), "doc_lens")
+refused(lambda: lay.to_global_keys(DlpackMeta(np.zeros(4))), "indices: device ids cannot be range-checked")
+assert lay.to_global_keys(np.zeros((4, 2), np.int32)).shape == (4, 2)
+
+# The legacy default stream while a blocking stream captures (the driver answers cudaErrorStreamCaptureImplicit): a
+# copy there would join that capture; prepare, which writes and waits on its stream, is refused too.
+capturing.clear(); capturing.add("blocking")
+legacy = type(s).from_external(StreamHandle(0))  # the legacy default stream (a stand-in: entering it is a no-op)
+refused_unread(lambda: cake_rt.ssd_plan(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=legacy), "cu_seqlens")
+refused_unread(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, **dsa_meta({"cu_seqlens_q"}), stream=legacy),
+               "cu_seqlens_q")
+try:
+    cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, **dsa_meta(()), indices=idx, scores=sc, stream=legacy)
+except CaptureError:
+    pass
+else:
+    raise AssertionError("prepare ran on the legacy stream joined to a capture")
+capturing.clear()
+assert cake_rt.ssd_plan(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=legacy).family == plan.family
+
+# Metadata that is CUDA through DLPack alone (no CUDA array interface, no is_cuda: DlpackMeta) is device metadata:
+# refused under capture (it was taken for host metadata and exported on CuPy's current stream, then copied there).
+from cake_rt.interop import is_device_metadata
+assert is_device_metadata(DlpackMeta([0, 100, L]))
+capturing.add(st.ptr)
+refused_unread(lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=DlpackMeta([0, 100, L]), stream=st),
+               "cu_seqlens")
+capturing.clear()
+reads.clear()
+cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=DlpackMeta([0, 100, L]), stream=st)
+assert reads == [True], reads
+print("ok")
+'''
+
+
+def test_device_metadata_under_capture_is_refused_by_every_entry():
+    """architecture.md (streams, graphs): a clear error, never a broken capture. Every public entry that copies device
+    metadata to the host (``ssd_combined``, ``ssd_plan``, the DSA eager call, ``dsa_indexer_workspace_bytes``,
+    ``visible_pairs``, ``cp_zigzag_layout``'s ``doc_lens``, ``CPZigzagLayout.to_global_keys``'s range check) raises a
+    ``ValueError`` naming the argument, before any copy, when the stream it copies on is capturing a CUDA graph (the
+    call's ``stream=``, else CuPy's current stream), or is the legacy default stream that a blocking stream's capture
+    would join; host metadata works under capture. ``ssd_plan`` reads on its ``stream=``."""
+    run_with_cpu_stubs(CAPTURE_METADATA_SCRIPT)

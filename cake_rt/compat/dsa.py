@@ -20,7 +20,8 @@ def indexer_topk(q, k, weights, topk: int, *, cu_seqlens_q=None, cu_seqlens_k=No
     """score(t, j) = sum_h weights[t, h] * relu(q[t, h] . k[j]); the ``topk`` best visible keys per query.
 
     Metadata (``cu_seqlens_q``/``cu_seqlens_k`` [S+1], ``q_causal_offsets`` [S]) as for
-    ``cake_rt.dsa_indexer_det_topk``; host metadata avoids a device-to-host copy per call."""
+    ``cake_rt.dsa_indexer_det_topk``; host metadata avoids a device-to-host copy per call, and is what
+    ``torch.cuda.graph`` takes (device metadata is a ``ValueError`` during capture)."""
     from ..launch.arch import device_info
     from ..ops.dsa import HEAD_DIMS, HEADS, _check_topk, dsa_indexer_det_topk, select_config
 

@@ -12,7 +12,9 @@ states are float32 and varlen states have C's dtype, as mamba_ssm returns them.
 
 Differences: forward only (a call that needs autograd raises); chunk_size 64, 128 or 256, headdim 64 or
 128, dstate 64, 128 or 256 (ValueError otherwise); with ``cu_seqlens`` the sequences are independent, as
-mamba_ssm computes them when given the matching ``seq_idx``.
+mamba_ssm computes them when given the matching ``seq_idx``; ``seq_idx`` / ``cu_seqlens`` are read on the host (a
+device-to-host copy on torch's current stream for CUDA tensors), so under ``torch.cuda.graph`` they must be CPU tensors
+or NumPy arrays (a CUDA one is a ``ValueError`` naming it: the copy would break the capture).
 """
 from __future__ import annotations
 

@@ -237,6 +237,22 @@ def is_capturing(handle: int) -> bool:
         return False
 
 
+_CAPTURE_IMPLICIT = 906  # cudaErrorStreamCaptureImplicit
+
+
+def copy_breaks_capture(handle: int) -> bool:
+    """Whether a device-to-host copy on ``handle`` (and the wait for it) would join a CUDA graph capture and break it:
+    ``handle`` is capturing (or its capture was invalidated), or it is the legacy default stream while a blocking
+    stream of the current device is capturing (the legacy stream's implicit synchronization would join that capture;
+    the driver answers cudaErrorStreamCaptureImplicit for it). A capture on an unrelated stream is not seen here."""
+    try:
+        return runtime.streamIsCapturing(handle) != runtime.streamCaptureStatusNone
+    except runtime.CUDARuntimeError as exc:
+        return exc.status == _CAPTURE_IMPLICIT
+    except Exception:
+        return False
+
+
 # ----------------------------------------------------------------------------------------------------
 # stream-ordered writes
 # ----------------------------------------------------------------------------------------------------

@@ -22,10 +22,11 @@ import numpy as np
 
 from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span, dlpack_cuda_device, is_device_metadata)
-from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
-                              device_and_stream, end_call, external_stream, is_capturing, stream_event, stream_key,
-                              stream_state, UploadedTable)
+                       check_disjoint_spans, contiguous_span, dlpack_cuda_device, is_device_metadata,
+                       refuse_device_metadata_under_capture)
+from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, copy_breaks_capture,
+                              current_device, device_and_stream, end_call, external_stream, is_capturing, stream_event,
+                              stream_key, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -241,8 +242,10 @@ def visible_pairs(cu_seqlens_q, cu_seqlens_k, q_causal_offsets=None, causal=True
     """Number of (query, key) pairs the op scores: sum over queries of the keys each one sees.
 
     ``cu_seqlens_q``/``cu_seqlens_k``: int [S+1]; ``q_causal_offsets``: int [S] or None (default
-    len_k - len_q per segment); host or device arrays.
+    len_k - len_q per segment); host or device arrays (device ones copied to the host on CuPy's current stream;
+    ``ValueError`` naming one when that stream is capturing a CUDA graph).
     """
+    _refuse_under_capture(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, q_causal_offsets=q_causal_offsets)
     cu_q = as_host_int32(cu_seqlens_q, "cu_seqlens_q").astype(np.int64)
     cu_k = as_host_int32(cu_seqlens_k, "cu_seqlens_k").astype(np.int64)
     off = None if q_causal_offsets is None else as_host_int32(q_causal_offsets, "q_causal_offsets")
@@ -252,6 +255,13 @@ def visible_pairs(cu_seqlens_q, cu_seqlens_k, q_causal_offsets=None, causal=True
         total += int(_visible_counts(int(cu_q[s + 1] - cu_q[s]), int(cu_k[s + 1] - cu_k[s]), int(off[s]),
                                      causal).sum())
     return total
+
+
+def _refuse_under_capture(**metadata) -> None:
+    """For the entries without a ``stream=`` (their device metadata is copied on CuPy's current stream): ``ValueError``
+    naming the first device array of ``metadata`` when that stream is capturing a CUDA graph."""
+    if any(is_device_metadata(v) for v in metadata.values()):
+        refuse_device_metadata_under_capture(metadata.items(), _cupy.cuda.get_current_stream().ptr)
 
 
 def dsa_flops_bytes(T, Tkv, H, D, topk, visible_pairs) -> tuple:
@@ -816,7 +826,8 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
 
     ``q`` [T, H, D], ``k`` [Tkv, D], ``weights`` [T, H]: arrays or objects with ``.shape`` (and ``.dtype``);
     metadata as for ``dsa_indexer_det_topk``. ``device``: the device whose program is planned (default:
-    that of ``q`` when it is a device array, else the current device).
+    that of ``q`` when it is a device array, else the current device). Device metadata is copied to the host on
+    CuPy's current stream; ``ValueError`` naming it when that stream is capturing a CUDA graph (pass host metadata).
     """
     topk = _check_topk(topk)
     _check_schedule(None, key_split)
@@ -842,6 +853,7 @@ def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_se
     if shape_of(weights, "weights", "[T, H]") != (T, H):
         raise ValueError(f"weights: expected shape ({T}, {H}), got {tuple(weights.shape)}")
     _check_rows(T, Tkv)
+    _refuse_under_capture(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, q_causal_offsets=q_causal_offsets)
     cu_q, cu_k, off = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, T, Tkv)
     if device is not None:
         import cupy
@@ -921,12 +933,10 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
         st, handle = resolve_handle(stream, p.device)  # None: the current stream of the inputs' device
         capturing = is_capturing(handle)
         if p.nbytes == ():  # validated just now: the metadata (device metadata needs a device-to-host copy)
-            on_device = [name for name, v in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                                              ("q_causal_offsets", q_causal_offsets)) if is_device_metadata(v)]
-            if capturing and on_device:
-                raise ValueError(f"{on_device[0]}: device metadata cannot be read during CUDA graph capture (it "
-                                 f"needs a device-to-host copy); pass host (NumPy) metadata or capture a "
-                                 f"prepared runner")
+            meta = (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                    ("q_causal_offsets", q_causal_offsets))
+            on_device = refuse_device_metadata_under_capture(meta, handle, "pass host (NumPy) metadata or capture a "
+                                                                           "prepared runner")
             # Device metadata is copied to the host on the call's stream (CuPy's ``get`` copies on the current
             # stream): ordered after the caller's work on it, which a non-blocking call stream would not be.
             with st if on_device else _NULL:
@@ -1141,7 +1151,7 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
     with current_device(p.device):
         st, handle = resolve_handle(stream, p.device)
-        if is_capturing(handle) or is_capturing(cupy.cuda.get_current_stream().ptr):
+        if copy_breaks_capture(handle) or copy_breaks_capture(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
         with st:  # device metadata is copied to the host on the prepare stream, after the caller's work on it
             p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T,

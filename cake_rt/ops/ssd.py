@@ -23,7 +23,7 @@ import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
                        check_aligned, check_array, check_disjoint_spans, dlpack_cuda_device, dtype_name,
-                       is_device_metadata, parse_dtype)
+                       is_device_metadata, parse_dtype, refuse_device_metadata_under_capture)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
@@ -957,9 +957,15 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
              return_varlen_states=False, return_chunk_states=False, state_dtype=None, family="auto", out=None,
              stream=None) -> SsdPlan:
     """The plan ``ssd_combined`` would follow for these arguments (same arguments; nothing is launched):
-    the chosen family, the reason, the workspace bytes, the predicted time of each family."""
-    c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
-                  dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family, out)
+    the chosen family, the reason, the workspace bytes, the predicted time of each family.
+
+    Device metadata (``cu_seqlens``, ``seq_idx``) is copied to the host on ``stream`` (default: the current stream),
+    as the call does; ``ValueError`` naming it when that stream is capturing a CUDA graph."""
+    with _intake(x, stream, (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)),
+                 (x, dt, A, B, C, D, z, dt_bias, initial_states, out)):
+        c = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                      dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype, family,
+                      out)
     with current_device(c.device):
         return _plan(c, family)
 
@@ -973,7 +979,7 @@ def _intake(x, stream, named, arrays):
     every array is a CuPy array and the metadata is on the host (or ``x`` is invalid: validation reports it).
     ``ValueError`` naming the first device metadata argument when the stream is capturing a CUDA graph: the
     device-to-host copy would invalidate the capture."""
-    meta = [n for n, v in named if is_device_metadata(v)]
+    meta = any(is_device_metadata(v) for _, v in named)
     if not meta and all(dlpack_cuda_device(a, output=i == 9) is None for i, a in enumerate(arrays)):
         return _NULL
     dev = dlpack_cuda_device(x)
@@ -984,10 +990,8 @@ def _intake(x, stream, named, arrays):
             return _NULL  # validation reports x
     with current_device(dev):
         s, handle = resolve_handle(stream, dev)
-        if meta and is_capturing(handle):
-            raise ValueError(f"{meta[0]}: device metadata cannot be read during CUDA graph capture (it needs a "
-                             f"device-to-host copy); pass host (NumPy) metadata, or make one eager call with the "
-                             f"same host metadata before capturing")
+        refuse_device_metadata_under_capture(named, handle, "pass host (NumPy) metadata, or make one eager call "
+                                                            "with the same host metadata before capturing")
     return device_and_stream(dev, s)
 
 
