@@ -327,6 +327,36 @@ def refuse_device_metadata_under_capture(named, handle: int, remedy: str = "pass
     return on_device
 
 
+def call_intake(first, device_of_first, stream, arrays, first_output: int, named=(), remedy: str = ""):
+    """The context an op takes its arrays in: the inputs' device and the call's stream current when the call reads
+    device metadata among ``named`` ((name, value) pairs) or takes one of ``arrays`` through DLPack (a PyTorch or JAX
+    array: its export orders the producer's pending work on the array before the stream CuPy names, its current one;
+    ``arrays[first_output:]`` are outputs, which count only when they would be exported), so that both the metadata's
+    copy to the host and every export are ordered before the call's kernels. A null context when every array is a
+    CuPy array and the metadata is on the host, or when ``first`` (the argument the device comes from,
+    ``device_of_first()`` its device where it is not a DLPack array) is invalid: validation reports it. ``ValueError``
+    naming the first device metadata argument when reading it would break a CUDA graph capture on the call's stream
+    (``refuse_device_metadata_under_capture``, ``remedy`` appended)."""
+    import contextlib
+
+    meta = any(is_device_metadata(v) for _, v in named)
+    if not meta and all(dlpack_cuda_device(a, output=i >= first_output) is None for i, a in enumerate(arrays)):
+        return contextlib.nullcontext()
+    from .launch.streams import current_device, device_and_stream, resolve
+
+    dev = dlpack_cuda_device(first)
+    if dev is None:
+        try:
+            dev = device_of_first()
+        except Exception:
+            return contextlib.nullcontext()
+    with current_device(dev):
+        s, handle = resolve(stream, dev)
+        if meta:
+            refuse_device_metadata_under_capture(named, handle, remedy)
+    return device_and_stream(dev, s)
+
+
 def resolve_stream(stream, device=None):
     """A CuPy stream object for ``stream`` on ``device`` (default: the current device): None -> the current
     stream of that device; a CuPy stream as is; an object with ``.cuda_stream`` (PyTorch) or ``.ptr``, or an

@@ -263,10 +263,10 @@ def test_host_tensor_metadata_is_host_metadata_under_capture(monkeypatch):
     assert is_device_metadata(fake((2,), np.int32))
     import contextlib
 
-    monkeypatch.setattr(ssd, "current_device", lambda dev: contextlib.nullcontext())
-    monkeypatch.setattr(ssd, "resolve_handle", lambda stream, dev: (None, 7))
     from cake_rt.launch import streams
 
+    monkeypatch.setattr(streams, "current_device", lambda dev: contextlib.nullcontext())
+    monkeypatch.setattr(streams, "resolve", lambda stream, dev: (None, 7))
     monkeypatch.setattr(streams, "copy_breaks_capture", lambda handle: True)
     x = _ssd_inputs()[0]
     ssd._intake(x, None, (("cu_seqlens", _CpuTensor([0, 100])),), ())  # host: passes

@@ -21,12 +21,12 @@ import threading
 import numpy as np
 
 from .. import env
-from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, check_aligned, check_array,
-                       check_disjoint_spans, contiguous_span, dlpack_cuda_device, is_device_metadata,
+from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, call_intake, check_aligned,
+                       check_array, check_disjoint_spans, contiguous_span, is_device_metadata,
                        refuse_device_metadata_under_capture)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, copy_breaks_capture,
-                              current_device, device_and_stream, end_call, external_stream, is_capturing, stream_event,
-                              stream_key, stream_state, UploadedTable)
+                              current_device, end_call, external_stream, is_capturing, stream_event, stream_key,
+                              stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -802,22 +802,9 @@ def _check_memory(p: _Problem, q, k, weights, indices, scores, workspace, need: 
 # ----------------------------------------------------------------------------------------------------
 
 def _intake(q, stream, arrays):
-    """The context to take the call's arrays in: with one of ``arrays`` (q, k, weights, indices, scores) taken through
-    DLPack (a PyTorch or JAX array), the inputs' device and the call's stream current, so that the export orders the
-    producer's pending work on it before the call's stream (``cupy.from_dlpack`` names CuPy's current stream to the
-    producer), not before another one; a no-op when every array is a CuPy array (or ``q`` is invalid: validation
-    reports it)."""
-    if all(dlpack_cuda_device(a, output=i > 2) is None for i, a in enumerate(arrays)):
-        return _NULL
-    dev = dlpack_cuda_device(q)
-    if dev is None:
-        try:
-            dev = as_device_array(q, "q").device.id
-        except Exception:
-            return _NULL  # validation reports q
-    with current_device(dev):
-        s = resolve_handle(stream, dev)[0]
-    return device_and_stream(dev, s)
+    """``interop.call_intake`` for a DSA call's arrays (q, k, weights, then the outputs indices and scores): the device
+    from ``q``. Device metadata is read after validation, on the call's stream, in ``dsa_indexer_det_topk``."""
+    return call_intake(q, lambda: as_device_array(q, "q").device.id, stream, arrays, 3)
 
 
 def dsa_indexer_workspace_bytes(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k=None,

@@ -21,14 +21,13 @@ import weakref
 
 import numpy as np
 
-from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32,
-                       check_aligned, check_array, check_disjoint_spans, dlpack_cuda_device, dtype_name,
-                       is_device_metadata, parse_dtype, refuse_device_metadata_under_capture)
+from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32, call_intake,
+                       check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
-from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device,
-                              device_and_stream, end_call, is_capturing, stream_state, UploadedTable)
+from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
+                              is_capturing, stream_state, UploadedTable)
 from ..launch.streams import _dead as _dead_streams
 from ..launch.streams import stream_states
 from ..launch.streams import resolve as resolve_handle
@@ -971,28 +970,9 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
 
 
 def _intake(x, stream, named, arrays):
-    """The context to validate a call in: the inputs' device and the call's stream made current when the call reads
-    device metadata among ``named`` ((name, value) pairs) or takes one of ``arrays`` (in ``_ARRAYS`` order, ``out``
-    last) through DLPack, so that the metadata's copy to the host (CuPy's ``get`` copies on the current stream, which
-    a non-blocking call stream does not wait for) and each DLPack export (which orders the producer's pending work on
-    the array before the stream CuPy names, its current one) are ordered before the call's kernels; a no-op when
-    every array is a CuPy array and the metadata is on the host (or ``x`` is invalid: validation reports it).
-    ``ValueError`` naming the first device metadata argument when the stream is capturing a CUDA graph: the
-    device-to-host copy would invalidate the capture."""
-    meta = any(is_device_metadata(v) for _, v in named)
-    if not meta and all(dlpack_cuda_device(a, output=i == 9) is None for i, a in enumerate(arrays)):
-        return _NULL
-    dev = dlpack_cuda_device(x)
-    if dev is None:
-        try:
-            dev = _dev(x, "x").device.id
-        except Exception:
-            return _NULL  # validation reports x
-    with current_device(dev):
-        s, handle = resolve_handle(stream, dev)
-        refuse_device_metadata_under_capture(named, handle, "pass host (NumPy) metadata, or make one eager call "
-                                                            "with the same host metadata before capturing")
-    return device_and_stream(dev, s)
+    """``interop.call_intake`` for an SSD call: the device from ``x``, ``out`` (the last of ``_ARRAYS``) an output."""
+    return call_intake(x, lambda: _dev(x, "x").device.id, stream, arrays, 9, named,
+                       "pass host (NumPy) metadata, or make one eager call with the same host metadata before capturing")
 
 
 def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
