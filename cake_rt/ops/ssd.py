@@ -972,7 +972,8 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
 def _intake(x, stream, named, arrays):
     """``interop.call_intake`` for an SSD call: the device from ``x``, ``out`` (the last of ``_ARRAYS``) an output."""
     return call_intake(x, lambda: _dev(x, "x").device.id, stream, arrays, 9, named,
-                       "pass host (NumPy) metadata, or make one eager call with the same host metadata before capturing")
+                       "pass host (NumPy) metadata, or make one eager call with the same host metadata before "
+                       "capturing")
 
 
 def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
