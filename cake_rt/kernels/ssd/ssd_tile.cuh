@@ -702,6 +702,17 @@ __device__ __forceinline__ void prep_weights(const SsdSmem& s, int tid, int l) {
 
 // The prep by the math warpgroup (the chunk-parallel phase 1; the exact scan without the producer warpgroup), the raw
 // dt staged by the producer (sm_90a) or read here. Starts and ends with a barrier of the math threads.
+// A and dt_bias (0 without it) of the block's HB units, the prep's per-unit constants.
+template <int HB>
+__device__ __forceinline__ void unit_decay_bias(const SsdArgs& a, int u0, float (&Au)[HB], float (&biasu)[HB]) {
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const int h = unit_head(u0 + u);
+        Au[u] = a.A[h];
+        biasu[u] = (a.flags & SSD_F_BIAS) ? a.dt_bias[h] : 0.0f;
+    }
+}
+
 template <int HB>
 __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                int u0) {
@@ -709,12 +720,7 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // A and dt_bias of the block's units, loaded before the waits below (their round trip overlaps them)
     float Au[HB], biasu[HB];
-#pragma unroll
-    for (int u = 0; u < HB; ++u) {
-        const int h = unit_head(u0 + u);
-        Au[u] = a.A[h];
-        biasu[u] = (a.flags & SSD_F_BIAS) ? a.dt_bias[h] : 0.0f;
-    }
+    unit_decay_bias<HB>(a, u0, Au, biasu);
     math_sync();  // the previous users of the chunk arrays are done
 #if SSD_WG
     mbarrier_wait_parity(s.bar + BAR_FULL_DT, (uint32_t)(p.dt & 1));
@@ -778,12 +784,7 @@ __device__ __forceinline__ void produce_chunk_prep(const SsdArgs& a, const SsdSm
                                                    const float (&raw)[SSD_PREP_TASKS(HB)], int l, int u0) {
     const int tid = threadIdx.x & (SSD_THREADS - 1), warp = tid >> 5, lane = tid & 31;
     float Au[HB], biasu[HB];
-#pragma unroll
-    for (int u = 0; u < HB; ++u) {
-        const int h = unit_head(u0 + u);
-        Au[u] = a.A[h];
-        biasu[u] = (a.flags & SSD_F_BIAS) ? a.dt_bias[h] : 0.0f;
-    }
+    unit_decay_bias<HB>(a, u0, Au, biasu);
     const int slot = ring_slot<2>(p.dt);
     fill_begin(s, BAR_EMPTY_PREP + slot, ring_phase<2>(p.dt));
     const SsdSmem d = prep_set<HB>(s, slot);
