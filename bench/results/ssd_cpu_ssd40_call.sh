@@ -30,29 +30,7 @@ for a in base a b b a base base a b; do  # three runs an arm: b8's base runs spr
   (arm $a; cd $D/$a && timeout 25 python3 -m cake_rt.cli bench ssd --no-peers --repeats 8 --warmup 2 --budget-s 0.4 \
       --rows $ROWS --json $L/ab_${a}_$n.json > $L/ab_${a}_$n.log 2>&1); echo "rc $?" >> $L/ab_${a}_$n.log
 done
-python3 - $L <<'PY' | tee -a $OUT/summary.log
-import json, sys, glob, os, statistics
-L = sys.argv[1]
-res = {}
-for f in sorted(glob.glob(os.path.join(L, "ab_*.json"))):
-    arm = os.path.basename(f).split("_")[1]
-    try:
-        d = json.load(open(f))
-    except Exception as e:
-        print(f, e); continue
-    for r in d["records"]:
-        if r.get("arm") != "ours" or r.get("error"): continue
-        res.setdefault(r["row"], {}).setdefault(arm, []).append((r["ms"]["median"], r["extra"].get("family")))
-for name, v in res.items():
-    ms = {k: [x for x, _ in v.get(k, [])] for k in ("base", "a", "b")}
-    fam = {f for k in v for _, f in v[k]}
-    line = f"{name:11s} {fam} " + " ".join(f"{k} {['%.4f' % x for x in ms[k]]}" for k in ms)
-    for k in ("a", "b"):
-        if ms["base"] and ms[k]:
-            line += (f" | base/{k} {statistics.mean(ms['base']) / statistics.mean(ms[k]):.3f}"
-                     f" (mins {min(ms['base']) / min(ms[k]):.3f})")
-    print(line)
-PY
+python3 $D/base/scripts/ssd-ab-summary $L | tee -a $OUT/summary.log  # means and mins of the medians, base / a and base / b
 say "exact-scan trace (b)"
 (arm b; cd $D/b && timeout 30 python3 scripts/ssd-exact-trace m2-2.7b-b8 varlen --runs 3 > $L/trace_b.log 2>&1; echo "rc $?" >> $L/trace_b.log)
 grep -E "^[a-z0-9-]+: |first tile|last tile|row 0: C wait|chunk: set in|^    j=0|rc " $L/trace_b.log | head -24 | tee -a $OUT/summary.log
