@@ -7,6 +7,8 @@ Nothing here copies or casts a tensor: a host (NumPy) array where a device array
 """
 from __future__ import annotations
 
+import contextlib
+
 import ml_dtypes
 import numpy as np
 
@@ -78,15 +80,22 @@ def _foreign_read_only(x) -> str | None:
 _DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13  # DLPack device types
 
 
-def _dlpack_device_type(x) -> int | None:
-    """The DLPack device type ``x.__dlpack_device__()`` reports, or None when it reports none."""
+def _dlpack_device(x) -> tuple | None:
+    """``(device type, device id)`` as ``x.__dlpack_device__()`` reports them, or None when it reports none."""
     dev = getattr(x, "__dlpack_device__", None)
     if dev is None:
         return None
     try:
-        return int(dev()[0])
+        kind, index = dev()[:2]
+        return int(kind), int(index)
     except Exception:
         return None
+
+
+def _dlpack_device_type(x) -> int | None:
+    """The DLPack device type ``x.__dlpack_device__()`` reports, or None when it reports none."""
+    dev = _dlpack_device(x)
+    return None if dev is None else dev[0]
 
 
 def as_device_array(x, name: str, *, output: bool = False):
@@ -149,13 +158,8 @@ def dlpack_cuda_device(x, output: bool = False) -> int | None:
         return None
     if output and (_foreign_read_only(x) is not None or getattr(x, "requires_grad", False) is True):
         return None
-    kind = _dlpack_device_type(x)
-    if kind not in (_DL_CUDA, _DL_CUDA_MANAGED):
-        return None
-    try:
-        return int(x.__dlpack_device__()[1])
-    except Exception:
-        return None
+    dev = _dlpack_device(x)
+    return dev[1] if dev is not None and dev[0] in (_DL_CUDA, _DL_CUDA_MANAGED) else None
 
 
 ALIGN = 16  # bytes: the kernels' vector loads and stores (16-byte cp.async / ld.global.v4)
@@ -337,8 +341,6 @@ def call_intake(first, device_of_first, stream, arrays, first_output: int, named
     ``device_of_first()`` its device where it is not a DLPack array) is invalid: validation reports it. ``ValueError``
     naming the first device metadata argument when reading it would break a CUDA graph capture on the call's stream
     (``refuse_device_metadata_under_capture``, ``remedy`` appended)."""
-    import contextlib
-
     meta = any(is_device_metadata(v) for _, v in named)
     if not meta and all(dlpack_cuda_device(a, output=i >= first_output) is None for i, a in enumerate(arrays)):
         return contextlib.nullcontext()
