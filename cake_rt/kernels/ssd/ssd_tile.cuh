@@ -1563,7 +1563,8 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
 // NBS > 0 (the exact scan, one pass of NBS = N state columns): the chunk-local state is computed in the last row block's
 // steps, each sub-block's product right after its C B^T (the state pass's products, in its order, on the B_j / X_j
 // tiles the row block loads anyway: no second load of the chunk's sub-blocks), and handed to sink(0, acc) at the end.
-template <int HB, int NBUF, int ROWS, bool S_F32, int NBS = 0, class Sink = NoHook>
+struct NoSink {};  // ssd_chunk_output without the fused state
+template <int HB, int NBUF, int ROWS, bool S_F32, int NBS = 0, class Sink = NoSink>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                  int part, int u0, bool s_pipe, Sink* sink = nullptr) {
     constexpr bool FUSE = NBS > 0;
