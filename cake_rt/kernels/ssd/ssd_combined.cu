@@ -76,9 +76,13 @@ struct ExactSink {
 };
 
 // Copy the block's fp32 states to a returned state array (state dtype) at state index idx.
-template <int HB>
+// FRESH_TID (the fused state's programs): tid.x read here (volatile), so that the addresses below are not computed
+// ahead of the chunk loop and held across it (ptxas spills them beside the fused state's accumulators).
+template <int HB, bool FRESH_TID = false>
 __device__ __forceinline__ void store_states(const SsdArgs& a, const float* Sf, SDT* out, long long idx, int u0) {
-    for (int e = threadIdx.x; e < HB * SSD_PB * SSD_N; e += SSD_THREADS) {
+    int tid = threadIdx.x;
+    if constexpr (FRESH_TID) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    for (int e = tid; e < HB * SSD_PB * SSD_N; e += SSD_THREADS) {
         const int u = e / (SSD_PB * SSD_N), p = (e / SSD_N) % SSD_PB, n = e % SSD_N;
         out[ssd_state_index(idx, a.nheads, unit_head(u0 + u), unit_p0(u0 + u) + p) + n] =
             sd_from_float(Sf[(u * SSD_PB + p) * SSD_LDF + n]);
@@ -112,6 +116,11 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
     const long long* __restrict__ table, int nseg, int total_chunks, int nheads, int ngroups, int flags, float lo, float hi
     SSD_TMAP_PARAMS) {
     constexpr int HB = SSD_HBX, NBUF = SSD_NBUFX, NB = SSD_NB_OF(SSD_HBX);
+    // sm_90a, one unit, one pass of every state column: the chunk-local state is computed in the output's last row
+    // block (ssd_chunk_output's NBS), whose steps load the chunk's B / X sub-blocks in the state pass's order, so the
+    // chunk loads them once. (Two units, or two passes: the accumulators beside the row block's spill.) Chunks of up to
+    // 128 tokens: at 256 the fused program spills in the math warpgroup and ran m2-2.7b-b8 0.93-0.97x (docs/ssd.md, ssd40).
+    constexpr bool FUSED = SSD_WG && HB == 1 && NB == SSD_N && SSD_Q <= 128;
     const SsdArgs a{x, dt, A, Bm, Cm, D, z, dt_bias, init, y, final_out, varlen_out, chunk_out, table,
                     nseg, total_chunks, nheads, ngroups, flags, lo, hi SSD_TMAP_ARGS};
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -140,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
             // last row block, whose diagonal step frees the slot of the state pass's first load only after a copy's
             // round trip and C_i B_i^T.
             if (ln > 0) produce_chunk_prep<HB>(a, s, pipe, raw, ln, u0);
-            produce_state<HB, NBUF, NB, 1>(a, s, pipe, ctok, l, u0, 0);
+            if (!FUSED) produce_state<HB, NBUF, NB, 1>(a, s, pipe, ctok, l, u0, 0);
         }
         cp_async_drain();
         return;
@@ -179,8 +188,12 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
         math_sync();  // publishes S (the initial state, the previous chunk's sink) to every warp's products
         use_begin(s, BAR_FULL_PREP + slot, ring_phase<2>(pipe.dt), false);
         ExactSink<HB, NB> sink{&sc};
-        ssd_chunk_output<HB, NBUF, 1, true>(a, sc, pipe, ctok, l, 0, u0, false);
-        ssd_chunk_state<HB, NBUF, NB, 1>(a, sc, pipe, l, 0, sink);
+        if constexpr (FUSED) {
+            ssd_chunk_output<HB, NBUF, 1, true, NB>(a, sc, pipe, ctok, l, 0, u0, false, &sink);
+        } else {
+            ssd_chunk_output<HB, NBUF, 1, true>(a, sc, pipe, ctok, l, 0, u0, false);
+            ssd_chunk_state<HB, NBUF, NB, 1>(a, sc, pipe, l, 0, sink);
+        }
         use_end(s, BAR_EMPTY_PREP + slot);  // (after the sink's read of the decay)
         ++pipe.dt;
 #else
@@ -191,13 +204,13 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_exac
 #endif
         if (a.chunk_out != nullptr && l == SSD_Q) {        // the checkpoint after a complete chunk
             math_sync();
-            store_states<HB>(a, Sf, a.chunk_out, seg[SEG_CKPT0] + c, u0);
+            store_states<HB, FUSED>(a, Sf, a.chunk_out, seg[SEG_CKPT0] + c, u0);
         }
     }
     math_sync();
     const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
-    if (fi >= 0 && a.final_out) store_states<HB>(a, Sf, a.final_out, fi, u0);
-    if (vi >= 0 && a.varlen_out) store_states<HB>(a, Sf, a.varlen_out, vi, u0);
+    if (fi >= 0 && a.final_out) store_states<HB, FUSED>(a, Sf, a.final_out, fi, u0);
+    if (vi >= 0 && a.varlen_out) store_states<HB, FUSED>(a, Sf, a.varlen_out, vi, u0);
 }
 
 #endif  // SSD_FAMILY == 0

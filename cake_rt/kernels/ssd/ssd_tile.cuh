@@ -912,6 +912,37 @@ __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
 // by the math warpgroup on its FULL barrier, which every fill the producer makes is (so none lands after the exit).
 __device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// The state product of sub-block j, in two parts (a B wait may sit between them): the A fragments round_T(w X_u^T)
+// (rows m0.., the sub-block's tokens, 16 a k-tile) of every unit from X in slot buf, then acc_u += A_u B[tokens,
+// n0..n0+NB] issued and landed. The exact scan's chunk-local state (ssd_chunk_state, or fused into the last row block's
+// steps: ssd_chunk_output) and the chunk-parallel phase 1 issue these same products in the same order.
+template <int HB>
+__device__ __forceinline__ void state_fragments(uint32_t (&af)[HB][SSD_SUB / 16][4], const SsdSmem& s, int buf, int j,
+                                                int m0) {
+#pragma unroll
+    for (int k = 0; k < SSD_SUB / 16; ++k) {
+#pragma unroll
+        for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
+    }
+}
+template <int HB, int NB>
+__device__ __forceinline__ void state_product(float (&acc)[HB][NB / 8][4], const uint32_t (&af)[HB][SSD_SUB / 16][4],
+                                              const T* Bs, int n0) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < SSD_SUB / 16; ++k)
+#pragma unroll
+        for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int t = 0; t < NB / 8; ++t)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
+}
+
 template <int HB, int NBUF, int NB, int COLS, class Sink>
 __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s, SsdPipe& p, int l, int part,
                                                 Sink& sink) {
@@ -926,28 +957,10 @@ __device__ __forceinline__ void ssd_chunk_state(const SsdArgs&, const SsdSmem& s
             const int buf = ring_slot<NBUF>(p.bx);
             const bool cp = l - j * SSD_SUB < SSD_SUB;  // a partial sub-block: cp.async fills
             use_begin(s, BAR_FULL_X + buf, ring_phase<NBUF>(p.bx), false);  // (read by ldmatrix)
-            const T* Bs = sB(s, buf);
-            // acc_u += round_T(w X_u^T)[rows m0.., tokens k0..] B[tokens k0.., n0..n0+NB], 16 tokens per product
             uint32_t af[HB][SSD_SUB / 16][4];
-#pragma unroll
-            for (int k = 0; k < SSD_SUB / 16; ++k) {
-#pragma unroll
-                for (int u = 0; u < HB; ++u) wx_fragment(af[u][k], sX(s, buf, u), s.w + u * SSD_Q + j * SSD_SUB, m0, 16 * k);
-            }
+            state_fragments<HB>(af, s, buf, j, m0);
             use_begin(s, BAR_FULL_B + buf, ring_phase<NBUF>(p.bx), cp);
-            wgmma_fence();
-#pragma unroll
-            for (int k = 0; k < SSD_SUB / 16; ++k)
-#pragma unroll
-                for (int u = 0; u < HB; ++u) wg_rs_tb<NB>(&acc[u][0][0], af[u][k], desc_mn(Bs, 16 * k, n0), 1);
-            wgmma_commit();
-            wgmma_wait<0>();
-#pragma unroll
-            for (int u = 0; u < HB; ++u)
-#pragma unroll
-                for (int t = 0; t < NT; ++t)
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(acc[u][t][q])::"memory");
+            state_product<HB, NB>(acc, af, sB(s, buf), n0);
             use_end(s, BAR_EMPTY_B + buf);
             use_end(s, BAR_EMPTY_X + buf);
             ++p.bx;
@@ -1547,9 +1560,20 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
     }
 }
 
-template <int HB, int NBUF, int ROWS, bool S_F32>
+// NBS > 0 (the exact scan, one pass of NBS = N state columns): the chunk-local state is computed in the last row block's
+// steps, each sub-block's product right after its C B^T (the state pass's products, in its order, on the B_j / X_j
+// tiles the row block loads anyway: no second load of the chunk's sub-blocks), and handed to sink(0, acc) at the end.
+struct NoSink {};  // ssd_chunk_output without the fused state
+template <int HB, int NBUF, int ROWS, bool S_F32, int NBS = 0, class Sink = NoSink>
 __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
-                                                 int part, int u0, bool s_pipe) {
+                                                 int part, int u0, bool s_pipe, Sink* sink = nullptr) {
+    constexpr bool FUSE = NBS > 0;
+    static_assert(!FUSE || (ROWS == 1 && NBS == SSD_N), "the fused state: every row block, one pass of all columns");
+    float st[HB][FUSE ? NBS / 8 : 1][4];  // FUSE: the chunk-local state
+    if constexpr (FUSE) {
+#pragma unroll
+        for (int u = 0; u < HB; ++u) zero_tiles<NBS / 8>(st[u]);
+    }
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2;
     const int m0 = 16 * w;
@@ -1564,6 +1588,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
     for (int i = part; i < nsub; i = ssd_next_row<ROWS>(part, i)) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
+        const bool fuse_i = FUSE && i == last;  // this row block's steps also take the state's products
         float y[HB][8][4];
         use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1), valid_i < SSD_SUB);
         // acc = 2^R_i (C_i S_prev^T)
@@ -1582,6 +1607,14 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             float cb[8][4];
             use_begin(s, BAR_FULL_B + buf, ph, false);  // (j < i: a whole sub-block, a tensor-map copy)
             gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
+            if constexpr (FUSE) {
+                if (fuse_i) {
+                    uint32_t af[HB][SSD_SUB / 16][4];
+                    use_begin(s, BAR_FULL_X + buf, ph, false);
+                    state_fragments<HB>(af, s, buf, j, m0);
+                    state_product<HB, NBS>(st, af, sB(s, buf), 0);
+                }
+            }
             use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph, false);
 #pragma unroll
@@ -1606,6 +1639,14 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             ssd_gate_rows<HB, 0>(gz, s);
         }
         gemm_cb_land(cb);
+        if constexpr (FUSE) {
+            if (fuse_i) {
+                uint32_t af[HB][SSD_SUB / 16][4];
+                use_begin(s, BAR_FULL_X + buf, ph, false);  // (read by ldmatrix)
+                state_fragments<HB>(af, s, buf, i, m0);
+                state_product<HB, NBS>(st, af, sB(s, buf), 0);
+            }
+        }
         use_end(s, BAR_EMPTY_B + buf);
         use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
         use_end(s, BAR_EMPTY_C);  // the row block's last use of C
@@ -1624,6 +1665,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             ++p.bx;
         });
     }
+    if constexpr (FUSE) (*sink)(0, st);
 }
 #else
 // Off-diagonal M = CB * c_s (c_s = 2^(R_i - cs_s) dt'_s, precomputed per row block in s.cf).
