@@ -244,13 +244,61 @@ def copy_breaks_capture(handle: int) -> bool:
     """Whether a device-to-host copy on ``handle`` (and the wait for it) would join a CUDA graph capture and break it:
     ``handle`` is capturing (or its capture was invalidated), or it is the legacy default stream while a blocking
     stream of the current device is capturing (the legacy stream's implicit synchronization would join that capture;
-    the driver answers cudaErrorStreamCaptureImplicit for it). A capture on an unrelated stream is not seen here."""
+    the driver answers cudaErrorStreamCaptureImplicit for it). A capture on an unrelated stream is not seen here: the
+    copy is made in relaxed capture mode (``relaxed_capture_mode``), which that capture survives."""
     try:
         return runtime.streamIsCapturing(handle) != runtime.streamCaptureStatusNone
     except runtime.CUDARuntimeError as exc:
         return exc.status == _CAPTURE_IMPLICIT
     except Exception:
         return False
+
+
+_CAPTURE_MODE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
+_exchange_capture_mode = None  # cuThreadExchangeStreamCaptureMode (ctypes), bound on first use; False: no driver
+
+
+def _capture_mode_exchange():
+    global _exchange_capture_mode
+    if _exchange_capture_mode is None:
+        import ctypes
+
+        from .arch import libcuda
+
+        try:
+            f = libcuda().cuThreadExchangeStreamCaptureMode
+        except (OSError, AttributeError):
+            f = False
+        else:
+            f.argtypes = [ctypes.POINTER(ctypes.c_int)]
+            f.restype = ctypes.c_int
+        _exchange_capture_mode = f
+    return _exchange_capture_mode
+
+
+@contextlib.contextmanager
+def relaxed_capture_mode():
+    """This thread's stream capture mode relaxed for the block, its own mode restored after: what a device-to-host copy
+    of metadata runs in, once ``copy_breaks_capture`` has said its stream is neither capturing nor the legacy stream
+    joined to a capture. A capture in global mode (CuPy's and ``torch.cuda.graph``'s default) of any thread, or one in
+    thread-local mode of this thread, on another stream makes the driver refuse this thread's "potentially unsafe"
+    calls, the copy and the wait for it among them, and invalidate that capture; in relaxed mode the driver refuses only
+    what conflicts with a capture, which such a copy does not (``cuThreadExchangeStreamCaptureMode``; a no-op without
+    the driver library)."""
+    exchange = _capture_mode_exchange()
+    if not exchange:
+        yield
+        return
+    import ctypes
+
+    mode = ctypes.c_int(_CAPTURE_MODE_RELAXED)
+    if exchange(ctypes.byref(mode)):  # refused (no context yet): nothing exchanged, nothing to restore
+        yield
+        return
+    try:
+        yield
+    finally:
+        exchange(ctypes.byref(mode))
 
 
 # ----------------------------------------------------------------------------------------------------
