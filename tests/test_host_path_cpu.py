@@ -415,6 +415,54 @@ print("ok")
 def test_a_refused_tensor_map_raises_before_any_allocation_or_launch():
     run_with_cpu_stubs(ENCODE_SCRIPT)
 
+# A prepared runner's call, and an eager call given its outputs and workspace (after its first call), launch the kernels
+# they need and nothing else: no allocation, no memset, no copy (architecture.md, "Launching"); a fill, a re-zero or a
+# pool allocation slipped into either path fails here.
+QUIET_PATH_SCRIPT = STUBS + r'''
+import cupy
+from cupy_backends.cuda.api import driver, runtime
+import cake_rt
+from cake_rt.interop import BF16
+
+seen = {"alloc": [], "memset": [], "memcpy": [], "launch": []}
+allocate = cupy.cuda.get_allocator()
+cupy.cuda.set_allocator(lambda n: (seen["alloc"].append(n), allocate(n))[1])
+runtime.memsetAsync = lambda *a: seen["memset"].append(a)
+runtime.memcpyAsync = lambda *a: seen["memcpy"].append(a)
+driver.launchKernel = lambda *a: seen["launch"].append("launch")
+driver.launchCooperativeKernel = lambda *a: seen["launch"].append("cooperative")
+
+def quiet(fn, what, launches=1):
+    """``fn()`` a second time after a first: only ``launches`` kernel launches, nothing else on the device."""
+    fn()
+    for v in seen.values():
+        v.clear()
+    fn()
+    got = {k: len(v) for k, v in seen.items()}
+    assert got == {"alloc": 0, "memset": 0, "memcpy": 0, "launch": launches}, (what, got)
+
+T, Tkv, H, D, K = 64, 8192, 32, 64, 8
+q = make(np.empty((T, H, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, H), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+cu_q, cu_k = np.array([0, 20, T], np.int32), np.array([0, 3000, Tkv], np.int32)
+for key_split in (None, 256):
+    for meta in ({}, dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)):
+        need = cake_rt.dsa_indexer_workspace_bytes(q, k, w, K, key_split=key_split, **meta)
+        ws = make(np.empty(max(need, 16), np.uint8))
+        r = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, workspace=ws, key_split=key_split,
+                                                 stream=s, **meta)
+        quiet(r, ("prepared", key_split, sorted(meta)), r.launches_per_call)
+        quiet(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, workspace=ws,
+                                                   key_split=key_split, stream=s, **meta),
+              ("eager with workspace", key_split, sorted(meta)))
+print("ok")
+'''
+
+
+def test_prepared_and_workspace_given_calls_only_launch():
+    run_with_cpu_stubs(QUIET_PATH_SCRIPT)
+
+
 # A DSA call refused for its caller-owned workspace allocates and uploads nothing (the size is checked on the host
 # plan, before its work table goes to the device), eager or prepared, and under CUDA graph capture it is the same
 # ``ValueError`` naming ``workspace`` (not a capture error about the upload it never needed).
