@@ -944,6 +944,19 @@ except Broken:
     pass
 assert seen == [2] and mode() == 0, (seen, mode())
 
+# collect's event queries too: a capture on another stream would refuse them and be invalidated.
+class QueriedEvent:
+    @property
+    def done(self):
+        seen.append(mode())
+        return True
+g = streams.Guarded()
+g._events[1] = QueriedEvent()
+seen.clear()
+_modes.mode = 0
+g.retire()  # collects at once
+assert seen == [2, 2] and mode() == 0 and streams.retired_count() == 0, (seen, mode())  # asked twice: as collect does
+
 # Host metadata copies nothing and exchanges no mode.
 calls = []
 streams._exchange_capture_mode = lambda ptr: calls.append(ptr) or 0
@@ -965,8 +978,8 @@ def test_device_metadata_is_copied_in_relaxed_capture_mode():
     thread-local capture on another stream, or another thread a global one (``torch.cuda.graph``'s default): the driver
     refuses it as "potentially unsafe" in this thread's default mode and invalidates that capture. Every entry makes its
     copies in relaxed mode (``streams.relaxed_capture_mode``, through ``interop.copy_to_host``) and restores the
-    thread's own mode after, also when the copy raises; host metadata exchanges nothing. Fails on main (the copies are
-    made in the thread's mode). The GPU side: ``tests/test_capture_metadata_gpu.py`` (``test_*_beside_*``)."""
+    thread's own mode after, also when the copy raises; ``collect``'s event queries likewise; host metadata exchanges
+    nothing. Fails on main (the copies are made in the thread's mode). The GPU side: ``tests/test_capture_metadata_gpu.py`` (``test_*_beside_*``)."""
     run_with_cpu_stubs(RELAXED_COPY_SCRIPT)
 
 

@@ -479,15 +479,21 @@ def stream_event(device: int, handle: int):
 
 
 def collect() -> int:
-    """Free retired objects whose work has completed; returns how many are still waiting."""
+    """Free retired objects whose work has completed; returns how many are still waiting. The event queries are made in
+    relaxed capture mode (``relaxed_capture_mode``): a capture on another stream, of this thread or of another in global
+    mode, would refuse them and be invalidated; the one query relaxed mode still refuses, of an event recorded into a
+    capture, never happens (no call records its event under capture)."""
     with _life_lock:
         waiting = list(_retired)
-    gone = {id(obj) for obj in waiting if obj.idle()}
-    with _life_lock:
-        # Asked again under the lock (as end_call drops a count): a call that took an object after the first look
-        # has it in flight, or has its event recorded, by now.
-        _retired[:] = [o for o in _retired if id(o) not in gone or not o.idle()]
-        return len(_retired)
+    if not waiting:
+        return 0
+    with relaxed_capture_mode():
+        gone = {id(obj) for obj in waiting if obj.idle()}
+        with _life_lock:
+            # Asked again under the lock (as end_call drops a count): a call that took an object after the first look
+            # has it in flight, or has its event recorded, by now.
+            _retired[:] = [o for o in _retired if id(o) not in gone or not o.idle()]
+            return len(_retired)
 
 
 def retired_count() -> int:
