@@ -5,7 +5,13 @@ the capture. Captures by CuPy's graph API (relaxed mode, its default, and global
 mode) when torch is present, and on a blocking stream while the entry copies on the legacy default stream, which the
 legacy stream's implicit synchronization would join. The CPU side: ``tests/test_host_path_cpu.py``
 (``test_device_metadata_under_capture_is_refused_by_every_entry``).
+
+Beside a capture (``test_*_beside_*``): a call whose stream is not capturing, while another stream captures in this
+thread or another, works and leaves that capture valid (its copies in relaxed capture mode).
 """
+import contextlib
+import gc
+
 import numpy as np
 import pytest
 
@@ -143,6 +149,18 @@ def _capture_mode(name):
     return {"global": rt.streamCaptureModeGlobal, "thread_local": rt.streamCaptureModeThreadLocal}[name]
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """No garbage collection while a capture is under way: a stream or event of an earlier test collected then would be
+    destroyed beside the capture, a call of the test's, not of the library's."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _beside_a_capture(case, work, s2=None):
     """Run ``work(stream)`` with ``stream`` current, a stream that is not capturing (``s2``, a new non-blocking CuPy
     stream by default; None, the legacy default stream, for ``*-legacy``), while a non-blocking stream captures a graph
@@ -184,23 +202,30 @@ def _beside_a_capture(case, work, s2=None):
         except Exception as exc:
             out["graph"] = exc
 
-    if who == "this":
-        capture(run_work)
-    else:
-        started, done = threading.Event(), threading.Event()
+    with _no_gc():
+        if who == "this":
+            capture(run_work)
+        else:
+            started, done = threading.Event(), threading.Event()
 
-        def hold():
-            started.set()
-            assert done.wait(60)
+            def hold():
+                started.set()
+                assert done.wait(60)
 
-        t = threading.Thread(target=capture, args=(hold,))
-        t.start()
-        assert started.wait(60)
-        try:
-            run_work()
-        finally:
-            done.set()
-            t.join(60)
+            def held_capture():
+                try:
+                    capture(hold)
+                finally:
+                    started.set()  # also when the capture could not begin
+
+            t = threading.Thread(target=held_capture)
+            t.start()
+            started.wait(60)
+            try:
+                run_work()
+            finally:
+                done.set()
+                t.join(60)
     graph = out.get("graph")
     if graph is not None and not isinstance(graph, Exception):
         graph.launch(s1)
@@ -233,8 +258,9 @@ def test_copy_beside_a_capture(case, relaxed):
 
 
 def _entry_calls():
-    """(name, call(stream), result -> comparable host value): every entry that copies device metadata, with outputs
-    the caller owns (nothing to allocate beside the capture but ``to_global_keys``' result, made in relaxed mode)."""
+    """``(host, [(name, call(stream))])``: every entry that copies device metadata, with outputs the caller owns
+    (nothing to allocate beside the capture but ``to_global_keys``' result, made in relaxed mode); ``host(result)``
+    its comparable host value."""
     cupy = _cp()
     import cake_rt
     from cake_rt.ops.dsa import visible_pairs
@@ -362,23 +388,30 @@ def test_entries_beside_torch_cuda_graph(where):
         except Exception as exc:
             got["capture"] = exc
 
-    if where == "this-thread":
-        capture(entries)
-    else:
-        started, done = threading.Event(), threading.Event()
+    with _no_gc():
+        if where == "this-thread":
+            capture(entries)
+        else:
+            started, done = threading.Event(), threading.Event()
 
-        def hold():
-            started.set()
-            assert done.wait(60)
+            def hold():
+                started.set()
+                assert done.wait(60)
 
-        t = threading.Thread(target=capture, args=(hold,))
-        t.start()
-        assert started.wait(60)
-        try:
-            entries()
-        finally:
-            done.set()
-            t.join(60)
+            def held_capture():
+                try:
+                    capture(hold)
+                finally:
+                    started.set()  # also when the capture could not begin
+
+            t = threading.Thread(target=held_capture)
+            t.start()
+            started.wait(60)
+            try:
+                entries()
+            finally:
+                done.set()
+                t.join(60)
     assert "capture" not in got, f"the torch capture broke: {got['capture']!r}"
     g.replay()
     torch.cuda.synchronize()
