@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import itertools
 import threading
 
@@ -261,8 +262,6 @@ _exchange_capture_mode = None  # cuThreadExchangeStreamCaptureMode (ctypes), bou
 def _capture_mode_exchange():
     global _exchange_capture_mode
     if _exchange_capture_mode is None:
-        import ctypes
-
         from .arch import libcuda
 
         try:
@@ -280,7 +279,7 @@ def _capture_mode_exchange():
 def relaxed_capture_mode():
     """This thread's stream capture mode relaxed for the block, its own mode restored after: what a device-to-host copy
     of metadata runs in, once ``copy_breaks_capture`` has said its stream is neither capturing nor the legacy stream
-    joined to a capture. A capture in global mode (CuPy's and ``torch.cuda.graph``'s default) of any thread, or one in
+    joined to a capture. A capture in global mode (``torch.cuda.graph``'s default) of any thread, or one in
     thread-local mode of this thread, on another stream makes the driver refuse this thread's "potentially unsafe"
     calls, the copy and the wait for it among them, and invalidate that capture; in relaxed mode the driver refuses only
     what conflicts with a capture, which such a copy does not (``cuThreadExchangeStreamCaptureMode``; a no-op without
@@ -289,10 +288,8 @@ def relaxed_capture_mode():
     if not exchange:
         yield
         return
-    import ctypes
-
     mode = ctypes.c_int(_CAPTURE_MODE_RELAXED)
-    if exchange(ctypes.byref(mode)):  # refused (no context yet): nothing exchanged, nothing to restore
+    if exchange(ctypes.byref(mode)):  # refused (the driver not initialized): nothing exchanged, nothing to restore
         yield
         return
     try:
