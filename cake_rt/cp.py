@@ -143,7 +143,7 @@ class CPZigzagLayout:
         import cupy
 
         from cake_rt.interop import as_device_array
-        from cake_rt.launch.streams import copy_breaks_capture
+        from cake_rt.launch.streams import copy_breaks_capture, relaxed_capture_mode
 
         arr = as_device_array(indices, "indices")
         with arr.device:
@@ -151,10 +151,13 @@ class CPZigzagLayout:
                 raise ValueError("indices: device ids cannot be range-checked during CUDA graph capture (the check "
                                  "needs a device-to-host copy, and k_index a host-to-device one); map them outside "
                                  "the capture")
-            _check_local_ids(arr, self.num_keys, lambda a: (int(a.min()), int(a.max())))
-            table = cupy.asarray(self.k_index)
-            safe = cupy.maximum(arr, 0).astype(np.int64)
-            return cupy.where(arr >= 0, table[safe], np.int64(-1))
+            # Both copies, and the pool allocations beside them, on a stream that is not capturing: relaxed, so that a
+            # capture on another stream stays valid (interop.copy_to_host).
+            with relaxed_capture_mode():
+                _check_local_ids(arr, self.num_keys, lambda a: (int(a.min()), int(a.max())))
+                table = cupy.asarray(self.k_index)
+                safe = cupy.maximum(arr, 0).astype(np.int64)
+                return cupy.where(arr >= 0, table[safe], np.int64(-1))
 
 
 def _check_local_ids(arr, num_keys, minmax):
@@ -202,11 +205,11 @@ def _host_doc_lens(doc_lens) -> np.ndarray:
     elif _on_cuda_device(doc_lens):
         import cupy
 
-        from cake_rt.interop import as_device_array, refuse_device_metadata_under_capture
+        from cake_rt.interop import as_device_array, copy_to_host, refuse_device_metadata_under_capture
 
         refuse_device_metadata_under_capture((("doc_lens", doc_lens),), cupy.cuda.get_current_stream().ptr,
                                              "pass host doc_lens (a list or a NumPy array)")
-        arr = cupy.asnumpy(as_device_array(doc_lens, "doc_lens"))  # a small device-to-host copy
+        arr = copy_to_host(as_device_array(doc_lens, "doc_lens"))  # a small device-to-host copy
     elif hasattr(doc_lens, "__array__"):  # host tensors (PyTorch CPU, JAX on CPU, ...)
         arr = np.asarray(doc_lens)
     else:

@@ -251,12 +251,23 @@ def check_array(arr, name: str, *, dtypes=None, ndim=None, shape=None, contiguou
     return arr
 
 
+def copy_to_host(arr) -> np.ndarray:
+    """CuPy array ``arr`` copied to the host on CuPy's current stream, which waits for the copy, in relaxed capture mode
+    (``launch.streams.relaxed_capture_mode``: a CUDA graph capture on another stream, of this thread or another, stays
+    valid). Every device-to-host copy of metadata is made here, after ``refuse_device_metadata_under_capture`` (or the
+    entry's own ``copy_breaks_capture`` refusal) has cleared the current stream."""
+    from .launch.streams import relaxed_capture_mode
+
+    with relaxed_capture_mode():
+        return arr.get()
+
+
 def as_host_int32(x, name: str) -> np.ndarray:
     """Small integer metadata (cu_seqlens, offsets) as a 1-D NumPy int32 array of the library's own (a copy).
 
     Accepts lists, NumPy arrays, CuPy arrays, tensors and host DLPack arrays (a JAX CPU array; device data is copied
-    to the host on CuPy's current stream, which waits for the copy: callers make the call's stream current). Integer
-    dtypes only; values must fit in int32.
+    to the host by ``copy_to_host``: callers make the call's stream current). Integer dtypes only; values must fit in
+    int32.
     """
     if isinstance(x, (list, tuple)):
         try:
@@ -276,7 +287,7 @@ def as_host_int32(x, name: str) -> np.ndarray:
         except Exception:  # pragma: no cover - cupy always present with cake-rt
             cupy = None
         if cupy is not None and isinstance(x, cupy.ndarray):
-            arr = x.get()
+            arr = copy_to_host(x)
         elif hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):
             if hasattr(x, "detach") and hasattr(x, "cpu") and not getattr(x, "is_cuda", False):  # a torch CPU tensor
                 arr = x.detach().cpu().numpy()
@@ -286,7 +297,7 @@ def as_host_int32(x, name: str) -> np.ndarray:
                 except Exception as exc:
                     raise TypeError(f"{name}: could not read {type(x).__name__} through DLPack: {exc}") from None
             else:  # on the device: copied on CuPy's current stream (the call's), not on PyTorch's through .cpu()
-                arr = as_device_array(x, name).get()
+                arr = copy_to_host(as_device_array(x, name))
         elif hasattr(x, "__array__"):
             arr = np.asarray(x)
         else:

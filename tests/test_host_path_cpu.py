@@ -415,6 +415,54 @@ print("ok")
 def test_a_refused_tensor_map_raises_before_any_allocation_or_launch():
     run_with_cpu_stubs(ENCODE_SCRIPT)
 
+# A prepared runner's call, and an eager call given its outputs and workspace (after its first call), launch the kernels
+# they need and nothing else: no allocation, no memset, no copy (architecture.md, "Launching"); a fill, a re-zero or a
+# pool allocation slipped into either path fails here.
+QUIET_PATH_SCRIPT = STUBS + r'''
+import cupy
+from cupy_backends.cuda.api import driver, runtime
+import cake_rt
+from cake_rt.interop import BF16
+
+seen = {"alloc": [], "memset": [], "memcpy": [], "launch": []}
+allocate = cupy.cuda.get_allocator()
+cupy.cuda.set_allocator(lambda n: (seen["alloc"].append(n), allocate(n))[1])
+runtime.memsetAsync = lambda *a: seen["memset"].append(a)
+runtime.memcpyAsync = lambda *a: seen["memcpy"].append(a)
+driver.launchKernel = lambda *a: seen["launch"].append("launch")
+driver.launchCooperativeKernel = lambda *a: seen["launch"].append("cooperative")
+
+def quiet(fn, what, launches=1):
+    """``fn()`` a second time after a first: only ``launches`` kernel launches, nothing else on the device."""
+    fn()
+    for v in seen.values():
+        v.clear()
+    fn()
+    got = {k: len(v) for k, v in seen.items()}
+    assert got == {"alloc": 0, "memset": 0, "memcpy": 0, "launch": launches}, (what, got)
+
+T, Tkv, H, D, K = 64, 8192, 32, 64, 8
+q = make(np.empty((T, H, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, H), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+cu_q, cu_k = np.array([0, 20, T], np.int32), np.array([0, 3000, Tkv], np.int32)
+for key_split in (None, 256):
+    for meta in ({}, dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)):
+        need = cake_rt.dsa_indexer_workspace_bytes(q, k, w, K, key_split=key_split, **meta)
+        ws = make(np.empty(max(need, 16), np.uint8))
+        r = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, workspace=ws, key_split=key_split,
+                                                 stream=s, **meta)
+        quiet(r, ("prepared", key_split, sorted(meta)), r.launches_per_call)
+        quiet(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, workspace=ws,
+                                                   key_split=key_split, stream=s, **meta),
+              ("eager with workspace", key_split, sorted(meta)))
+print("ok")
+'''
+
+
+def test_prepared_and_workspace_given_calls_only_launch():
+    run_with_cpu_stubs(QUIET_PATH_SCRIPT)
+
+
 # A DSA call refused for its caller-owned workspace allocates and uploads nothing (the size is checked on the host
 # plan, before its work table goes to the device), eager or prepared, and under CUDA graph capture it is the same
 # ``ValueError`` naming ``workspace`` (not a capture error about the upload it never needed).
@@ -796,6 +844,143 @@ cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=DlpackMeta([0, 100, L]), str
 assert reads == [True], reads
 print("ok")
 '''
+
+
+# cuThreadExchangeStreamCaptureMode's stand-in: this thread's capture mode, 0 (global) until exchanged.
+CAPTURE_MODE_STAND_IN = r"""
+import ctypes, threading
+from cake_rt.launch import streams
+_modes = threading.local()
+def mode():
+    return getattr(_modes, "mode", 0)
+def exchange(ptr):
+    cell = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_int)).contents
+    _modes.mode, cell.value = cell.value, mode()
+    return 0
+streams._exchange_capture_mode = exchange
+"""
+
+RELAXED_COPY_SCRIPT = DEVICE_METADATA + CAPTURE_MODE_STAND_IN + r'''
+import cake_rt.cp as cp
+from cake_rt.ops.dsa import visible_pairs
+
+copy_modes = []  # this thread's capture mode at each device-to-host copy of metadata
+real_get = Meta.get
+def get(self, *a, **k):
+    copy_modes.append(mode())
+    return real_get(self, *a, **k)
+Meta.get = get
+Meta.device = property(lambda self: cupy.cuda.Device(0))
+class DlpackMeta:  # device data that is CUDA through DLPack alone (cp.py asks a CuPy array's interface property)
+    def __init__(self, values):
+        self.dev = meta(values)
+    def __dlpack_device__(self):
+        return (2, 0)
+    def __dlpack__(self, stream=None, **kw):
+        return self.dev
+cupy.from_dlpack = lambda x, **kw: x.__dlpack__()
+
+def copies(fn, n, before=0):
+    """``fn()`` copies ``n`` device arrays to the host, each in relaxed mode (2), and leaves this thread's mode as it
+    found it (``before``)."""
+    _modes.mode = before
+    copy_modes.clear()
+    out = fn()
+    assert copy_modes == [2] * n, copy_modes
+    assert mode() == before, mode()
+    return out
+
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
+sidx = np.repeat([0, 1], [100, L - 100])[None].astype(np.int32)
+T, Tkv, Hh, D, K = 64, 300, 32, 128, 16
+q = make(np.empty((T, Hh, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, Hh), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+cu_q, cu_k, off = [0, 10, T], [0, 100, Tkv], [90, 200]
+dm = lambda: dict(cu_seqlens_q=meta(cu_q), cu_seqlens_k=meta(cu_k), q_causal_offsets=meta(off))
+
+# Every entry's metadata copy, the mode restored after (global, and thread-local where the caller had set it).
+for before in (0, 1):
+    copies(lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st), 1, before)
+    copies(lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, seq_idx=meta(sidx), stream=st), 1, before)
+    copies(lambda: cake_rt.ssd_plan(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st), 1, before)
+    copies(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, **dm(), stream=st), 3, before)
+    copies(lambda: cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, **dm(), indices=idx, scores=sc, stream=st), 3,
+           before)
+    copies(lambda: cake_rt.dsa_indexer_workspace_bytes(q, k, w, K, **dm()), 3, before)
+    copies(lambda: visible_pairs(meta(cu_q), meta(cu_k), meta(off)), 3, before)
+    lay = copies(lambda: cp.cp_zigzag_layout(DlpackMeta([8, 16]), 2, 0), 1, before)
+    assert lay.cu_seqlens_q.tolist() == cp.cp_zigzag_layout([8, 16], 2, 0).cu_seqlens_q.tolist()
+
+# A copy that fails (a device fault surfacing at the copy's wait) restores the mode behind the error.
+class Broken(Exception):
+    pass
+def broken_get(self, *a, **k):
+    copy_modes.append(mode())
+    raise Broken
+Meta.get = broken_get
+_modes.mode = 0
+copy_modes.clear()
+try:
+    cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st)
+except Broken:
+    pass
+else:
+    raise AssertionError("the copy's error was lost")
+assert copy_modes == [2] and mode() == 0, (copy_modes, mode())
+Meta.get = get
+
+# to_global_keys: its range check (a reduction and a copy on the current stream) in relaxed mode, restored after.
+seen = []
+def check_local_ids(arr, num_keys, minmax):
+    seen.append(mode())
+    raise Broken
+cp._check_local_ids = check_local_ids
+_modes.mode = 0
+try:
+    lay.to_global_keys(DlpackMeta(np.zeros((4, 2), np.int32)))
+except Broken:
+    pass
+assert seen == [2] and mode() == 0, (seen, mode())
+
+# collect's event queries too: a capture on another stream would refuse them and be invalidated.
+class QueriedEvent:
+    @property
+    def done(self):
+        seen.append(mode())
+        return True
+g = streams.Guarded()
+g._events[1] = QueriedEvent()
+seen.clear()
+_modes.mode = 0
+g.retire()  # collects at once
+assert seen == [2, 2] and mode() == 0 and streams.retired_count() == 0, (seen, mode())  # asked twice: as collect does
+
+# Host metadata copies nothing and exchanges no mode.
+calls = []
+streams._exchange_capture_mode = lambda ptr: calls.append(ptr) or 0
+cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=np.array([0, 100, L], np.int32), stream=st)
+cake_rt.dsa_indexer_det_topk(q, k, w, K, cu_seqlens_q=np.array(cu_q, np.int32), cu_seqlens_k=cu_k, stream=st)
+assert calls == [], calls
+
+# Without the driver library the mode is not exchanged and the copy is made as before.
+streams._exchange_capture_mode = False
+copy_modes.clear()
+cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=meta([0, 100, L]), stream=st)
+assert copy_modes == [0], copy_modes
+print("ok")
+'''
+
+
+def test_device_metadata_is_copied_in_relaxed_capture_mode():
+    """A device-to-host copy of metadata on a stream that is not capturing, while this thread holds a global or
+    thread-local capture on another stream, or another thread a global one (``torch.cuda.graph``'s default): the driver
+    refuses it as "potentially unsafe" in this thread's default mode and invalidates that capture. Every entry makes its
+    copies in relaxed mode (``streams.relaxed_capture_mode``, through ``interop.copy_to_host``) and restores the
+    thread's own mode after, also when the copy raises; ``collect``'s event queries likewise; host metadata exchanges
+    nothing. Fails on main (the copies are made in the thread's mode). The GPU side: ``tests/test_capture_metadata_gpu.py`` (``test_*_beside_*``)."""
+    run_with_cpu_stubs(RELAXED_COPY_SCRIPT)
 
 
 def test_device_metadata_under_capture_is_refused_by_every_entry():

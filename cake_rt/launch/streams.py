@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import itertools
 import threading
 
@@ -244,13 +245,57 @@ def copy_breaks_capture(handle: int) -> bool:
     """Whether a device-to-host copy on ``handle`` (and the wait for it) would join a CUDA graph capture and break it:
     ``handle`` is capturing (or its capture was invalidated), or it is the legacy default stream while a blocking
     stream of the current device is capturing (the legacy stream's implicit synchronization would join that capture;
-    the driver answers cudaErrorStreamCaptureImplicit for it). A capture on an unrelated stream is not seen here."""
+    the driver answers cudaErrorStreamCaptureImplicit for it). A capture on an unrelated stream is not seen here: the
+    copy is made in relaxed capture mode (``relaxed_capture_mode``), which that capture survives."""
     try:
         return runtime.streamIsCapturing(handle) != runtime.streamCaptureStatusNone
     except runtime.CUDARuntimeError as exc:
         return exc.status == _CAPTURE_IMPLICIT
     except Exception:
         return False
+
+
+_CAPTURE_MODE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
+_exchange_capture_mode = None  # cuThreadExchangeStreamCaptureMode (ctypes), bound on first use; False: no driver
+
+
+def _capture_mode_exchange():
+    global _exchange_capture_mode
+    if _exchange_capture_mode is None:
+        from .arch import libcuda
+
+        try:
+            f = libcuda().cuThreadExchangeStreamCaptureMode
+        except (OSError, AttributeError):
+            f = False
+        else:
+            f.argtypes = [ctypes.POINTER(ctypes.c_int)]
+            f.restype = ctypes.c_int
+        _exchange_capture_mode = f
+    return _exchange_capture_mode
+
+
+@contextlib.contextmanager
+def relaxed_capture_mode():
+    """This thread's stream capture mode relaxed for the block, its own mode restored after: what a device-to-host copy
+    of metadata runs in, once ``copy_breaks_capture`` has said its stream is neither capturing nor the legacy stream
+    joined to a capture. A capture in global mode (``torch.cuda.graph``'s default) of any thread, or one in
+    thread-local mode of this thread, on another stream makes the driver refuse this thread's "potentially unsafe"
+    calls, the copy and the wait for it among them, and invalidate that capture; in relaxed mode the driver refuses only
+    what conflicts with a capture, which such a copy does not (``cuThreadExchangeStreamCaptureMode``; a no-op without
+    the driver library)."""
+    exchange = _capture_mode_exchange()
+    if not exchange:
+        yield
+        return
+    mode = ctypes.c_int(_CAPTURE_MODE_RELAXED)
+    if exchange(ctypes.byref(mode)):  # refused (the driver not initialized): nothing exchanged, nothing to restore
+        yield
+        return
+    try:
+        yield
+    finally:
+        exchange(ctypes.byref(mode))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -431,15 +476,21 @@ def stream_event(device: int, handle: int):
 
 
 def collect() -> int:
-    """Free retired objects whose work has completed; returns how many are still waiting."""
+    """Free retired objects whose work has completed; returns how many are still waiting. The event queries are made in
+    relaxed capture mode (``relaxed_capture_mode``): a capture on another stream, of this thread or of another in global
+    mode, would refuse them and be invalidated; the one query relaxed mode still refuses, of an event recorded into a
+    capture, never happens (no call records its event under capture)."""
     with _life_lock:
         waiting = list(_retired)
-    gone = {id(obj) for obj in waiting if obj.idle()}
-    with _life_lock:
-        # Asked again under the lock (as end_call drops a count): a call that took an object after the first look
-        # has it in flight, or has its event recorded, by now.
-        _retired[:] = [o for o in _retired if id(o) not in gone or not o.idle()]
-        return len(_retired)
+    if not waiting:
+        return 0
+    with relaxed_capture_mode():
+        gone = {id(obj) for obj in waiting if obj.idle()}
+        with _life_lock:
+            # Asked again under the lock (as end_call drops a count): a call that took an object after the first look
+            # has it in flight, or has its event recorded, by now.
+            _retired[:] = [o for o in _retired if id(o) not in gone or not o.idle()]
+            return len(_retired)
 
 
 def retired_count() -> int:

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32, call_intake,
-                       check_aligned, check_array, check_disjoint_spans, dtype_name, parse_dtype)
+                       check_aligned, check_array, check_disjoint_spans, copy_to_host, dtype_name, parse_dtype)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
@@ -484,7 +484,7 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx
             raise TypeError(f"seq_idx: expected dtype int32, got {dtype_name(sidx.dtype)}")
         if tuple(sidx.shape) != (batch, seqlen):
             raise ValueError(f"seq_idx: expected shape ({batch}, {seqlen}), got {tuple(sidx.shape)}")
-        sidx = np.asarray(sidx if isinstance(sidx, np.ndarray) else sidx.get())
+        sidx = np.asarray(sidx if isinstance(sidx, np.ndarray) else copy_to_host(sidx))
 
     if cu is not None:
         nseq = cu.size - 1
