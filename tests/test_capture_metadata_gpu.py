@@ -11,6 +11,7 @@ thread or another, works and leaves that capture valid (its copies in relaxed ca
 """
 import contextlib
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -161,13 +162,40 @@ def _no_gc():
         gc.enable()
 
 
+def _in_or_beside_capture(capture, work, other_thread):
+    """``work()`` inside ``capture(body)`` (which calls ``body`` while its capture is open) in this thread, or, with
+    ``other_thread``, in this thread while another thread holds that capture open; no garbage collection meanwhile."""
+    with _no_gc():
+        if not other_thread:
+            capture(work)
+            return
+        started, done = threading.Event(), threading.Event()
+
+        def hold():
+            started.set()
+            assert done.wait(60)
+
+        def held_capture():
+            try:
+                capture(hold)
+            finally:
+                started.set()  # also when the capture could not begin
+
+        t = threading.Thread(target=held_capture)
+        t.start()
+        started.wait(60)
+        try:
+            work()
+        finally:
+            done.set()
+            t.join(60)
+
+
 def _beside_a_capture(case, work, s2=None):
     """Run ``work(stream)`` with ``stream`` current, a stream that is not capturing (``s2``, a new non-blocking CuPy
     stream by default; None, the legacy default stream, for ``*-legacy``), while a non-blocking stream captures a graph
     that increments a counter before and after, in this thread or another (``case``: who, the capture mode). Returns
     ``(work's result or exception, the graph or the exception that broke the capture, the counter after a replay)``."""
-    import threading
-
     cupy = _cp()
     who, mode = case.split("-")[:2]
     legacy = case.endswith("legacy")
@@ -202,30 +230,7 @@ def _beside_a_capture(case, work, s2=None):
         except Exception as exc:
             out["graph"] = exc
 
-    with _no_gc():
-        if who == "this":
-            capture(run_work)
-        else:
-            started, done = threading.Event(), threading.Event()
-
-            def hold():
-                started.set()
-                assert done.wait(60)
-
-            def held_capture():
-                try:
-                    capture(hold)
-                finally:
-                    started.set()  # also when the capture could not begin
-
-            t = threading.Thread(target=held_capture)
-            t.start()
-            started.wait(60)
-            try:
-                run_work()
-            finally:
-                done.set()
-                t.join(60)
+    _in_or_beside_capture(capture, run_work, other_thread=who != "this")
     graph = out.get("graph")
     if graph is not None and not isinstance(graph, Exception):
         graph.launch(s1)
@@ -360,8 +365,6 @@ def test_entries_beside_torch_cuda_graph(where):
     results as without the capture, or, on the legacy stream if torch's capture stream is a blocking one, the
     contract's ``ValueError``; the torch graph replays."""
     torch = pytest.importorskip("torch")
-    import threading
-
     cupy = _cp()
     host, calls = _entry_calls()
     _, calls_legacy = _entry_calls()  # outputs of its own: both sets are read after the capture
@@ -388,30 +391,7 @@ def test_entries_beside_torch_cuda_graph(where):
         except Exception as exc:
             got["capture"] = exc
 
-    with _no_gc():
-        if where == "this-thread":
-            capture(entries)
-        else:
-            started, done = threading.Event(), threading.Event()
-
-            def hold():
-                started.set()
-                assert done.wait(60)
-
-            def held_capture():
-                try:
-                    capture(hold)
-                finally:
-                    started.set()  # also when the capture could not begin
-
-            t = threading.Thread(target=held_capture)
-            t.start()
-            started.wait(60)
-            try:
-                entries()
-            finally:
-                done.set()
-                t.join(60)
+    _in_or_beside_capture(capture, entries, other_thread=where != "this-thread")
     assert "capture" not in got, f"the torch capture broke: {got['capture']!r}"
     g.replay()
     torch.cuda.synchronize()
