@@ -5,8 +5,8 @@
 #      bench/peers/README.md) in the same process, after mamba_ssm's accuracy test on the same inputs (which also warms
 #      Triton's cache);
 #   3. the SSD varlen row without the peers (theirs take minutes there).
-# On a fresh machine Triton compiles the peers' kernels first (~2 min: the accuracy step hit its 120 s limit in the
-# 12-02c call); a TRITON_CACHE_DIR carried from an earlier call (the lead's kit brings it back as triton.tgz) skips that.
+# On a fresh machine Triton compiles the peers' kernels first (~2 min: the accuracy step hits its 120 s limit, as in the
+# 12-02c and 12-02e calls; the suite's accuracy test covers it). The compiled cache is ~160 MB, over what a call carries.
 # Each writes NAME.json, NAME.md and NAME.log (NAME: dsa, ssd, ssd_varlen), compared with a recorded run when RECORD
 # names one (RECORD=bench/results/h200_2026-12-01c: its _dsa.json, _ssd.json and _ssd_varlen.json).
 # Usage (repo root): CAKE_RT_GIT_HASH=<hash> [OUT=dir] [RECORD=bench/results/PREFIX] bash scripts/device-bench.sh
