@@ -1,0 +1,70 @@
+"""CPU: ``scripts/dsa-product-trace`` patches the sm_90a tile loop by text anchors; the patched source must still find
+every anchor in today's kernel and compile for sm_90a at H = 32 and 64 without spills (no GPU needed), and its
+statistics must read a synthetic trace."""
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+from cake_rt.launch.compile import available_targets, compile_report, load_source
+from cake_rt.ops import dsa
+
+KERNELS = pathlib.Path(dsa.__file__).resolve().parents[1] / "kernels"
+
+
+def test_every_stamp_finds_its_anchor(load_script):
+    trace = load_script("dsa-product-trace")
+    out = trace.patch_tile((KERNELS / "dsa" / "tile_sm90.cuh").read_text())
+    for k in range(trace.PW):
+        assert f"dsa_st(tr, tb + {k});" in out
+    for k in range(trace.S_FULL_B, trace.S_EMPTY + 1):
+        assert f"dsa_st(tr, {k});" in out
+    for k in (trace.V_IT, trace.V_NTILES, trace.V_NCOL):
+        assert f"dsa_put(tr, {k}," in out
+    assert f"dsa_gt(tr, {trace.V_GT});" in out
+
+
+@pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
+@pytest.mark.parametrize("H", [32, 64])
+def test_the_patched_kernel_compiles(tmp_path, load_script, H):
+    trace = load_script("dsa-product-trace")
+    for part in ("dsa", "common"):  # the kernel includes ../common: the same layout under tmp_path
+        shutil.copytree(KERNELS / part, tmp_path / part)
+    for rel, patch in trace.PATCHES.items():
+        f = tmp_path / rel
+        f.write_text(patch(f.read_text()))
+    defs = next(d for _, d in dsa.programs("sm_90a") if d.get("DSA_WGMMA") and d["DSA_H"] == H and d["DSA_D"] == 128)
+    text = load_source(tmp_path / "dsa" / "indexer.cu")
+    assert "dsa_trace[" in text
+    rep = compile_report(text, name="indexer.cu", target="sm_90a", defines=defs)
+    assert set(rep) == {"dsa_scan"}
+    r = rep["dsa_scan"]
+    assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["stack_bytes"] == 0, r
+
+
+def test_the_statistics_of_a_synthetic_trace(load_script):
+    """Two units of 6 tiles, a fixed 1000-cycle period: wg1 always waits at TURN, wg0 always late."""
+    t = load_script("dsa-product-trace")
+    rec = np.zeros((t.TILES, t.SLOTS), np.int64)
+    for g in range(12):
+        base = 10_000 + 1000 * g
+        for w, off in ((0, 0), (1, 300)):
+            b = t.PW * w
+            for k, dt in enumerate((0, 10, 20, 30, 60, 400, 410, 450, 700, 710)):
+                rec[g, b + k] = base + off + dt
+        # wg1 waits at TURN from before wg0's commit: its TURN begin precedes base + 60
+        rec[g, t.PW + t.P_TURN_B] = base + 40
+        rec[g, t.PW + t.P_TURN_E] = base + 80
+        rec[g, t.PW + t.P_COMMIT] = base + 100
+        for k, dt in zip(range(t.S_FULL_B, t.S_EMPTY + 1), (900, 1020, 1030, 1500, 1510)):
+            rec[g, k] = base + dt
+        rec[g, t.V_IT], rec[g, t.V_NTILES], rec[g, t.V_NCOL] = g % 6, 6, 128
+        rec[g, t.V_GT] = 1_000 + 500 * g  # 2 cycles a ns
+    st = t.analyse([rec])
+    assert st["tiles"] == 5 and st["ncol"] == [128]  # the second unit past its first tile
+    assert st["rate"] == pytest.approx(2.0)
+    assert np.all(st["wg0: period (commit to commit)"] == 1000)
+    assert np.mean(st["wg1: waited at TURN (%)"]) == 100.0 and np.mean(st["wg0: waited at TURN (%)"]) == 0.0
+    assert np.all(st["wg1 waited: TURN pass latency"] == 20)
+    assert np.all(st["wg0 late: head sum"] == 250)
