@@ -58,9 +58,6 @@ constexpr int MMA_WARPS = TILE / 16;      // mma.sync loop: warps computing 16 k
 constexpr int CB = DSA_CB;                // queries per joint compaction (their histograms: Layout::chist)
 constexpr int HIST_WORDS = 2048;
 constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
-// Warps appending one query's tile (append_rows): as many 32-key chunks of the tile as the selection's warps give
-// every query of the block, 4, 2 or 1.
-constexpr int APPEND_WARPS = (BQ * 4 <= NWARPS && TILE >= 128) ? 4 : (BQ * 2 <= NWARPS && TILE >= 64) ? 2 : 1;
 constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
 constexpr int MERGE_ROUND = NT * MERGE_E;
 
@@ -116,13 +113,10 @@ struct Unit {
 
 // Named barriers of the wgmma loop: the selection threads (BAR_SEL; the block on the mma.sync loop), the
 // product threads (BAR_MMA), everyone at a unit's end (BAR_UNIT), a score slot written (BAR_FULL + slot), a
-// warpgroup's turn to issue its product (BAR_TURN + warpgroup); both loops: a query's appending warps
-// (BAR_APPEND + query). A slot's release (EMPTY) and a product warpgroup's key rows landed (Layout::kfull) are
-// mbarriers: each product warpgroup waits for them on its own schedule.
-enum : int {
-    BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_TURN = BAR_FULL + RING, BAR_APPEND = BAR_TURN + 2
-};
-static_assert(BAR_APPEND + (APPEND_WARPS > 1 ? BQ : 0) <= 16, "16 hardware barriers");
+// warpgroup's turn to issue its product (BAR_TURN + warpgroup). A slot's release (EMPTY) and a product warpgroup's
+// key rows landed (Layout::kfull) are mbarriers: each product warpgroup waits for them on its own schedule.
+enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_TURN = BAR_FULL + RING };
+static_assert(BAR_TURN + 2 <= 16, "16 hardware barriers");
 CAKE_DEVICE void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 CAKE_DEVICE void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 // For a barrier the roles reach from different instructions (bar.sync promises one instruction per generation).

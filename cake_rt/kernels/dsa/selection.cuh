@@ -247,53 +247,34 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
     sel_sync();
 }
 
-// Ordered append of one score tile: APPEND_WARPS warps a query (warps qq * APPEND_WARPS ..), each writing its
-// TILE / APPEND_WARPS keys of the query's tile, in ascending id. Each warp takes every chunk's ballot of the
-// query (the loads and compares, no stores) for the offset of its own keys, so the query's buffer gets the same
-// keys in the same order whichever warp writes them; the query's warps meet at BAR_APPEND + qq (every warp has
-// read cnt[qq]) before warp 0 of the query rewrites it. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT
-// (split units): one global atomic per appended key into gh, the block's histograms of appended keys (merge.cuh).
+// Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
+// ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT (split units): one global atomic per
+// appended key into gh, the block's histograms of appended keys (merge.cuh).
 template <bool COUNT>
 CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
-    constexpr int CHUNKS32 = TILE / 32, CPW = CHUNKS32 / APPEND_WARPS;  // 32-key chunks: a query's, a warp's
     const int lane = sel_tid() & 31, warp = sel_tid() >> 5;
 #pragma unroll 1
-    for (int wq = warp; wq < un.nq * APPEND_WARPS; wq += NWARPS) {
-        const int qq = wq / APPEND_WARPS, part = wq % APPEND_WARPS;
+    for (int qq = warp; qq < un.nq; qq += NWARPS) {
         int vend = visible_end(un, un.q0 + qq, causal);
         if (vend > un.khi) vend = un.khi;
         const uint64_t floor_key = s.lo[qq];
-        const int c0 = s.cnt[qq];
+        int c0 = s.cnt[qq];
         const float* scp = scores + qq * TILE;
-        // this warp's chunks part * CPW + k: their keys and ballots (selects: part is known at run time only)
-        uint64_t x[CPW];
-        unsigned bo[CPW];
-        int c1 = c0, total = 0;
 #pragma unroll
-        for (int c = 0; c < CHUNKS32; ++c) {
+        for (int c = 0; c < TILE / 32; ++c) {
             const int r = c * 32 + lane;
             const int j = j0 + r;
-            const uint64_t xc = score_id_key(scp[r], (uint32_t)j);
-            const unsigned bc = __ballot_sync(0xffffffffu, j < vend && xc >= floor_key);
-#pragma unroll
-            for (int k = 0; k < CPW; ++k)
-                if (c == part * CPW + k) x[k] = xc, bo[k] = bc;
-            if (c < part * CPW) c1 += __popc(bc);
-            total += __popc(bc);
-        }
-#pragma unroll
-        for (int k = 0; k < CPW; ++k) {
-            const unsigned bk = bo[k];
-            if ((bk >> lane) & 1u) {
-                s.cand[qq * CAP + c1 + __popc(bk & dsa_lanemask_lt())] = x[k];
-                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x[k] >> 53), 1u);
+            const uint64_t x = score_id_key(scp[r], (uint32_t)j);
+            const bool take = j < vend && x >= floor_key;
+            const unsigned b = __ballot_sync(0xffffffffu, take);
+            if (take) {
+                s.cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
+                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x >> 53), 1u);
             }
-            c1 += __popc(bk);
+            c0 += __popc(b);
         }
-        // every lane of the query's warps has read cnt[qq] before lane 0 of its warp 0 rewrites it
-        if constexpr (APPEND_WARPS > 1) named_sync(BAR_APPEND + qq, 32 * APPEND_WARPS);
-        else __syncwarp();
-        if (part == 0 && lane == 0) s.cnt[qq] = c0 + total;
+        __syncwarp();  // every lane has read cnt[qq] before lane 0 rewrites it
+        if (lane == 0) s.cnt[qq] = c0;
     }
 }
 
