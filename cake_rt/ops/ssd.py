@@ -971,7 +971,7 @@ def ssd_plan(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initia
 
 def _intake(x, stream, named, arrays):
     """``interop.call_intake`` for an SSD call: the device from ``x``, ``out`` (the last of ``_ARRAYS``) an output."""
-    return call_intake(x, lambda: _dev(x, "x").device.id, stream, arrays, 9, named,
+    return call_intake(x, lambda: _dev(x, "x").device.id, stream, arrays, _ARRAYS.index("out"), named,
                        "pass host (NumPy) metadata, or make one eager call with the same host metadata before "
                        "capturing")
 

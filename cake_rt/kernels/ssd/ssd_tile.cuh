@@ -1589,6 +1589,18 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         const bool fuse_i = FUSE && i == last;  // this row block's steps also take the state's products
+        // FUSE, row block `last`: sub-block jj's state product on the B_jj / X_jj in slot buf (X waited for here, read
+        // by ldmatrix), before B_jj is released
+        auto fused_state_step = [&](int jj, int buf, uint32_t ph) {
+            if constexpr (FUSE) {
+                if (fuse_i) {
+                    uint32_t af[HB][SSD_SUB / 16][4];
+                    use_begin(s, BAR_FULL_X + buf, ph, false);
+                    state_fragments<HB>(af, s, buf, jj, m0);
+                    state_product<HB, NBS>(st, af, sB(s, buf), 0);
+                }
+            }
+        };
         float y[HB][8][4];
         use_begin(s, BAR_FULL_C, (uint32_t)(p.c & 1), valid_i < SSD_SUB);
         // acc = 2^R_i (C_i S_prev^T)
@@ -1607,14 +1619,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             float cb[8][4];
             use_begin(s, BAR_FULL_B + buf, ph, false);  // (j < i: a whole sub-block, a tensor-map copy)
             gemm_cb(cb, s.Cs, sB(s, buf), m0, 8);
-            if constexpr (FUSE) {
-                if (fuse_i) {
-                    uint32_t af[HB][SSD_SUB / 16][4];
-                    use_begin(s, BAR_FULL_X + buf, ph, false);
-                    state_fragments<HB>(af, s, buf, j, m0);
-                    state_product<HB, NBS>(st, af, sB(s, buf), 0);
-                }
-            }
+            fused_state_step(j, buf, ph);
             use_end(s, BAR_EMPTY_B + buf);
             use_begin(s, BAR_FULL_X + buf, ph, false);
 #pragma unroll
@@ -1639,14 +1644,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             ssd_gate_rows<HB, 0>(gz, s);
         }
         gemm_cb_land(cb);
-        if constexpr (FUSE) {
-            if (fuse_i) {
-                uint32_t af[HB][SSD_SUB / 16][4];
-                use_begin(s, BAR_FULL_X + buf, ph, false);  // (read by ldmatrix)
-                state_fragments<HB>(af, s, buf, i, m0);
-                state_product<HB, NBS>(st, af, sB(s, buf), 0);
-            }
-        }
+        fused_state_step(i, buf, ph);
         use_end(s, BAR_EMPTY_B + buf);
         use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
         use_end(s, BAR_EMPTY_C);  // the row block's last use of C
