@@ -37,6 +37,7 @@ cupy.cuda.set_allocator(recording("malloc", cupy.cuda.get_allocator()))
 runtime.memcpyAsync = recording("memcpy")
 runtime.memsetAsync = recording("memset")
 cupy.cuda.Event.synchronize = recording("wait")
+driver.occupancyMaxActiveBlocksPerMultiprocessor = recording("occupancy", lambda *a: 2)
 
 def library_work(fn, before, want):
     """``fn()`` makes the library host work ``want`` (names, in any order, each at least once), every piece in relaxed
@@ -78,16 +79,16 @@ for before in (0, 1):  # the caller's mode: global, thread-local
     library_work(lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=cu, out=y, family="chunkpar", stream=st),
                  before, ("malloc", "memcpy", "memset"))
     # DSA's first call of a metadata on a new stream (caller's outputs; a key split, so a workspace): the plan's
-    # upload, the stream's workspace and ticket words.
+    # upload and its program's occupancy, the stream's workspace and ticket words.
     st = new_stream()
     m = dict(meta, cu_seqlens_k=np.array([0, 100 + before, Tkv], np.int32))
     library_work(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, **m, indices=idx, scores=sc, key_split=64,
-                                                      stream=st), before, ("malloc", "memcpy", "memset"))
+                                                      stream=st), before, ("malloc", "memcpy", "memset", "occupancy"))
     # prepare: the plan's upload, its workspace, its ticket word and the wait for them; then a run on a further stream
     # than its first (its own ticket word and workspace).
     runner = library_work(lambda: cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, **meta, indices=idx, scores=sc,
                                                                        key_split=64, stream=st),
-                          before, ("malloc", "memcpy", "memset", "wait"))
+                          before, ("malloc", "memcpy", "memset", "wait", "occupancy"))
     runner(stream=st)  # the first stream takes prepare's ticket word and workspace
     library_work(lambda: runner(stream=new_stream()), before, ("malloc", "memset"))
 
