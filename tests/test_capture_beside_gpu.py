@@ -192,8 +192,9 @@ def test_first_calls_beside_a_capture(case):
 @pytest.mark.parametrize("relaxed", [True, False], ids=["relaxed", "plain"])
 def test_program_load_under_the_calls_own_capture(relaxed, monkeypatch):
     """This thread captures on the call's own stream in global mode; the call's segment table exists (an eager call
-    before) but its program must be loaded again. ``relaxed``: the load is made (no stream work: a driver of CUDA 12.3
-    or later allows it during a capture), the launch is captured and the replay writes the eager call's bits.
+    before) but its program must be loaded again. ``relaxed``: the load is made (no stream work; predicted from Warp's
+    note that a driver of CUDA 12.3 or later loads modules during a capture), the launch is captured and the replay
+    writes the eager call's bits.
     ``plain``: the load in the thread's mode; xfail where it is refused (the ``CaptureError`` of before, the capture
     invalidated): the premise."""
     cupy = _cp()

@@ -284,8 +284,8 @@ def relaxed_capture_mode():
     a device-to-host copy of metadata (once ``copy_breaks_capture`` has said its stream is neither capturing nor the
     legacy stream joined to a capture), an allocation of library memory and an upload (``pool_empty``, ``upload``:
     after the caller's ``CaptureError`` for its own capturing stream), the event queries of ``collect``, a program's
-    first load (``compile.get_kernel``) and prepare's work (``cuThreadExchangeStreamCaptureMode``; a no-op without
-    the driver library)."""
+    first load, attribute calls and occupancy query (``compile.get_kernel``, ``grid.occupancy_per_sm``) and prepare's
+    work (``cuThreadExchangeStreamCaptureMode``; a no-op without the driver library)."""
     exchange = _capture_mode_exchange()
     if not exchange:
         yield
