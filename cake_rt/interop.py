@@ -8,6 +8,7 @@ Nothing here copies or casts a tensor: a host (NumPy) array where a device array
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -131,6 +132,7 @@ def as_device_array(x, name: str, *, output: bool = False):
         if kind is not None and kind not in (_DL_CUDA, _DL_CUDA_MANAGED):
             raise TypeError(f"{name}: expected a CUDA device array, got a {type(x).__name__} on a "
                             f"non-CUDA device (DLPack device type {kind})")
+        refuse_export_joining_a_capture(x, name)
         try:
             return cupy.from_dlpack(x)
         except Exception as exc:
@@ -144,6 +146,37 @@ def as_device_array(x, name: str, *, output: bool = False):
                             f"{exc}") from None
     raise TypeError(f"{name}: expected a CUDA device array (CuPy array, or an object with __dlpack__ or "
                     f"__cuda_array_interface__), got {type(x).__name__}")
+
+
+def refuse_export_joining_a_capture(x, name: str) -> None:
+    """``ValueError`` naming ``name``, before any export, when taking PyTorch tensor ``x`` through DLPack on CuPy's
+    current stream (the stream ``cupy.from_dlpack`` names) would join that stream to a CUDA graph capture. PyTorch's
+    ``__dlpack__(stream)`` records an event on its current stream and makes the named stream wait for it: when its
+    current stream captures (inside ``torch.cuda.graph``) and the named one does not, that wait joins the named stream
+    to the capture, a fork the capture never joins back (it fails at its end), and on the legacy default stream the
+    driver refuses it and invalidates the capture. A named stream that captures already (the caller joined it to the
+    capture) waits inside the graph, as a captured dependency: not refused. Other producers' current streams are not
+    seen here."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(x).__module__.split(".")[0] != "torch":
+        return
+    try:
+        if not torch.cuda.is_current_stream_capturing():
+            return
+        producer = torch.cuda.current_stream().cuda_stream
+    except Exception:  # a torch without CUDA: its export needs no stream
+        return
+    import cupy
+
+    from .launch.streams import is_capturing
+
+    consumer = cupy.cuda.get_current_stream().ptr
+    if consumer == producer or is_capturing(consumer):
+        return
+    raise ValueError(f"{name}: a PyTorch tensor cannot be taken on stream {consumer:#x} while PyTorch's current stream "
+                     f"({producer:#x}) is capturing a CUDA graph: its DLPack export would make that stream wait for "
+                     f"the capture and join it to the graph, which the capture cannot end with; call on the capturing "
+                     f"stream (stream=torch.cuda.current_stream()), or outside the capture")
 
 
 def dlpack_cuda_device(x, output: bool = False) -> int | None:

@@ -548,7 +548,9 @@ class Kernel:
             return
         from cupy_backends.cuda.api import driver
 
-        with _attr_lock:
+        from .streams import relaxed_capture_mode
+
+        with _attr_lock, relaxed_capture_mode():  # set up once, as a program's load (``_get_kernel_slow``)
             if nbytes <= self.max_dynamic_shared:
                 return
             driver.funcSetAttribute(
@@ -620,7 +622,13 @@ def _get_kernel_slow(path, kernel_name: str, *, defines, options, device) -> Ker
     if hit is not None:
         return hit
     cubin = compile_cubin(source, name=name, target=info.target, defines=defines, options=options)
-    with cupy.cuda.Device(info.index):
+    from .streams import relaxed_capture_mode
+
+    # The load in relaxed capture mode: a capture in global mode (any thread's) or thread-local mode (this thread's)
+    # refuses a module load as "potentially unsafe" and is invalidated by it. A load is no stream work and is made once
+    # per process, so no graph can record it or miss it at a replay; relaxed mode still refuses it where it conflicts
+    # with a capture (the CaptureError below).
+    with cupy.cuda.Device(info.index), relaxed_capture_mode():
         module = cupy.cuda.function.Module()
         try:
             module.load(cubin)

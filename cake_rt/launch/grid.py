@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - CuPy is a dependency; `cake-rt info` s
     cupy = driver = runtime = None
 
 from .arch import device_info
+from .streams import relaxed_capture_mode
 
 _SCALAR_CTYPES = {
     np.dtype(np.int8): ctypes.c_int8,
@@ -133,11 +134,13 @@ def _stream_ptr(stream):
 
 
 def occupancy_per_sm(kernel, block_threads: int, dyn_smem_bytes: int = 0) -> int:
-    """Resident CTAs per SM for this kernel, block size and dynamic shared memory (from the driver)."""
+    """Resident CTAs per SM for this kernel, block size and dynamic shared memory (from the driver; asked when a program
+    or a plan is first used, in relaxed capture mode as the program's load, ``compile.get_kernel``)."""
     if dyn_smem_bytes > 48 * 1024:
         kernel.set_max_dynamic_shared(dyn_smem_bytes)
-    return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function.ptr, int(block_threads),
-                                                                 int(dyn_smem_bytes)))
+    with relaxed_capture_mode():
+        return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function.ptr, int(block_threads),
+                                                                     int(dyn_smem_bytes)))
 
 
 _capacity_memo: dict = {}  # (id(kernel), block, shared memory) -> (kernel, capacity): a loaded kernel's occupancy is fixed

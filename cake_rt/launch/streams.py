@@ -277,13 +277,15 @@ def _capture_mode_exchange():
 
 @contextlib.contextmanager
 def relaxed_capture_mode():
-    """This thread's stream capture mode relaxed for the block, its own mode restored after: what a device-to-host copy
-    of metadata runs in, once ``copy_breaks_capture`` has said its stream is neither capturing nor the legacy stream
-    joined to a capture. A capture in global mode (``torch.cuda.graph``'s default) of any thread, or one in
+    """This thread's stream capture mode relaxed for the block, its own mode restored after: what the library's own host
+    work beside a capture runs in. A capture in global mode (``torch.cuda.graph``'s default) of any thread, or one in
     thread-local mode of this thread, on another stream makes the driver refuse this thread's "potentially unsafe"
-    calls, the copy and the wait for it among them, and invalidate that capture; in relaxed mode the driver refuses only
-    what conflicts with a capture, which such a copy does not (``cuThreadExchangeStreamCaptureMode``; a no-op without
-    the driver library)."""
+    calls and invalidate that capture; in relaxed mode the driver refuses only what conflicts with a capture. Used for
+    a device-to-host copy of metadata (once ``copy_breaks_capture`` has said its stream is neither capturing nor the
+    legacy stream joined to a capture), an allocation of library memory and an upload (``pool_empty``, ``upload``:
+    after the caller's ``CaptureError`` for its own capturing stream), the event queries of ``collect``, a program's
+    first load, attribute calls and occupancy query (``compile.get_kernel``, ``grid.occupancy_per_sm``) and prepare's
+    work (``cuThreadExchangeStreamCaptureMode``; a no-op without the driver library)."""
     exchange = _capture_mode_exchange()
     if not exchange:
         yield
@@ -302,24 +304,33 @@ def relaxed_capture_mode():
 # stream-ordered writes
 # ----------------------------------------------------------------------------------------------------
 
+def pool_empty(shape, dtype, stream_obj):
+    """Library memory (a table, a workspace, ticket words): an uninitialized CuPy array from the pool of stream
+    ``stream_obj`` (a CuPy stream), allocated in relaxed capture mode (``relaxed_capture_mode``). Growing the pool is a
+    ``cudaMalloc``, which a capture on another stream (this thread's in global or thread-local mode, any thread's in
+    global mode) refuses as "potentially unsafe" and is invalidated by; every caller has refused a capture on its own
+    stream first (``CaptureError``), so the allocation belongs to no graph."""
+    with relaxed_capture_mode(), stream_obj:
+        return cupy.empty(shape, dtype=dtype)
+
+
 def upload(host: np.ndarray, handle: int, stream_obj=None):
     """A device copy of ``host`` allocated from ``handle``'s pool and written by an asynchronous copy on
     that stream (pageable host memory is staged by the driver before the call returns, so ``host`` may
-    change afterwards)."""
+    change afterwards). Made in relaxed capture mode, as ``pool_empty``: a copy from pageable memory waits for the
+    staging, which a capture on another stream may refuse as "potentially unsafe"."""
     host = np.ascontiguousarray(host)
     s = stream_obj if stream_obj is not None else external_stream(handle)
-    with s:
-        dev = cupy.empty(host.shape, dtype=host.dtype)
-    if host.nbytes:
-        runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes, runtime.memcpyHostToDevice, handle)
+    with relaxed_capture_mode():
+        dev = pool_empty(host.shape, host.dtype, s)
+        if host.nbytes:
+            runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes, runtime.memcpyHostToDevice, handle)
     return dev
 
 
 def zeros(nbytes_or_shape, dtype, handle: int, stream_obj=None):
-    """A zeroed device array allocated from ``handle``'s pool and zeroed by a memset on that stream."""
-    s = stream_obj if stream_obj is not None else external_stream(handle)
-    with s:
-        arr = cupy.empty(nbytes_or_shape, dtype=dtype)
+    """A zeroed device array allocated from ``handle``'s pool (``pool_empty``) and zeroed by a memset on that stream."""
+    arr = pool_empty(nbytes_or_shape, dtype, stream_obj if stream_obj is not None else external_stream(handle))
     if arr.nbytes:
         runtime.memsetAsync(arr.data.ptr, 0, arr.nbytes, handle)
     return arr

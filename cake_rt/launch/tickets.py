@@ -21,7 +21,8 @@ import contextlib
 import threading
 
 from .arch import device_index
-from .streams import CaptureError, current_device, is_capturing, resolve, stream_state
+from .streams import (CaptureError, current_device, is_capturing, pool_empty, relaxed_capture_mode, resolve,
+                      stream_state)
 
 
 def _handle(stream) -> int:
@@ -51,14 +52,16 @@ class TicketWords:
                 raise CaptureError(
                     "ticket words cannot be created during CUDA graph capture: prepare the runner (or make one "
                     "eager call on this stream) before capturing")
-            with s:
+            # Made in relaxed capture mode, which a capture on another stream survives (``streams.pool_empty``): the
+            # allocation, the zeroing and the wait for it.
+            with relaxed_capture_mode():
                 # Whole 16-byte blocks so each buffer starts aligned for vector access.
-                self.array = cupy.empty(((self.nwords + 3) // 4) * 4, dtype=cupy.uint32)
-            runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, handle)
-            if sync:
-                ev = cupy.cuda.Event(block=False, disable_timing=True)
-                ev.record(s)
-                ev.synchronize()
+                self.array = pool_empty(((self.nwords + 3) // 4) * 4, cupy.uint32, s)
+                runtime.memsetAsync(self.array.data.ptr, 0, self.array.nbytes, handle)
+                if sync:
+                    ev = cupy.cuda.Event(block=False, disable_timing=True)
+                    ev.record(s)
+                    ev.synchronize()
         self._dirty = False
         self._lock = threading.Lock()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 
 from .arch import device_index
-from .streams import Buffer, CaptureError, external_stream, is_capturing, resolve, stream_state
+from .streams import Buffer, CaptureError, external_stream, is_capturing, pool_empty, resolve, stream_state
 
 
 _grow_lock = threading.Lock()
@@ -49,9 +49,8 @@ def state_workspace(state, key: str, nbytes: int, *, cap=None, handle: int, stre
             f"this stream before capturing, or pass a caller-owned workspace where the op takes one")
     # Grow by at least 1/4 so a slowly rising size does not reallocate every call.
     size = max(nbytes, (buf.nbytes * 5) // 4 if buf is not None else 0, 256)
-    s = stream_obj if stream_obj is not None else external_stream(handle)
-    with s:  # allocated in the order of the stream that will use it
-        new = cupy.empty(size, dtype=cupy.uint8)
+    # From the pool of the stream that will use it (stream order), in relaxed capture mode (``pool_empty``).
+    new = pool_empty(size, cupy.uint8, stream_obj if stream_obj is not None else external_stream(handle))
     with _grow_lock:
         # The buffer replaced is the one current now: another thread may have grown this workspace since the look
         # above, and a call may hold the address of what it made (replaced unguarded, it would be freed under it).

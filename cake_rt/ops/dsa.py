@@ -25,8 +25,8 @@ from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int
                        check_array, check_disjoint_spans, contiguous_span, is_device_metadata,
                        refuse_device_metadata_under_capture)
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, copy_breaks_capture,
-                              current_device, end_call, external_stream, is_capturing, stream_event, stream_key,
-                              stream_state, UploadedTable)
+                              current_device, end_call, external_stream, is_capturing, pool_empty,
+                              relaxed_capture_mode, stream_event, stream_key, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -1036,8 +1036,6 @@ class DSAIndexerRunner:
         return mem
 
     def _new_stream_memory(self, handle: int, capturing: bool):
-        import cupy
-
         if not self._per_stream:
             tickets, ws = self._home
         else:
@@ -1053,8 +1051,7 @@ class DSAIndexerRunner:
                        if self.tickets else None)
             ws = self.workspace
             if ws is not None and not self._caller_ws:
-                with s:
-                    ws = cupy.empty(ws.nbytes, dtype=np.uint8)
+                ws = pool_empty(ws.nbytes, np.uint8, s)
         args = _launch_args(self._dp, self._qkw, self.indices, self.scores, ws, tickets, self.schedule)
         launch = None if args is None else self._dp.packed(self.schedule, args)
         key, ev = stream_event(self._p.device, handle)
@@ -1140,26 +1137,28 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
         st, handle = resolve_handle(stream, p.device)
         if copy_breaks_capture(handle) or copy_breaks_capture(cupy.cuda.get_current_stream().ptr):
             raise CaptureError("prepare_dsa_indexer_det_topk: prepare before capturing a CUDA graph")
-        with st:  # device metadata is copied to the host on the prepare stream, after the caller's work on it
-            p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T,
-                                                        p.Tkv)
-        p.causal = bool(causal)
-        cfg = _config_for(p)
-        plan = _plan(p, cfg, key_split)
-        need = plan.workspace_bytes
-        ws = _check_workspace(workspace, need, p.device, p, indices, scores)  # before the plan is uploaded
-        dp = _DevicePlan(plan, cfg, p.device, p.Tkv, handle, st)
-        if ws is None and need:
-            with st:
-                ws = cupy.empty(need, dtype=np.uint8)
-        if schedule is None:
-            schedule = _default_schedule(p.device)
-        from ..launch.tickets import TicketWords
+        # Neither stream captures: everything prepare does (its copies, allocations, uploads, the program's load and
+        # the wait for its writes) is made in relaxed capture mode, which a capture on another stream survives.
+        with relaxed_capture_mode():
+            with st:  # device metadata is copied to the host on the prepare stream, after the caller's work on it
+                p.cu_q, p.cu_k, p.offsets = _check_metadata(cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal, p.T,
+                                                            p.Tkv)
+            p.causal = bool(causal)
+            cfg = _config_for(p)
+            plan = _plan(p, cfg, key_split)
+            need = plan.workspace_bytes
+            ws = _check_workspace(workspace, need, p.device, p, indices, scores)  # before the plan is uploaded
+            dp = _DevicePlan(plan, cfg, p.device, p.Tkv, handle, st)
+            if ws is None and need:
+                ws = pool_empty(need, np.uint8, st)
+            if schedule is None:
+                schedule = _default_schedule(p.device)
+            from ..launch.tickets import TicketWords
 
-        tickets = (TicketWords(dp.plan.ticket_words, device=p.device, stream=st, sync=False)
-                   if _needs_words(dp.plan, schedule) else None)
-        dp.ready.record(st)
-        dp.ready.synchronize()  # the table and the zero are complete: ordered before a run on any stream
+            tickets = (TicketWords(dp.plan.ticket_words, device=p.device, stream=st, sync=False)
+                       if _needs_words(dp.plan, schedule) else None)
+            dp.ready.record(st)
+            dp.ready.synchronize()  # the table and the zero are complete: ordered before a run on any stream
         dp.order_after_upload = lambda handle, capturing: None
         return DSAIndexerRunner(p, dp, indices, scores, ws, schedule, tickets, caller_ws=workspace is not None)
 
