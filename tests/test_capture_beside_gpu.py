@@ -27,17 +27,25 @@ GROW = 64 << 20  # bytes: more than any block the pool holds after free_all_bloc
 
 
 def _clear_program_caches():
-    """Forget every loaded program (the cubins stay in memory): the next lookup loads its module again."""
+    """Forget every loaded program (the cubins stay in memory): the next lookup loads its module again. Returns what
+    held the programs, for the caller to keep until no capture is under way: a module freed is a ``cuModuleUnload``,
+    which synchronizes and breaks a capture on any stream (the library never unloads one: its programs live as long as
+    the process), so the clearing is done before a capture and its objects are dropped after it."""
     from cake_rt.launch import compile as cc
     from cake_rt.ops import dsa, ssd
 
+    held = []
     with cc._kernel_lock:
+        held.append(dict(cc._kernel_cache))
         cc._kernel_cache.clear()
+    held.append(dict(cc._kernel_memo))
     cc.clear_kernel_memo()
+    held += [dict(ssd._problems), dict(ssd._plan_memo), ssd._last_call, dict(dsa._problems)]
     ssd._problems.clear()
     ssd._plan_memo.clear()
     ssd._last_call = (None, None)
     dsa._problems.clear()
+    return held
 
 
 def _pool_growth(s):
@@ -59,9 +67,9 @@ def _ticket_words(s):
 
 
 def _program_load(s):
+    """The selftest program's load (its caches cleared before the capture: ``_clear_program_caches``)."""
     from cake_rt.launch.compile import get_kernel
 
-    _clear_program_caches()
     return get_kernel("common/selftest.cu", "selftest_float_key")
 
 
@@ -87,11 +95,13 @@ def test_library_work_beside_a_capture(case, kind, relaxed, monkeypatch):
 
     work, check = KINDS[kind]
     _program_load(None)  # compiled before the capture (NVRTC is no driver call, but slow)
+    held = _clear_program_caches()  # the program-load kind loads it again beside the capture
     cupy.get_default_memory_pool().free_all_blocks()  # the allocation beside the capture grows the pool
     if not relaxed:
         monkeypatch.setattr(streams, "_exchange_capture_mode", False)
     got, graph, count = _beside_a_capture(case, work)
     monkeypatch.undo()
+    del held  # the old modules unloaded, no capture under way
     if not relaxed and (isinstance(got, Exception) or isinstance(graph, Exception)):
         pytest.xfail(f"{case} {kind}: plain -> {got!r}; the capture -> {graph!r}")
     assert not isinstance(got, Exception), repr(got)
@@ -119,8 +129,8 @@ def _first_calls(ssd, dsa, out, cut, s, s3):
     """Every entry's first call of a layout on stream ``s`` (None: the current, legacy, stream), each result or the
     exception it raised: SSD exact and chunk-parallel (a new segment table; a new stream's workspace and ticket words),
     the DSA eager call (a new plan with a key split: its table, workspace and ticket words), prepare and its runner on
-    ``s`` and on a further stream ``s3`` (that stream's own ticket word and workspace). Programs are loaded again
-    (``_clear_program_caches``)."""
+    ``s`` and on a further stream ``s3`` (that stream's own ticket word and workspace). Programs whose caches the
+    caller cleared (``_clear_program_caches``) are loaded again."""
     import cake_rt
 
     cu_ssd = np.array([0, cut, 200], np.int32)
@@ -133,7 +143,6 @@ def _first_calls(ssd, dsa, out, cut, s, s3):
         except Exception as exc:
             res[name] = exc
 
-    _clear_program_caches()
     for fam in ("exact", "chunkpar"):
         put(f"ssd {fam}", lambda: cake_rt.ssd_combined(*ssd, 64, cu_seqlens=cu_ssd, family=fam, out=out[f"ssd {fam}"],
                                                        stream=s))
@@ -170,8 +179,10 @@ def test_first_calls_beside_a_capture(case):
     cut = 31 + 7 * idx  # a layout no other test uses: a new table and plan
     _first_calls(ssd, dsa, _first_call_arrays(90)[2], 97, s3, s3)  # the programs compiled and loaded once
     cupy.cuda.Device().synchronize()
+    held = _clear_program_caches()  # every program loaded again beside the capture
     cupy.get_default_memory_pool().free_all_blocks()
     got, graph, count = _beside_a_capture(case, lambda stream: _first_calls(ssd, dsa, out, cut, stream, s3), s2=s)
+    del held
     assert not isinstance(got, Exception), repr(got)
     cupy.cuda.Device().synchronize()
     bad = {n: v for n, v in got.items() if isinstance(v, Exception)}
@@ -210,7 +221,7 @@ def test_program_load_under_the_calls_own_capture(relaxed, monkeypatch):
     s.synchronize()
     if not relaxed:
         monkeypatch.setattr(streams, "_exchange_capture_mode", False)
-    _clear_program_caches()
+    held = _clear_program_caches()
     err = graph = None
     with _no_gc(), s:
         s.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeGlobal)
@@ -224,6 +235,7 @@ def test_program_load_under_the_calls_own_capture(relaxed, monkeypatch):
             except Exception as exc:
                 graph = exc
     monkeypatch.undo()
+    del held  # the old modules unloaded after the capture
     if not relaxed and (err is not None or isinstance(graph, Exception)):
         pytest.xfail(f"plain: the call -> {err!r}; the capture -> {graph!r}")
     assert err is None, repr(err)
