@@ -624,10 +624,11 @@ def _get_kernel_slow(path, kernel_name: str, *, defines, options, device) -> Ker
     cubin = compile_cubin(source, name=name, target=info.target, defines=defines, options=options)
     from .streams import relaxed_capture_mode
 
-    # The load in relaxed capture mode: a capture in global mode (any thread's) or thread-local mode (this thread's)
-    # refuses a module load as "potentially unsafe" and is invalidated by it. A load is no stream work and is made once
-    # per process, so no graph can record it or miss it at a replay; relaxed mode still refuses it where it conflicts
-    # with a capture (the CaptureError below).
+    # The load in relaxed capture mode: a driver that counts a module load as "potentially unsafe" refuses it beside a
+    # capture in global mode (any thread's) or thread-local mode (this thread's) and invalidates that capture (the H200's
+    # driver 580 allows it in either mode: docs/reliability.md, review32). A load is no stream work and is made once per
+    # process, so no graph can record it or miss it at a replay; relaxed mode still refuses it where it conflicts with a
+    # capture (the CaptureError below).
     with cupy.cuda.Device(info.index), relaxed_capture_mode():
         module = cupy.cuda.function.Module()
         try:
