@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from cake_rt.launch.compile import available_targets, compile_report, load_source
+from cake_rt.launch.compile import available_targets, compile_cubin, compile_report, load_source
 from cake_rt.ops import dsa
 
 KERNELS = pathlib.Path(dsa.__file__).resolve().parents[1] / "kernels"
@@ -41,6 +41,8 @@ def test_the_patched_kernel_compiles(tmp_path, load_script, H):
     assert set(rep) == {"dsa_scan"}
     r = rep["dsa_scan"]
     assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["stack_bytes"] == 0, r
+    cubin = compile_cubin(text, name="indexer.cu", target="sm_90a", defines=defs)
+    assert b"\x00dsa_trace\x00" in cubin, "the host looks the trace array up by its unmangled name"
 
 
 def test_the_statistics_of_a_synthetic_trace(load_script):
