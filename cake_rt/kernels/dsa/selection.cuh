@@ -259,19 +259,26 @@ CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, 
         if (vend > un.khi) vend = un.khi;
         const uint64_t floor_key = s.lo[qq];
         int c0 = s.cnt[qq];
-        const float* scp = scores + qq * TILE;
+        // Every chunk's key and ballot before the first candidate is written: the slot and the buffers are both shared
+        // memory, so a score read after a store would wait for it (the selection never writes the slot), and the
+        // chunks' compares and ballots then overlap. The writes go in chunk order: the same keys at the same places.
+        constexpr int NC = TILE / 32;
+        uint64_t x[NC];
+        unsigned b[NC];
 #pragma unroll
-        for (int c = 0; c < TILE / 32; ++c) {
-            const int r = c * 32 + lane;
-            const int j = j0 + r;
-            const uint64_t x = score_id_key(scp[r], (uint32_t)j);
-            const bool take = j < vend && x >= floor_key;
-            const unsigned b = __ballot_sync(0xffffffffu, take);
-            if (take) {
-                s.cand[qq * CAP + c0 + __popc(b & dsa_lanemask_lt())] = x;
-                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x >> 53), 1u);
+        for (int c = 0; c < NC; ++c) {
+            const int j = j0 + c * 32 + lane;
+            x[c] = score_id_key(scores[qq * TILE + c * 32 + lane], (uint32_t)j);
+            b[c] = __ballot_sync(0xffffffffu, j < vend && x[c] >= floor_key);
+        }
+        const unsigned below = dsa_lanemask_lt();
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            if ((b[c] >> lane) & 1u) {
+                s.cand[qq * CAP + c0 + __popc(b[c] & below)] = x[c];
+                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x[c] >> 53), 1u);
             }
-            c0 += __popc(b);
+            c0 += __popc(b[c]);
         }
         __syncwarp();  // every lane has read cnt[qq] before lane 0 rewrites it
         if (lane == 0) s.cnt[qq] = c0;

@@ -35,28 +35,51 @@ CAKE_DEVICE void load_weights(float (&wq)[BQ][HB][2], const float* w, const Unit
 // acc[4 b + 2 hr + e] is the dot product of key row + 8 hr with pair column 8 b + 2 (lane % 4) + e
 // (block b = qq * HB + j); wt(qq, j) gives the weights of those two heads (e = 0, 1). Fixed order for every
 // (t, j) whatever H-aligned column a query starts at: an fmaf chain over (j, e) ascending from 0, then the
-// xor-1 and xor-2 shuffle adds, so the four lanes of a quad end with identical bits. Lane quad leader
-// writes sc[qq * TILE + row + 8 hr].
+// xor-1 and xor-2 shuffle adds, so the four lanes of a quad end with identical bits. Queries go in pairs: a pair's
+// four sums are made before its shuffles and stores (no store between the two queries' weight loads, the shuffles in
+// flight together); four queries' sums at once spill at BQ = 4. Lane quad leader writes sc[qq * TILE + row + 8 hr].
 template <int NQ = BQ, int NACC, class Wt>
 CAKE_DEVICE void head_sum_store(const float (&acc)[NACC], Wt wt, float* sc, int row) {
     static_assert(NQ >= 1 && NQ <= BQ && NACC >= NQ * HB * 4, "accumulators of every summed pair");
+    constexpr int G = NQ >= 2 ? 2 : 1;    // queries a group
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int qq = 0; qq < NQ; ++qq) {
-        float2 wv[HB];
+    for (int q0 = 0; q0 < NQ; q0 += G) {
+        float s[G][2];
 #pragma unroll
-        for (int j = 0; j < HB; ++j) wv[j] = wt(qq, j);
+        for (int g = 0; g < G; ++g) {
+            const int qq = q0 + g;
+            if (qq >= NQ) break;
+            float2 wv[HB];
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float s = 0.0f;
+            for (int j = 0; j < HB; ++j) wv[j] = wt(qq, j);
 #pragma unroll
-            for (int j = 0; j < HB; ++j) {
-                s = fmaf(wv[j].x, fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + 0], 0.0f), s);
-                s = fmaf(wv[j].y, fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + 1], 0.0f), s);
+            for (int hr = 0; hr < 2; ++hr) {
+                float c = 0.0f;
+#pragma unroll
+                for (int j = 0; j < HB; ++j) {
+                    c = fmaf(wv[j].x, fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + 0], 0.0f), c);
+                    c = fmaf(wv[j].y, fmaxf(acc[(qq * HB + j) * 4 + 2 * hr + 1], 0.0f), c);
+                }
+                s[g][hr] = c;
             }
-            s += __shfl_xor_sync(0xffffffffu, s, 1);
-            s += __shfl_xor_sync(0xffffffffu, s, 2);
-            if ((lane & 3) == 0) sc[qq * TILE + row + hr * 8] = s;
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr)
+                if (q0 + g < NQ) s[g][hr] += __shfl_xor_sync(0xffffffffu, s[g][hr], 1);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr)
+                if (q0 + g < NQ) s[g][hr] += __shfl_xor_sync(0xffffffffu, s[g][hr], 2);
+        if ((lane & 3) == 0) {
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+#pragma unroll
+                for (int hr = 0; hr < 2; ++hr)
+                    if (q0 + g < NQ) sc[(q0 + g) * TILE + row + hr * 8] = s[g][hr];
         }
     }
 }
