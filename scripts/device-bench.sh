@@ -8,8 +8,10 @@
 # On a fresh machine Triton compiles the peers' kernels first (~2 min: the accuracy step hits its 120 s limit, as in the
 # 12-02c and 12-02e calls; the suite's accuracy test covers it). The compiled cache is ~160 MB, over what a call carries.
 # Each writes NAME.json, NAME.md and NAME.log (NAME: dsa, ssd, ssd_varlen), compared with a recorded run when RECORD
-# names one (RECORD=bench/results/h200_2026-12-01c: its _dsa.json, _ssd.json and _ssd_varlen.json).
-# Usage (repo root): CAKE_RT_GIT_HASH=<hash> [OUT=dir] [RECORD=bench/results/PREFIX] bash scripts/device-bench.sh
+# names one (RECORD=bench/results/h200_2026-12-01c: its _dsa.json, _ssd.json and _ssd_varlen.json; RECORD_DSA=... for
+# the DSA suite's, when it is another record's).
+# Usage (repo root): CAKE_RT_GIT_HASH=<hash> [OUT=dir] [RECORD=bench/results/PREFIX] [RECORD_DSA=...] [ACCURACY=0]
+#     bash scripts/device-bench.sh
 # Leaves $OUT/bench.log (the summary) and $OUT/bench.tgz (every file). Plots: `cake-rt bench --from-json NAME.json
 # --plot ... --speedup-plot ...` anywhere.
 set -o pipefail
@@ -19,7 +21,11 @@ OUT=${OUT:-$here/device-out}; mkdir -p "$OUT"
 DIR=$(mktemp -d)
 LOG=$OUT/bench.log
 say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
-compare() { [ -n "${RECORD:-}" ] && [ -f "${RECORD}_$1.json" ] && echo "--compare ${RECORD}_$1.json"; }
+compare() {  # NAME: the record's NAME.json; RECORD_DSA names another record for the DSA suite (the two ops' records can
+    local rec=${RECORD:-}  # come from different calls, as 12-02e's SSD and 12-02f's DSA)
+    [ "$1" = dsa ] && rec=${RECORD_DSA:-$rec}
+    [ -n "$rec" ] && [ -f "${rec}_$1.json" ] && echo "--compare ${rec}_$1.json"
+}
 run() {  # run NAME TIMEOUT ARGS...: one bench command, its files under $DIR
     local name=$1 limit=$2; shift 2
     timeout "$limit" python3 -m cake_rt bench "$@" --json "$DIR/$name.json" --markdown "$DIR/$name.md" $(compare "$name") \
@@ -28,9 +34,11 @@ run() {  # run NAME TIMEOUT ARGS...: one bench command, its files under $DIR
     grep "^| " "$DIR/$name.md" 2>/dev/null | cut -c1-160 | head -80 >> "$LOG"
 }
 cd "$here"
+if [ "${ACCURACY:-1}" = 1 ]; then  # ACCURACY=0 leaves it to the suite's test (device-verify.sh runs it)
 say "mamba_ssm accuracy"
 timeout 120 python3 -m pytest -q -ra -p no:cacheprovider tests/ssd/test_ssd_gpu.py -k mamba > "$DIR/mamba_accuracy.log" 2>&1
 tail -1 "$DIR/mamba_accuracy.log" | tee -a "$LOG"
+fi
 say "dsa"; run dsa 150 dsa --no-peers --repeats 10 --warmup 2 --budget-s 0.5 --side-stream 1 --time-limit 120
 say "ssd with peers"; run ssd 200 ssd --repeats 10 --warmup 2 --budget-s 0.6 --rows seed,m2-2.7b,m2-2.7b-b8,nemotron-h,short
 say "ssd varlen"; run ssd_varlen 60 ssd --no-peers --repeats 10 --warmup 2 --budget-s 0.6 --rows varlen
