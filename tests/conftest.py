@@ -1,9 +1,11 @@
 """Shared pytest configuration: tests marked ``gpu`` are skipped, with a reason, when no CUDA GPU is usable;
-``load_script`` gives a test a file of ``scripts/`` as a module."""
+``load_script`` gives a test a file of ``scripts/`` as a module, ``patched_kernels`` a trace script's patched copy of
+the kernels."""
 import functools
 import importlib.machinery
 import importlib.util
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -69,3 +71,21 @@ def load_script():
         return mod
 
     return load
+
+
+@pytest.fixture
+def patched_kernels(tmp_path):
+    """``patched_kernels(patches, *parts)``: the kernel folders ``parts`` (e.g. "ssd", "common": a kernel includes
+    ../common, so the layout is kept) copied under ``tmp_path`` with ``patches`` (kernel file relative to the kernels'
+    root -> its text patch, a trace script's ``PATCHES``) applied; returns ``tmp_path``."""
+
+    def make(patches, *parts):
+        root = pathlib.Path(__file__).resolve().parents[1] / "cake_rt" / "kernels"
+        for part in parts:
+            shutil.copytree(root / part, tmp_path / part)
+        for rel, patch in patches.items():
+            f = tmp_path / rel
+            f.write_text(patch(f.read_text()))
+        return tmp_path
+
+    return make

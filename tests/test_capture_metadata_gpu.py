@@ -25,6 +25,19 @@ CU = np.array([0, 24, T], np.int32)
 SEQ_IDX = np.repeat([0, 1], [80, 120])[None].astype(np.int32)  # _ssd_inputs' 200 tokens in two sequences
 
 
+def _device_metadata(seed):
+    """``(ssd inputs, dsa inputs, cu, cu_ssd, seq_idx, doc_lens, layout)``: the entries' inputs (seeds ``seed`` and
+    ``seed + 1``) and their metadata on the device, made before any capture (a copy to the device inside one would
+    break it)."""
+    cupy = _cp()
+    import cake_rt
+
+    _, ssd = _ssd_inputs(seed)
+    _, dsa = exact_inputs(seed + 1, T, T)
+    return (ssd, dsa, cupy.asarray(CU), cupy.asarray(np.array([0, 80, 200], np.int32)), cupy.asarray(SEQ_IDX),
+            cupy.asarray(np.array([8, 16])), cake_rt.cp_zigzag_layout([8, 16], 2, 0))
+
+
 def _refusals(stream):
     """(argument name, a call that copies that device argument to the host on ``stream``, or on CuPy's current stream
     for the entries without ``stream=``)."""
@@ -32,14 +45,8 @@ def _refusals(stream):
     import cake_rt
     from cake_rt.ops.dsa import visible_pairs
 
-    _, ssd = _ssd_inputs(41)
-    _, dsa = exact_inputs(42, T, T)
-    cu = cupy.asarray(CU)
-    cu_ssd = cupy.asarray(np.array([0, 80, 200], np.int32))
-    seq_idx = cupy.asarray(SEQ_IDX)
-    lay = cake_rt.cp_zigzag_layout([8, 16], 2, 0)
+    ssd, dsa, cu, cu_ssd, seq_idx, doc_lens, lay = _device_metadata(41)
     ids = cupy.zeros((4, 2), np.int32)
-    doc_lens = cupy.asarray(np.array([8, 16]))  # made here: a copy to the device inside the capture would break it
     cupy.cuda.Device().synchronize()
     return [
         ("cu_seqlens", lambda: cake_rt.ssd_plan(*ssd, 64, cu_seqlens=cu_ssd, stream=stream)),
@@ -270,16 +277,10 @@ def _entry_calls():
     import cake_rt
     from cake_rt.ops.dsa import visible_pairs
 
-    _, ssd = _ssd_inputs(45)
-    _, dsa = exact_inputs(46, T, T)
-    cu = cupy.asarray(CU)
-    cu_ssd = cupy.asarray(np.array([0, 80, 200], np.int32))
-    seq_idx = cupy.asarray(SEQ_IDX)
+    ssd, dsa, cu, cu_ssd, seq_idx, doc_lens, lay = _device_metadata(45)
     y1, y2 = cupy.empty_like(ssd[0]), cupy.empty_like(ssd[0])
     idx, sc = cupy.empty((T, TOPK), np.int32), cupy.empty((T, TOPK), np.float32)
-    lay = cake_rt.cp_zigzag_layout([8, 16], 2, 0)
     ids = cupy.asarray(np.arange(8, dtype=np.int32).reshape(4, 2) % lay.num_keys)
-    doc_lens = cupy.asarray(np.array([8, 16]))
     cupy.cuda.Device().synchronize()
 
     def ssd_out(y, **meta):

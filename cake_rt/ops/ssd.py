@@ -13,7 +13,6 @@ the bench suite compile.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import threading
@@ -390,7 +389,6 @@ def _build_table(segs, seqlen, chunk, varlen):
     return table, nseg, chunk_base, max_chunks, ckpt_base
 
 
-_NULL = contextlib.nullcontext()
 _tables_host: dict = {}  # (seqlen, chunk, batch, cu_seqlens, seq_idx) -> _build_table's result
 
 

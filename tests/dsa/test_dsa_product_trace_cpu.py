@@ -2,7 +2,6 @@
 every anchor in today's kernel and compile for sm_90a at H = 32 and 64 without spills (no GPU needed), and its
 statistics must read a synthetic trace."""
 import pathlib
-import shutil
 
 import numpy as np
 import pytest
@@ -27,13 +26,8 @@ def test_every_stamp_finds_its_anchor(load_script):
 
 @pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
 @pytest.mark.parametrize("H", [32, 64])
-def test_the_patched_kernel_compiles(tmp_path, load_script, H):
-    trace = load_script("dsa-product-trace")
-    for part in ("dsa", "common"):  # the kernel includes ../common: the same layout under tmp_path
-        shutil.copytree(KERNELS / part, tmp_path / part)
-    for rel, patch in trace.PATCHES.items():
-        f = tmp_path / rel
-        f.write_text(patch(f.read_text()))
+def test_the_patched_kernel_compiles(patched_kernels, load_script, H):
+    tmp_path = patched_kernels(load_script("dsa-product-trace").PATCHES, "dsa", "common")
     defs = next(d for _, d in dsa.programs("sm_90a") if d.get("DSA_WGMMA") and d["DSA_H"] == H and d["DSA_D"] == 128)
     text = load_source(tmp_path / "dsa" / "indexer.cu")
     assert "dsa_trace[" in text

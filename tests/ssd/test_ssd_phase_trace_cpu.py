@@ -1,7 +1,6 @@
 """CPU: ``scripts/ssd-phase-trace`` patches the chunk-parallel kernel by text anchors; the patched source must still
 find every anchor in today's kernel and compile for sm_90a (no GPU needed)."""
 import pathlib
-import shutil
 
 import pytest
 
@@ -19,13 +18,8 @@ def test_every_stamp_finds_its_anchor(load_script):
 
 
 @pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
-def test_the_patched_kernel_compiles(tmp_path, load_script):
-    trace = load_script("ssd-phase-trace")
-    for part in ("ssd", "common"):  # the kernel includes ../common: the same layout under tmp_path
-        shutil.copytree(KERNELS / part, tmp_path / part)
-    for rel, patch in trace.PATCHES.items():
-        f = tmp_path / rel
-        f.write_text(patch(f.read_text()))
+def test_the_patched_kernel_compiles(patched_kernels, load_script):
+    tmp_path = patched_kernels(load_script("ssd-phase-trace").PATCHES, "ssd", "common")
     kfile = tmp_path / "ssd" / "ssd_combined.cu"
     defs = next(d for _, d in ssd.programs("sm_90a") if d["SSD_WG"] and d["SSD_FAMILY"] == 1)
     text = load_source(kfile)

@@ -1,7 +1,6 @@
 """CPU: ``scripts/ssd-step-trace`` patches phase 3 of the chunk-parallel kernel by text anchors; the patched sources
 must still find every anchor in today's kernel and compile for sm_90a (no GPU needed)."""
 import pathlib
-import shutil
 
 import pytest
 
@@ -28,12 +27,10 @@ def test_every_stamp_finds_its_anchor(load_script):
 
 
 @pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
-def test_the_patched_kernel_compiles(tmp_path, load_script):
+def test_the_patched_kernel_compiles(patched_kernels, load_script):
     trace = load_script("ssd-step-trace")
-    for part in ("ssd", "common"):  # the kernel includes ../common: the same layout under tmp_path
-        shutil.copytree(KERNELS / part, tmp_path / part)
-    for name, fn in (("ssd_tile.cuh", trace.patch_tile), ("ssd_combined.cu", trace.patch_kernel)):
-        (tmp_path / "ssd" / name).write_text(fn((tmp_path / "ssd" / name).read_text()))
+    tmp_path = patched_kernels({"ssd/ssd_tile.cuh": trace.patch_tile, "ssd/ssd_combined.cu": trace.patch_kernel},
+                               "ssd", "common")
     text = load_source(tmp_path / "ssd" / "ssd_combined.cu")
     assert "ssd_steps[" in text
     for rows in (1, 4):  # the long rows' program and short's (a row block a phase-3 item)
