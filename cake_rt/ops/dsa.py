@@ -117,24 +117,35 @@ def _round_up(x: int, m: int) -> int:
 
 
 def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
-    """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout."""
-    qrows = PAIRS if wgmma else _round_up(BQ * H, 16)
-    cand = 2 * TILE * D * 2 + qrows * D * 2
+    """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout (QPASS, KBUF)."""
+    qpass = -(-BQ * H // PAIRS) if wgmma else 1
+    kbuf = 1 if qpass == 2 else 2
+    qrows = PAIRS * qpass if wgmma else _round_up(BQ * H, 16)
+    cand = kbuf * TILE * D * 2 + qrows * D * 2
     sc = cand + BQ * CAP * 8
-    hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (PAIRS * 4 if wgmma else 0) + (cb - 1) * 2048 * 4
+    hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (qrows * 4 if wgmma else 0) + (cb - 1) * 2048 * 4
     end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
     return (1024 if wgmma else 0) + end, sc // 8
 
 
+def _widest_block(H: int, wgmma: bool) -> int:
+    """Most queries a block may hold: PAIRS (query, head) pairs, or two product passes of PAIRS on the wgmma loop
+    where H = 64 (four queries a key tile; layout.cuh QPASS)."""
+    return 2 * PAIRS // H if wgmma and H == 64 else PAIRS // H
+
+
 def _try_config(H: int, D: int, smem_optin: int, wgmma: bool):
     """The largest block (then the largest capacity) that fits, preferring CAP >= CAP_MIN. The wgmma
-    program compacts the buffers of a block of <= 4 queries together (CB = BQ) when their histograms fit
-    beside the largest capacity, else in pairs (CB = 2, at the capacity that fits), else one by one."""
+    program compacts the buffers of a one-pass block of <= 4 queries together (CB = BQ) when their histograms fit
+    beside the largest capacity, else in pairs (CB = 2, at the capacity that fits), else one by one; a two-pass
+    block (H = 64) one by one."""
     best = None
     for TILE in ((128,) if wgmma else (128, 64)):
-        for BQ in range(PAIRS // H, 0, -1):
+        for BQ in range(_widest_block(H, wgmma), 0, -1):
             cb = 1
-            if wgmma and 2 <= BQ <= 4:
+            # A block of two product passes (H = 64, four queries) compacts query by query: its one key buffer leaves
+            # 3328 candidates a query that way, 3072 with pairs' histograms, and the larger capacity measured faster.
+            if wgmma and 2 <= BQ <= 4 and BQ * H <= PAIRS:
                 cb = BQ if _layout(H, D, BQ, TILE, CAP_MAX, wgmma, BQ)[0] <= smem_optin else 2
             cap = CAP_MAX
             while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma, cb)[0] > smem_optin:

@@ -3,7 +3,7 @@
 // One program per (architecture, H, D): the host (cake_rt/ops/dsa.py, DsaConfig) passes
 //   DSA_H     heads, any multiple of 8 from 8 to 128
 //   DSA_D     head dim, 64 or 128
-//   DSA_BQ    queries per block (BQ * H <= 128 (query, head) pairs)
+//   DSA_BQ    queries per block (BQ * H <= 128 (query, head) pairs; 256 on the wgmma loop: two product passes)
 //   DSA_TILE  keys per tile (128; 64 on small-shared-memory parts, mma.sync only)
 //   DSA_CAP   candidate capacity per query (a multiple of 256, <= 4096: the register selection's reach)
 //   DSA_WGMMA 1 on sm_90a (warp-specialized wgmma tile loop), else the mma.sync tile loop
@@ -48,12 +48,17 @@ constexpr int NT = 256, NWARPS = NT / 32;
 constexpr int BLOCK = WG ? 2 * NT : NT;    // threads per block
 constexpr int SEL0 = WG ? NT : 0;         // first selection thread
 constexpr int RING = WG ? 4 : 1;          // score tiles between the product and the selection
-constexpr int PAIRS = 128;                // (query, head) columns of a block, zero-padded: the widest product N
+constexpr int PAIRS = 128;                // (query, head) columns of one product pass, zero-padded: the widest N
+// wgmma: a block of more than PAIRS pairs (H = 64: four queries) scores a key tile in two passes of PAIRS columns,
+// so the tile's fixed costs (its copies, slot handoffs, turns) are paid once for twice the pairs; its q takes the
+// room of the second key buffer (KBUF: the key rows of tile it + 1 are copied once tile it's last pass has read them).
+constexpr int QPASS = WG ? (BQ * H + PAIRS - 1) / PAIRS : 1;
+constexpr int KBUF = QPASS == 2 ? 1 : 2;  // key tile buffers
 constexpr int HB = H / 8;                 // 8-column accumulator blocks per query
 constexpr int KS = D / 16;                // k-steps of 16
 constexpr int ROWB = D * 2;               // bytes per bf16 row
 constexpr int CHUNKS = D / 8;             // 16-byte chunks per row
-constexpr int QROWS = WG ? PAIRS : (BQ * H + 15) / 16 * 16;  // q rows staged (zero rows pad the product)
+constexpr int QROWS = WG ? PAIRS * QPASS : (BQ * H + 15) / 16 * 16;  // q rows staged (zero rows pad the product)
 constexpr int MMA_WARPS = TILE / 16;      // mma.sync loop: warps computing 16 keys each
 constexpr int CB = DSA_CB;                // queries per joint compaction (their histograms: Layout::chist)
 constexpr int HIST_WORDS = 2048;
@@ -63,7 +68,8 @@ constexpr int MERGE_ROUND = NT * MERGE_E;
 
 static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");
 static_assert(D == 64 || D == 128, "D must be 64 or 128");
-static_assert(BQ >= 1 && BQ <= 16 && BQ * H <= PAIRS, "a block holds at most 128 (query, head) pairs");
+static_assert(BQ >= 1 && BQ <= 16 && BQ * H <= PAIRS * (WG ? 2 : 1), "a block holds at most 128 (query, head) pairs, 256 on wgmma");
+static_assert(QPASS == 1 || (BQ * H == 2 * PAIRS && BQ <= 4), "two passes: two full passes of at most 4 queries");
 static_assert(!WG || TILE == 128, "wgmma loop: 2 warpgroups x 64 keys");
 static_assert(TILE % 16 == 0 && MMA_WARPS <= NWARPS, "mma.sync loop: 16 keys per warp");
 static_assert(CAP % NT == 0 && CAP >= 2 * TILE && REG_R <= 4, "candidate capacity");
@@ -72,13 +78,13 @@ static_assert(CB >= 1 && CB <= BQ && CB <= 4 && (CB == 1 || WG), "joint compacti
 // Shared memory, byte offsets from a 1024-byte aligned base (wgmma operands need it). The merge reuses
 // everything from `kt` to `sc` as one candidate buffer (no copy or product runs while it merges).
 struct Layout {
-    static constexpr int kt = 0;                                   // 2 key tiles [TILE x D] bf16, swizzled
-    static constexpr int q = kt + 2 * TILE * ROWB;                 // q of the unit [QROWS x D] bf16, swizzled
+    static constexpr int kt = 0;                                   // KBUF key tiles [TILE x D] bf16, swizzled
+    static constexpr int q = kt + KBUF * TILE * ROWB;              // q of the unit [QROWS x D] bf16, swizzled
     static constexpr int cand = q + QROWS * ROWB;                  // candidates [BQ][CAP] uint64, ascending id
     static constexpr int sc = cand + BQ * CAP * 8;                 // score tiles [RING][BQ][TILE] f32
     static constexpr int wts = sc + RING * BQ * TILE * 4;          // wgmma: the unit's weights [BQ * H] f32
     // A joint compaction's histograms [CB][2048] u32: CB - 1 here, the last one the radix histogram's.
-    static constexpr int chist = wts + (WG ? PAIRS * 4 : 0);
+    static constexpr int chist = wts + (WG ? QROWS * 4 : 0);
     static constexpr int hist = chist + (CB - 1) * 2048 * 4;       // radix histogram [2048] u32
     static constexpr int st = hist + HIST_WORDS * 4;               // DsaSelState
     static constexpr int scratch = st + 64;                        // block-scan scratch (32 ints)

@@ -29,12 +29,12 @@ struct Sel {
 
 // All queries of a block select together (select.cuh multi_*) when they fit the register reach: one
 // histogram per query, the passes' barriers and scans shared. The final selection takes its histograms from
-// the key tiles (no product runs then); the compactions, which run beside the product, go in batches of CB
+// the key tiles and q (no product runs then); the compactions, which run beside the product, go in batches of CB
 // queries with histograms of their own (Layout::chist, through the radix histogram).
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
-static_assert(!MULTI || MULTI_HIST_BYTES <= 2 * TILE * ROWB, "the final selection's histograms fit in the key tiles");
+static_assert(!MULTI || MULTI_HIST_BYTES <= Layout::cand, "the final selection's histograms fit in the key tiles and q");
 static_assert(sizeof(DsaSelState) <= Layout::scratch - Layout::st, "the selection's state before the scan scratch");
 static_assert(4 * sizeof(DsaMultiState) <= 128, "four queries' states before the scan words (pscratch, finish_unit)");
 

@@ -39,7 +39,7 @@ CAKE_DEVICE void init_slots(uint64_t* empty, uint64_t* kfull) {
     if (threadIdx.x >= 32 && threadIdx.x < 34) mbarrier_init(kfull + threadIdx.x - 32, 1);
 }
 
-// Warpgroup wgi's 64 key rows of tile `it` of the unit (keys klo + it * TILE + 64 wgi ..) into key buffer it & 1, by
+// Warpgroup wgi's 64 key rows of tile `it` of the unit (keys klo + it * TILE + 64 wgi ..) into key buffer it % KBUF, by
 // one thread: D / 64 boxes of the key map (64 rows x 64 columns in the 128-byte swizzle, 1024-byte aligned: the
 // layout swz_rows gives and the wgmma descriptors read), their bytes completed on the warpgroup's FULL mbarrier
 // (`full`). A warpgroup has at most one copy in flight and its threads wait for each before the next is issued
@@ -48,7 +48,7 @@ CAKE_DEVICE void init_slots(uint64_t* empty, uint64_t* kfull) {
 // keys below khi only).
 CAKE_DEVICE void copy_key_rows(unsigned char* kt, const CakeTensorMap* kmap, const Unit& un, int it, int wgi,
                                uint64_t* full) {
-    unsigned char* dst = kt + (it & 1) * (TILE * ROWB) + wgi * 64 * 128;
+    unsigned char* dst = kt + (KBUF == 2 ? (it & 1) * (TILE * ROWB) : 0) + wgi * 64 * 128;
     const int row = un.klo + it * TILE + wgi * 64;
     mbarrier_arrive_expect_tx(full, 64 * ROWB);
 #pragma unroll
@@ -56,15 +56,17 @@ CAKE_DEVICE void copy_key_rows(unsigned char* kt, const CakeTensorMap* kmap, con
 }
 
 // Product side of one unit (threads [0, NT)) with NCOL pair columns (32, 64 or PAIRS; product_unit picks
-// them). Stages q and the weights (wsm: [BQ * H], 0 past nq) itself; ends with every wgmma and copy of the
-// unit complete. g: tiles produced since the launch (both roles count the same tiles; a product warpgroup's FULL
-// mbarrier completes phase g with tile g's rows).
-template <int NCOL>
+// them), in NPASS passes a key tile (2: q rows PAIRS .. 2 PAIRS - 1 in the second, the block's queries NQ ..). Stages
+// q and the weights (wsm: [BQ * H], 0 past nq) itself; ends with every wgmma and copy of the unit complete. g: tiles
+// produced since the launch (both roles count the same tiles; a product warpgroup's FULL mbarrier completes phase g
+// with tile g's rows).
+template <int NCOL, int NPASS = 1>
 CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, unsigned char* qs, float* sc,
                               float* wsm, const bf16_t* q, const CakeTensorMap* kmap, const float* w, uint64_t* empty,
                               uint64_t* kfull, unsigned& g) {
     static_assert(NCOL == 32 || NCOL == 64 || NCOL == PAIRS, "a wgmma shape the product issues");
-    constexpr int NQ = NCOL / H < BQ ? NCOL / H : BQ;  // queries whose pairs the columns hold
+    static_assert(NPASS == 1 || (NPASS == QPASS && NCOL == PAIRS), "two passes of full columns");
+    constexpr int NQ = NCOL / H < BQ ? NCOL / H : BQ;  // queries whose pairs a pass's columns hold
     if (ntiles == 0) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wgi = warp >> 2, wt = threadIdx.x & (WG_THREADS - 1);
@@ -87,37 +89,50 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it) {
         mbarrier_wait_parity(full, g & 1u);  // this warpgroup's rows of tile it landed
-        const uint32_t a_tile = a_lo + (it & 1) * (TILE * ROWB / 16);
-        float acc[NCOL / 2];
+        const uint32_t a_tile = a_lo + (KBUF == 2 ? (it & 1) * (TILE * ROWB / 16) : 0);
 #pragma unroll
-        for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
-        // The other warpgroup has issued its previous tile; every thread of this one has waited for its wgmma of
-        // tile it-1, so that key buffer may be refilled.
-        named_sync(BAR_TURN + wgi, NT);
-        // S[64 keys x NCOL pairs] = K_wg Q^T (q rows 0 .. NCOL - 1)
-        wgmma_fence();
+        for (int p = 0; p < NPASS; ++p) {
+            float acc[NCOL / 2];
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            const int kb = ks >> 2, koff = (ks & 3) * 32;
-            const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
-            const uint64_t db = wgmma_desc_sw128(b_lo + (kb * QROWS * 128 + koff) / 16);
-            if constexpr (NCOL == 32) wgmma_m64n32k16_bf16(acc, da, db, 1);
-            else if constexpr (NCOL == 64) wgmma_m64n64k16_bf16(acc, da, db, 1);
-            else wgmma_m64n128k16_bf16(acc, da, db, 1);
+            for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
+            // The other warpgroup has issued its previous pass; every thread of this one has waited for its wgmma of
+            // tile it-1, so (two key buffers) that buffer may be refilled.
+            named_sync(BAR_TURN + wgi, NT);
+            // S[64 keys x NCOL pairs] = K_wg Q_p^T (q rows p * PAIRS .. p * PAIRS + NCOL - 1)
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                const int kb = ks >> 2, koff = (ks & 3) * 32;
+                const uint64_t da = wgmma_desc_sw128(a_tile + (kb * TILE * 128 + koff) / 16);
+                const uint64_t db = wgmma_desc_sw128(b_lo + (p * PAIRS * 128 + kb * QROWS * 128 + koff) / 16);
+                if constexpr (NCOL == 32) wgmma_m64n32k16_bf16(acc, da, db, 1);
+                else if constexpr (NCOL == 64) wgmma_m64n64k16_bf16(acc, da, db, 1);
+                else wgmma_m64n128k16_bf16(acc, da, db, 1);
+            }
+            wgmma_commit();
+            // The other warpgroup's turn; warpgroup 1 passes none after its last pass (one arrival per wait).
+            if (wgi == 0 || it + 1 < ntiles || p + 1 < NPASS) named_arrive(BAR_TURN + (wgi ^ 1), NT);
+            if constexpr (KBUF == 2) {
+                if (wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
+            }
+            wgmma_wait<0>();
+            if constexpr (KBUF == 1) {
+                // One key buffer: refilled once the warpgroup's last pass has read it (a wgmma is one operation of
+                // the warpgroup: its completion, seen by the copying thread, is every warp's).
+                if (p + 1 == NPASS && wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
+            }
+            wgmma_fence_operands(acc);
+            const unsigned slot = g % RING;
+            // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
+            if (p == 0 && g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
+            // score = sum_h w_h relu(S_h), queries p * NQ ..
+            head_sum_store<NQ>(acc,
+                               [&](int qq, int j) {
+                                   return *reinterpret_cast<const float2*>(wl + (p * NQ + qq) * H + j * 8);
+                               },
+                               sc + slot * SCF + p * NQ * TILE, erow);
         }
-        wgmma_commit();
-        // The other warpgroup's turn; warpgroup 1 passes none after its last tile (one arrival per wait).
-        if (wgi == 0 || it + 1 < ntiles) named_arrive(BAR_TURN + (wgi ^ 1), NT);
-        if (wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
-        wgmma_wait<0>();
-        wgmma_fence_operands(acc);
-        const unsigned slot = g % RING;
-        // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
-        if (g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
-        // score = sum_h w_h relu(S_h)
-        head_sum_store<NQ>(acc, [&](int qq, int j) { return *reinterpret_cast<const float2*>(wl + qq * H + j * 8); },
-                       sc + slot * SCF, erow);
-        named_arrive(BAR_FULL + slot, BLOCK);
+        named_arrive(BAR_FULL + g % RING, BLOCK);
         ++g;
     }
 }
@@ -136,6 +151,9 @@ CAKE_DEVICE void product_unit(const Unit& un, int ntiles, unsigned char* kt, uns
     }
     if constexpr (H <= 64) {
         if (pairs <= 64) return product_loop<64>(un, ntiles, kt, qs, sc, wsm, q, kmap, w, empty, kfull, g);
+    }
+    if constexpr (QPASS == 2) {
+        if (pairs > PAIRS) return product_loop<PAIRS, 2>(un, ntiles, kt, qs, sc, wsm, q, kmap, w, empty, kfull, g);
     }
     product_loop<PAIRS>(un, ntiles, kt, qs, sc, wsm, q, kmap, w, empty, kfull, g);
 }
