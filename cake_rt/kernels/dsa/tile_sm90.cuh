@@ -7,7 +7,9 @@
 // so the float32 operations of a score depend neither on H's block layout nor on the unit's queries.
 //
 // Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (one thread's tensor-map
-// copy, double-buffered, the copy of tile it+1 issued behind the wgmma of tile it) and takes turns with the other on
+// copy, double-buffered, the copy of tile it+1 issued behind the wgmma of tile it; a block of two passes, H = 64's
+// four queries, scores each tile twice, q rows 0-127 then 128-255, from one key buffer refilled once its last pass
+// has read it) and takes turns with the other on
 // the tensor cores (BAR_TURN, ping-pong): while one warpgroup's wgmma runs, the other does its head sum,
 // so the tensor cores do not wait for the head sums. The head sums write ring slot g % RING (g: the tile's
 // number since the launch) once the selection has released the slot (its EMPTY mbarrier), then mark it
