@@ -324,22 +324,24 @@ def test_score_bits_independent_of_block_size(H, D):
     alone = run_eager((q[:8], k, w[:8]), Tkv, causal=False)  # one-query blocks
     assert same_bits((full[0][:8], full[1][:8]), alone), (H, D)
 
-@pytest.mark.parametrize("D, kind", [(128, "random"), (64, "random"), (128, "ascending")])
-def test_two_pass_blocks_against_reference(D, kind):
-    """H = 64 on sm_90a: four queries a block, scored in two product passes a key tile from one key buffer. More
-    queries than SMs keep the blocks whole, and 5000 keys overflow the candidate buffers (ascending scores: a
-    compaction every few tiles). The unsplit plan is checked against the float64 reference; the default plan (parts
-    of four-query blocks and their merge) and a static schedule with another split give the same bits."""
+@pytest.mark.parametrize("H, D, kind", [(64, 128, "random"), (64, 64, "random"), (64, 128, "ascending"),
+                                        (128, 128, "random")])
+def test_two_pass_blocks_against_reference(H, D, kind):
+    """The widest blocks: at H = 64 on sm_90a four queries a block, scored in two product passes a key tile from one
+    key buffer (H = 128: one query a block today). More queries than SMs keep the blocks whole, and 5000 keys
+    overflow the candidate buffers (ascending scores: a compaction every few tiles). The unsplit plan is checked
+    against the float64 reference; the default plan (parts of whole blocks and their merge) and a static schedule
+    with another split give the same bits."""
     cupy = _cp()
     T, Tkv = cupy.cuda.Device().attributes["MultiProcessorCount"] + 9, 5000
     if kind == "ascending":
-        host, dev = _ascending_inputs(97, T, Tkv, H=64, D=D)
+        host, dev = _ascending_inputs(97, T, Tkv, H=H, D=D)
     else:
-        host, dev = make_inputs(95 + D, T, Tkv, H=64, D=D)
+        host, dev = make_inputs(95 + H + D, T, Tkv, H=H, D=D)
     unsplit = run_eager(dev, 2048, key_split=10 ** 6)
     check_against_reference(*unsplit, host, 2048)
-    assert same_bits(unsplit, run_eager(dev, 2048)), (D, kind)
-    assert same_bits(unsplit, run_eager(dev, 2048, key_split=1500, schedule="static")), (D, kind)
+    assert same_bits(unsplit, run_eager(dev, 2048)), (H, D, kind)
+    assert same_bits(unsplit, run_eager(dev, 2048, key_split=1500, schedule="static")), (H, D, kind)
 
 
 # ------------------------------------------------------------------------------------------------ adversarial orders
