@@ -28,11 +28,17 @@ timeout 90 python3 scripts/dsa-fingerprint > "$OUT/fp_dsa.txt" 2>&1; echo "dsa f
 timeout 120 python3 scripts/ssd-fingerprint > "$OUT/fp_ssd.txt" 2>&1; echo "ssd fingerprints rc=$? lines=$(wc -l < "$OUT/fp_ssd.txt")" | tee -a "$LOG"
 cat "$OUT/fp_dsa.txt" "$OUT/fp_ssd.txt" > "$OUT/fingerprints.txt"
 if [ -n "${FINGERPRINTS:-}" ]; then
-    if diff <(grep -v "^#" "$FINGERPRINTS" | sort) <(grep -v "^#" "$OUT/fingerprints.txt" | sort) > "$OUT/fingerprints_diff.txt"; then
-        echo "fingerprints EQUAL to $FINGERPRINTS" | tee -a "$LOG"
+    # Every recorded line must come back; a case added since the record has no recorded line and is listed as new.
+    old=$(mktemp); new=$(mktemp)
+    grep -v "^#" "$FINGERPRINTS" | sort > "$old"; grep -v "^#" "$OUT/fingerprints.txt" | sort > "$new"
+    comm -23 "$old" "$new" > "$OUT/fingerprints_diff.txt"; comm -13 "$old" "$new" > "$OUT/fingerprints_new.txt"
+    if [ ! -s "$OUT/fingerprints_diff.txt" ]; then
+        echo "fingerprints EQUAL to $FINGERPRINTS ($(wc -l < "$old") lines; $(wc -l < "$OUT/fingerprints_new.txt") new lines)" | tee -a "$LOG"
+        tee -a "$LOG" < "$OUT/fingerprints_new.txt"
     else
-        echo "fingerprints DIFFER from $FINGERPRINTS ($(wc -l < "$OUT/fingerprints_diff.txt") diff lines)" | tee -a "$LOG"
+        echo "fingerprints DIFFER from $FINGERPRINTS ($(wc -l < "$OUT/fingerprints_diff.txt") recorded lines not reproduced)" | tee -a "$LOG"
         head -20 "$OUT/fingerprints_diff.txt" | tee -a "$LOG"
+        echo "this run's lines that differ or are new:" | tee -a "$LOG"; head -20 "$OUT/fingerprints_new.txt" | tee -a "$LOG"
     fi
 fi
 say "test suite"
