@@ -68,7 +68,8 @@ constexpr int MERGE_ROUND = NT * MERGE_E;
 
 static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");
 static_assert(D == 64 || D == 128, "D must be 64 or 128");
-static_assert(BQ >= 1 && BQ <= 16 && BQ * H <= PAIRS * (WG ? 2 : 1), "a block holds at most 128 (query, head) pairs, 256 on wgmma");
+static_assert(BQ >= 1 && BQ <= 16 && BQ * H <= PAIRS * (WG ? 2 : 1),
+              "a block holds at most 128 (query, head) pairs, 256 on wgmma");
 static_assert(QPASS == 1 || (BQ * H == 2 * PAIRS && BQ <= 4), "two passes: two full passes of at most 4 queries");
 static_assert(!WG || TILE == 128, "wgmma loop: 2 warpgroups x 64 keys");
 static_assert(TILE % 16 == 0 && MMA_WARPS <= NWARPS, "mma.sync loop: 16 keys per warp");

@@ -34,7 +34,8 @@ struct Sel {
 constexpr bool MULTI = BQ <= 4;
 constexpr int MULTI_HIST_BYTES = BQ * 2048 * 4;
 constexpr bool MULTI_COMPACT = MULTI && CB > 1;
-static_assert(!MULTI || MULTI_HIST_BYTES <= Layout::cand, "the final selection's histograms fit in the key tiles and q");
+static_assert(!MULTI || MULTI_HIST_BYTES <= Layout::cand,
+              "the final selection's histograms fit in the key tiles and q");
 static_assert(sizeof(DsaSelState) <= Layout::scratch - Layout::st, "the selection's state before the scan scratch");
 static_assert(4 * sizeof(DsaMultiState) <= 128, "four queries' states before the scan words (pscratch, finish_unit)");
 
