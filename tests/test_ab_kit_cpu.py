@@ -55,6 +55,7 @@ def test_the_ssd_plan_and_a_bad_order(tmp_path, load_script):
 def test_tree_arguments(load_script):
     ab = load_script("ab-kit")
     assert ab.parse_trees(["base=main", "a=x"]) == [("base", "main"), ("a", "x")]
+    assert ab.parse_trees(["base=main", "a=main+d.diff"]) == [("base", "main"), ("a", "main+d.diff")]
     assert ab.default_order(["base", "a", "b"]) == ["base", "a", "b", "b", "a", "base"]
     for bad in (["base=main"], ["base=main", "base=x"], ["base", "a=x"], ["a/b=main", "c=x"]):
         with pytest.raises(SystemExit):
@@ -72,13 +73,22 @@ def test_prepare_stages_the_trees_and_the_call(tmp_path, load_script, monkeypatc
     warmed = []
     monkeypatch.setattr(ab, "warm", lambda tree, op, jobs, shapes=None, lineinfo=False, cache=None:
                         warmed.append((pathlib.Path(tree).name, op, lineinfo)))
-    ab.main(["prepare", "t1", "--op", "ssd", "--tree", "base=HEAD", "--tree", "arm=HEAD", "--rows", "seed",
+    # the arm: HEAD with a diff applied (a line added to the package's __init__)
+    init = (tmp_path / "cake_rt" / "__init__.py").read_text()
+    (tmp_path / "cake_rt" / "__init__.py").write_text(init + "ARM = 1\n")
+    diff = subprocess.run(["git", "-C", str(tmp_path), "diff"], check=True, capture_output=True, text=True).stdout
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "--", "."], check=True)
+    (tmp_path / "arm.diff").write_text(diff)
+    ab.main(["prepare", "t1", "--op", "ssd", "--tree", "base=HEAD", "--tree", "arm=HEAD+arm.diff", "--rows", "seed",
              "--end", "150"])
     kit = tmp_path / ".dev" / "t1"
-    assert [l.split()[:2] for l in (kit / "trees.txt").read_text().splitlines()] == [["base", "HEAD"], ["arm", "HEAD"]]
+    assert [l.split()[:2] for l in (kit / "trees.txt").read_text().splitlines()] == [["base", "HEAD"],
+                                                                                    ["arm", "HEAD+arm.diff"]]
     for t in ("base", "arm"):
         assert (kit / t / "cake_rt" / "__init__.py").exists() and (kit / t / "scripts" / "ssd-ab-summary").exists()
         assert not (kit / t / "bench" / "results").exists() and not (kit / t / "docs").exists()
+    assert (kit / "base" / "cake_rt" / "__init__.py").read_text() == init
+    assert (kit / "arm" / "cake_rt" / "__init__.py").read_text() == init + "ARM = 1\n"
     assert warmed == [("base", "ssd", False), ("arm", "ssd", False), ("arm", "ssd", True)]  # lineinfo: the arms'
     call = (kit / "call.sh").read_text().splitlines()
     assert call[-1] == ("python3 scripts/ab-kit call .dev/t1 --op ssd --end 150 --order base,arm,arm,base "
