@@ -40,19 +40,25 @@ def run_patched(tool: str, patches: dict, run_rows, default_runs: int) -> None:
         sys.exit(subprocess.call([sys.executable, sys.argv[0], *rows, "--runs", str(runs)], env=env))
 
 
+def suite_params(row: str) -> dict:
+    """A bench SSD suite row's parameters: the suite's defaults with the row's own."""
+    from cake_rt.bench.suites import load_suite
+
+    suite = load_suite("ssd")
+    p = dict(suite["defaults"])
+    p.update(next(r for r in suite["rows"] if r["name"] == row))
+    return p
+
+
 def suite_call(row: str, stream=None):
     """A bench suite row's call: ``(params, call)``; ``call()`` runs ``ssd_combined`` on the suite's inputs (seed 1234,
     family auto, the row's options, into one output array) on ``stream`` (None: the current stream)."""
-    import json
-
     import cupy
 
     import cake_rt
     from cake_rt.bench import cases
 
-    suite = json.loads((pathlib.Path(cases.__file__).parent / "suites" / "ssd.json").read_text())
-    p = dict(suite["defaults"])
-    p.update(next(r for r in suite["rows"] if r["name"] == row))
+    p = suite_params(row)
     inp = cases.ssd_inputs(p, 1234)
     cu = None if inp["cu_seqlens"] is None else cupy.asnumpy(inp["cu_seqlens"])
     kw = dict(D=inp["D"], z=inp["z"], dt_bias=inp["dt_bias"], cu_seqlens=cu, dt_softplus=True,
