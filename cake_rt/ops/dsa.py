@@ -48,6 +48,7 @@ RING = 4  # score tiles between the product and the selection warpgroups (layout
 PAIRS = 128  # (query, head) columns of one block's score product (layout.cuh PAIRS)
 CAP_MAX = 4096  # candidate capacity per query: the register selection's reach (layout.cuh REG_R <= 4)
 CAP_MIN = 2048 + 256  # a block keeps topk = 2048 with room for a tile and a merge round
+MAX_SPAN = 65536  # keys of a unit: a candidate's id is a 16-bit offset from its first key (layout.cuh MAX_SPAN)
 HEADS = tuple(range(8, 129, 8))
 HEAD_DIMS = (64, 128)
 SCHEDULES = ("ticket", "static")
@@ -122,7 +123,7 @@ def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
     kbuf = 1 if qpass == 2 else 2
     qrows = PAIRS * qpass if wgmma else _round_up(BQ * H, 16)
     cand = kbuf * TILE * D * 2 + qrows * D * 2
-    sc = cand + BQ * CAP * 8
+    sc = cand + BQ * CAP * 6  # a query's block: CAP keys (u32), then CAP id offsets (u16)
     hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (qrows * 4 if wgmma else 0) + (cb - 1) * 2048 * 4
     end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
     return (1024 if wgmma else 0) + end, sc // 8
@@ -130,22 +131,19 @@ def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
 
 def _widest_block(H: int, wgmma: bool) -> int:
     """Most queries a block may hold: PAIRS (query, head) pairs, or two product passes of PAIRS on the wgmma loop
-    where H = 64 (four queries a key tile; layout.cuh QPASS)."""
-    return 2 * PAIRS // H if wgmma and H == 64 else PAIRS // H
+    where H = 64 or 128 (four or two queries a key tile; layout.cuh QPASS)."""
+    return 2 * PAIRS // H if wgmma and H in (64, 128) else PAIRS // H
 
 
 def _try_config(H: int, D: int, smem_optin: int, wgmma: bool):
     """The largest block (then the largest capacity) that fits, preferring CAP >= CAP_MIN. The wgmma
-    program compacts the buffers of a one-pass block of <= 4 queries together (CB = BQ) when their histograms fit
-    beside the largest capacity, else in pairs (CB = 2, at the capacity that fits), else one by one; a two-pass
-    block (H = 64) one by one."""
+    program compacts the buffers of a block of <= 4 queries together (CB = BQ) when their histograms fit
+    beside the largest capacity, else in pairs (CB = 2, at the capacity that fits), else one by one."""
     best = None
     for TILE in ((128,) if wgmma else (128, 64)):
         for BQ in range(_widest_block(H, wgmma), 0, -1):
             cb = 1
-            # A block of two product passes (H = 64, four queries) compacts query by query: its one key buffer leaves
-            # 3328 candidates a query that way, 3072 with pairs' histograms, and the larger capacity measured faster.
-            if wgmma and 2 <= BQ <= 4 and BQ * H <= PAIRS:
+            if wgmma and 2 <= BQ <= 4:
                 cb = BQ if _layout(H, D, BQ, TILE, CAP_MAX, wgmma, BQ)[0] <= smem_optin else 2
             cap = CAP_MAX
             while cap >= 2 * 256 and _layout(H, D, BQ, TILE, cap, wgmma, cb)[0] > smem_optin:
@@ -369,10 +367,14 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
         chunk_tiles = max(1, -(-sum(tiles) // sm_count)) if split else None
     else:
         chunk_tiles = max(1, -(-int(key_split) // TILE))
+    # A unit spans at most MAX_SPAN keys (a candidate's id is a 16-bit offset from the unit's first key): a longer
+    # block is split into parts of at most that many.
+    span_tiles = MAX_SPAN // TILE
+    chunk_tiles = span_tiles if chunk_tiles is None else min(chunk_tiles, span_tiles)
     units = []
     nslots = nsplit = 0
     for (q0, nq, ks0, lenk, pbase, L), nt in zip(blocks, tiles):
-        parts = 1 if chunk_tiles is None or nt <= chunk_tiles else -(-nt // chunk_tiles)
+        parts = 1 if nt <= chunk_tiles else -(-nt // chunk_tiles)
         if parts == 1:
             units.append((q0, nq, ks0, lenk, pbase, ks0, ks0 + L, -1, -1, -1, 1, 0))
             continue

@@ -72,10 +72,10 @@ def test_config_fits_and_holds_topk(smem, target, H, D):
     assert cfg.CB == 1 or (cfg.wgmma and cfg.BQ <= 4 and (cfg.CB == cfg.BQ and cfg.CAP == dsa.CAP_MAX or cfg.CB == 2))
     assert cfg.CB == 1 or cfg.CAP >= dsa.CAP_MIN
     assert cfg.defines.get("DSA_CB", 1) == cfg.CB
-    # two product passes (256 pairs: four queries a key tile) on the wgmma program at H = 64 only
-    two_pass = cfg.wgmma and H == 64
+    # two product passes (256 pairs: four or two queries a key tile) on the wgmma program at H = 64 and 128
+    two_pass = cfg.wgmma and H in (64, 128)
     assert 1 <= cfg.BQ <= 16 and cfg.BQ * H <= (2 if two_pass else 1) * dsa.PAIRS and cfg.TILE in (64, 128)
-    assert not two_pass or cfg.BQ == 4
+    assert not two_pass or cfg.BQ * H == 2 * dsa.PAIRS
     assert cfg.smem_scan <= smem
     assert cfg.CAP % dsa.SCAN_THREADS == 0 and 2 * cfg.TILE <= cfg.CAP <= dsa.CAP_MAX
     assert cfg.merge_keys >= 2 * dsa.MERGE_ROUND
@@ -92,8 +92,8 @@ def test_bench_geometries_keep_their_blocks():
     # H = 32 / 64 at D = 128 on the H200: 128 (query, head) pairs per block at H = 32, 256 (two product passes a key
     # tile, one key buffer) at H = 64, as measured (docs/dsa.md, round 31).
     c32, c64 = dsa.config_for(32, 128, 232448, "sm_90a"), dsa.config_for(64, 128, 232448, "sm_90a")
-    assert (c32.BQ, c32.CAP, c32.CB) == (4, 3328, 2)  # shared memory is full: compactions in pairs
-    assert (c64.BQ, c64.CAP, c64.CB) == (4, 3328, 1)
+    assert (c32.BQ, c32.CAP, c32.CB) == (4, 4096, 2)  # 6-byte candidates: the register reach, compactions in pairs
+    assert (c64.BQ, c64.CAP, c64.CB) == (4, 4096, 2)
 
 
 @pytest.mark.parametrize("H,D", [(0, 128), (4, 128), (12, 64), (136, 128), (256, 64), (32, 96), (32, 256)])
@@ -151,6 +151,16 @@ def test_plan_splits_few_long_blocks_and_not_many():
     ks = dsa.plan_units(1000, 5000, None, None, None, False, 64, 4, 128, 132, key_split=1000)
     assert ks.nsplit == 250 and int(ks.units[:, 1].max()) == 4
     _units_cover(ks, 1000, 5000, None, None, None, False)
+
+
+def test_units_span_at_most_max_span():
+    # a candidate's id is a 16-bit offset from its unit's first key: longer rows become parts, merged
+    c1 = dsa.plan_units(4096, 65536, None, None, None, True, 2048, 4, 128, 132)
+    assert c1.nsplit == 0 and int((c1.units[:, 6] - c1.units[:, 5]).max()) == dsa.MAX_SPAN  # C1: exactly the span
+    for T, Tkv, causal in ((300, 200000, False), (140, 70000, True), (4, 131073, False)):
+        plan = dsa.plan_units(T, Tkv, None, None, None, causal, 2048, 4, 128, 132)
+        assert int((plan.units[:, 6] - plan.units[:, 5]).max()) <= dsa.MAX_SPAN and plan.nsplit > 0
+        _units_cover(plan, T, Tkv, None, None, None, causal)
 
 
 def test_visible_pairs_match_the_benchmark_table():

@@ -344,6 +344,17 @@ def test_two_pass_blocks_against_reference(H, D, kind):
     assert same_bits(unsplit, run_eager(dev, 2048, key_split=1500, schedule="static")), (H, D, kind)
 
 
+def test_rows_longer_than_a_unit_span():
+    """Rows of more than 65,536 visible keys (a unit's span: a candidate's id is a 16-bit offset from the unit's first
+    key) are cut into parts and merged: the float64 reference, and the same bits with another split and schedule."""
+    cupy = _cp()
+    T, Tkv = cupy.cuda.Device().attributes["MultiProcessorCount"] + 3, 70000
+    host, dev = make_inputs(99, T, Tkv, H=8, D=64)
+    out = run_eager(dev, 100, causal=False)
+    check_against_reference(*out, host, 100, causal=False)
+    assert same_bits(out, run_eager(dev, 100, causal=False, key_split=20000, schedule="static"))
+
+
 # ------------------------------------------------------------------------------------------------ adversarial orders
 
 def _ascending_inputs(seed, T, Tkv, H=32, D=128, plateau=False):

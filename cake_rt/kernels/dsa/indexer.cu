@@ -79,7 +79,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     int* flags = reinterpret_cast<int*>(smem + Layout::flags);
     unsigned* tslot = reinterpret_cast<unsigned*>(flags);
     Sel sel;
-    sel.cand = reinterpret_cast<uint64_t*>(smem + Layout::cand);
+    sel.cand = reinterpret_cast<uint32_t*>(smem + Layout::cand);
     sel.cnt = reinterpret_cast<int*>(smem + Layout::cnt);
     sel.lo = reinterpret_cast<uint64_t*>(smem + Layout::lo);
     sel.hist = reinterpret_cast<uint32_t*>(smem + Layout::hist);

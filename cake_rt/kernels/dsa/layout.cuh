@@ -65,6 +65,7 @@ constexpr int HIST_WORDS = 2048;
 constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
 constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
 constexpr int MERGE_ROUND = NT * MERGE_E;
+constexpr int MAX_SPAN = 65536;           // keys of a unit: a candidate's id is a 16-bit offset from the first
 
 static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");
 static_assert(D == 64 || D == 128, "D must be 64 or 128");
@@ -81,8 +82,10 @@ static_assert(CB >= 1 && CB <= BQ && CB <= 4 && (CB == 1 || WG), "joint compacti
 struct Layout {
     static constexpr int kt = 0;                                   // KBUF key tiles [TILE x D] bf16, swizzled
     static constexpr int q = kt + KBUF * TILE * ROWB;              // q of the unit [QROWS x D] bf16, swizzled
-    static constexpr int cand = q + QROWS * ROWB;                  // candidates [BQ][CAP] uint64, ascending id
-    static constexpr int sc = cand + BQ * CAP * 8;                 // score tiles [RING][BQ][TILE] f32
+    // Candidates in ascending id, a block of 6 CAP bytes a query: CAP keys (the score's order key, u32), then CAP ids
+    // (u16 offsets from the unit's first key: a unit spans at most MAX_SPAN keys).
+    static constexpr int cand = q + QROWS * ROWB;
+    static constexpr int sc = cand + BQ * CAP * 6;                 // score tiles [RING][BQ][TILE] f32
     static constexpr int wts = sc + RING * BQ * TILE * 4;          // wgmma: the unit's weights [BQ * H] f32
     // A joint compaction's histograms [CB][2048] u32: CB - 1 here, the last one the radix histogram's.
     static constexpr int chist = wts + (WG ? QROWS * 4 : 0);
@@ -99,7 +102,7 @@ struct Layout {
     static constexpr int bytes = pstart + (NT + 4) * 4;
     static constexpr int merge_keys = sc / 8;                      // merge buffer capacity (kt .. sc)
 };
-static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0, "alignment of the operand tiles");
+static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0 && Layout::sc % 16 == 0, "alignments");
 static_assert(Layout::chist % 16 == 0 && Layout::hist % 16 == 0, "the histograms' 16-byte loads (owned_bins_sum)");
 static_assert(Layout::pstart % 16 == 0 && 384 <= (NT + 4) * 4, "a joint compaction's states and scan words");
 static_assert(Layout::kfull % 8 == 0 && Layout::kfull + 2 * 8 <= Layout::empty, "the key rows' mbarriers");

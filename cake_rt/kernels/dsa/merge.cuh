@@ -62,6 +62,7 @@ CAKE_DEVICE int make_room(const Sel& s, uint64_t* buf, int n, int topk, uint64_t
 
 constexpr int REACH = NT * 4 * REG_R;  // keys of the register selection (select_keep)
 static_assert(CAP - TILE <= REACH, "topk keys fit the register selection");
+static_assert(CAP * 8 <= Layout::cand, "a query's candidates as global keys fit below the candidate buffers");
 
 // The merge's keys, query qq, every part complete (the last arrival): when every key of every part fits the
 // register selection (one batch of parts; usually, each part having written only its keys from the floor it
@@ -188,10 +189,12 @@ CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsig
                 n = stream_parts(s, un, qq, topk, ws_ent, ws_cnt, bin.key, c_first, mbuf, pstart);
             }
         }
-        uint64_t* buf = merging ? mbuf : s.cand + qq * CAP;
-        const int kept = select_keep(s, buf, n, topk, merging ? bin : SplitFloor{0ull, 0}, bin.key);
-        if (merging) write_out_row(buf, kept, un.q0 + qq, topk, out_idx, out_sc);
-        else write_part(buf, kept, un, qq, topk, ws_ent, ws_cnt);
+        // A part's candidates go to mbuf as global keys (mbuf[0 .. CAP) lies below the candidate buffers), so the part
+        // and the merge run one select_keep.
+        if (!merging) cand_to_global(s, qq, n, un.klo, mbuf);
+        const int kept = select_keep(s, mbuf, n, topk, merging ? bin : SplitFloor{0ull, 0}, bin.key);
+        if (merging) write_out_row(mbuf, kept, un.q0 + qq, topk, out_idx, out_sc, 0u);
+        else write_part(mbuf, kept, un, qq, topk, ws_ent, ws_cnt);
         sel_sync();  // hist, st, scratch and the buffers are reused by the next query
     }
 }

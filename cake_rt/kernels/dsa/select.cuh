@@ -259,9 +259,46 @@ CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const uint64_t* buf, int n, int r) 
     }
 }
 
+// One query's candidate buffer (layout.cuh Layout::cand): CAP keys (u32) and then CAP 16-bit ids, read and written as
+// one 64-bit key (key << 32 | id), which orders a unit's candidates as (score, global id) does: one offset for all.
+// One pointer (the ids are CAP keys further), so a joint pass over four queries holds four.
+constexpr int CAND_WORDS = dsa::CAP * 3 / 2;  // u32 words of a query's block
+struct CandView {
+    uint32_t* key;
+    CAKE_DEVICE uint16_t* ids() const { return reinterpret_cast<uint16_t*>(key + dsa::CAP); }
+    CAKE_DEVICE uint64_t get(int i) const { return ((uint64_t)key[i] << 32) | ids()[i]; }
+    CAKE_DEVICE void put(int i, uint64_t x) const {
+        key[i] = (uint32_t)(x >> 32);
+        ids()[i] = (uint16_t)x;
+    }
+};
+// Query q's buffer of a block of buffers: 64-bit keys `stride` apart, or candidate blocks (CAND_WORDS apart).
+CAKE_DEVICE const uint64_t* buf_at(const uint64_t* b, int q, int stride) { return b + (size_t)q * stride; }
+CAKE_DEVICE CandView buf_at(const CandView& b, int q, int) { return {b.key + q * CAND_WORDS}; }
+CAKE_DEVICE uint64_t buf_get(const uint64_t* b, int i) { return b[i]; }
+CAKE_DEVICE uint64_t buf_get(const CandView& b, int i) { return b.get(i); }
+
+// dsa_load4 of a candidate buffer: one 16-byte load of four keys and one 8-byte load of their ids (consecutive
+// lanes, consecutive bytes: no bank conflict), in order.
+template <int NT, bool ORDERED = true>
+CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const CandView& buf, int n, int r) {
+    const int i0 = (r * NT + dsa::sel_tid()) * 4;
+    if (i0 + 4 <= n) {
+        const uint4 k = *reinterpret_cast<const uint4*>(buf.key + i0);
+        const uint2 d = *reinterpret_cast<const uint2*>(buf.ids() + i0);
+        x[0] = ((uint64_t)k.x << 32) | (d.x & 0xffffu);
+        x[1] = ((uint64_t)k.y << 32) | (d.x >> 16);
+        x[2] = ((uint64_t)k.z << 32) | (d.y & 0xffffu);
+        x[3] = ((uint64_t)k.w << 32) | (d.y >> 16);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = (i0 + e < n) ? buf.get(i0 + e) : 0ull;
+    }
+}
+
 // Load buf[0..n) into the register layout above (0 past n).
-template <int NT, int R>
-CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const uint64_t* buf, int n) {
+template <int NT, int R, class B>
+CAKE_DEVICE void dsa_reg_load(uint64_t (&x)[R][4], const B& buf, int n) {
 #pragma unroll
     for (int r = 0; r < R; ++r) dsa_load4<NT>(x[r], buf, n, r);
 }
@@ -415,8 +452,8 @@ struct DsaMultiState {
 // `active` (block-uniform; each needs n[q] > k): the same digits and rule, so each K[q] is the one
 // block_kth_largest returns (slack > 0: the floor of reg_kth_largest). K[q] = 0 for the others. hists: NQ * 2048 words; ms: NQ states;
 // scratch64: NT/32 uint64. All passes of all queries share their barriers and scans.
-template <int NT, int R, int NQ>
-CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (&n)[NQ], int k, unsigned active,
+template <int NT, int R, int NQ, class B>
+CAKE_DEVICE void multi_kth_largest(const B& bufs, int stride, const int (&n)[NQ], int k, unsigned active,
                                    uint32_t* hists, DsaMultiState* ms, uint64_t* scratch64, uint64_t (&K)[NQ],
                                    int slack = 0) {
     static_assert(NQ >= 1 && NQ <= 4, "four 16-bit bin sums per uint64");
@@ -455,7 +492,7 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
 #pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
         for (int q = 0; q < NQ; ++q) {
             if (!((todo >> q) & 1u)) continue;  // block-uniform
-            const uint64_t* buf = bufs + (size_t)q * stride;
+            const auto buf = buf_at(bufs, q, stride);
             const int nq = pick16(n, ns, q);
             const uint64_t pq = DSA_ROLL_QUERIES ? ms[q].prefix : prefix[q], mq = DSA_ROLL_QUERIES ? ms[q].mask : mask[q];
             uint32_t* hq = hists + q * 2048;
@@ -517,8 +554,8 @@ CAKE_DEVICE void multi_kth_largest(const uint64_t* bufs, int stride, const int (
 // Stable in-order keep of the keys >= K[q] of the buffers with bit q of `todo` (block-uniform), one scan for
 // all of them: sink(q, pos, x); kept[q] gets the count (0 for the others). IN_PLACE (the sink writes into
 // buffer q): each buffer is reloaded and a barrier separates the reload from the writes.
-template <int NT, int R, int NQ, bool IN_PLACE, class Sink>
-CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int (&n)[NQ], unsigned todo,
+template <int NT, int R, int NQ, bool IN_PLACE, class B, class Sink>
+CAKE_DEVICE void multi_ordered_keep(const B& bufs, int stride, const int (&n)[NQ], unsigned todo,
                                     const uint64_t (&K)[NQ], uint64_t* scratch64, int (&kept)[NQ], Sink sink) {
     static_assert(R >= 1 && R <= 4, "four 16-bit round counts per uint64");
     const uint64_t ns = pack16(n);  // n[q] <= R * NT * 4 < 65536
@@ -528,7 +565,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
 #pragma unroll (DSA_ROLL_QUERIES ? 1 : NQ)
     for (int q = 0; q < NQ; ++q) {
         if (!((todo >> q) & 1u)) continue;  // block-uniform
-        const uint64_t* buf = bufs + (size_t)q * stride;
+        const auto buf = buf_at(bufs, q, stride);
         const int nq = pick16(n, ns, q);
         const uint64_t Kq = pick(K, q);
         uint64_t vq = 0ull;
@@ -550,7 +587,7 @@ CAKE_DEVICE void multi_ordered_keep(const uint64_t* bufs, int stride, const int 
 #pragma unroll
     for (int q = 0; q < NQ; ++q) {
         if (!((todo >> q) & 1u)) continue;  // block-uniform
-        const uint64_t* buf = bufs + (size_t)q * stride;
+        const auto buf = buf_at(bufs, q, stride);
         const int nq = pick(n, q);
         const uint64_t Kq = pick(K, q), exq = pick(ex, q), totq = pick(tot, q);
         uint64_t x[R][4];

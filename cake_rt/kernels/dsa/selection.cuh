@@ -1,11 +1,12 @@
 // Streaming exact top-k of a unit: one candidate buffer per query, appended in ascending key id.
 //
-// Candidate key x = (float_order_key(score) << 32) | j. Query qq keeps cand[qq][0 .. cnt[qq]) in ascending
-// j and a floor lo[qq]: only x >= lo enters. When a buffer could not take another tile, a radix select
-// finds a K with topk .. topk + compact_slack keys >= K; the buffer keeps those (stable) and lo = K + 1;
-// the final selection is exact (exactly topk keys >= K). The top-k set under a total order is unique, so
-// any key split, any schedule and any compaction moment or floor give the same set, and buffer order gives
-// ascending ids.
+// Candidate key x = (float_order_key(score) << 32) | (j - klo), j's offset from the unit's first key (16 bits: a
+// unit spans at most MAX_SPAN keys; the buffers hold the two halves apart, select.cuh CandView, and a part or a row
+// gets j back). Query qq keeps cand[qq][0 .. cnt[qq]) in ascending j and a floor lo[qq]: only x >= lo enters.
+// When a buffer could not take another tile, a radix select finds a K with topk .. topk + compact_slack keys >= K;
+// the buffer keeps those (stable) and lo = K + 1; the final selection is exact (exactly topk keys >= K). The top-k
+// set under a total order is unique, so any key split, any schedule and any compaction moment or floor give the same
+// set, and buffer order gives ascending ids.
 #pragma once
 #include "layout.cuh"
 #include "select.cuh"
@@ -17,7 +18,7 @@ CAKE_DEVICE float score_of(uint64_t x) { return float_from_order_key((uint32_t)(
 
 // The shared-memory state of the selection (pointers into Layout).
 struct Sel {
-    uint64_t* cand;    // [BQ][CAP]
+    uint32_t* cand;    // [BQ] candidate blocks (select.cuh CandView)
     int* cnt;          // [BQ]
     uint64_t* lo;      // [BQ]
     uint32_t* hist;    // [2048]
@@ -26,6 +27,18 @@ struct Sel {
     uint32_t* chist;   // CB > 1: [CB][2048], through hist
     uint64_t* pscratch;  // a joint compaction's states (128 bytes) and scan words (NQ * NT / 32 uint64)
 };
+
+// Query q's candidates.
+CAKE_DEVICE CandView cand(const Sel& s, int q) { return {s.cand + q * CAND_WORDS}; }
+
+// The global keys of query q's n candidates (the id offsets plus klo) into out[0 .. n): the buffer select_keep ranks
+// for a part and for an unsplit unit's one-query final selection (the merge's routine, on global keys). Ends with a
+// barrier.
+CAKE_DEVICE void cand_to_global(const Sel& s, int q, int n, int klo, uint64_t* out) {
+    const CandView c = cand(s, q);
+    for (int i = sel_tid(); i < n; i += NT) out[i] = c.get(i) + (uint64_t)(uint32_t)klo;
+    sel_sync();
+}
 
 // All queries of a block select together (select.cuh multi_*) when they fit the register reach: one
 // histogram per query, the passes' barriers and scans shared. The final selection takes its histograms from
@@ -126,13 +139,16 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
 // -1 / -inf. Consecutive lanes take consecutive entries, so every store of a warp is coalesced. (Writing
 // straight from an ordered keep is not: a thread's kept keys are consecutive but neighbouring lanes' start
 // about 4 * topk / n entries apart, ~4x the ideal global sectors.)
-CAKE_DEVICE void write_out_row(const uint64_t* cb, int kept, int row, int topk, int* out_idx, float* out_sc) {
+// id_base: added to the key's low half (a unit's first key for its candidates, 0 for global keys).
+template <class B>
+CAKE_DEVICE void write_out_row(const B& cb, int kept, int row, int topk, int* out_idx, float* out_sc,
+                               uint32_t id_base) {
     int* oi = out_idx + (size_t)row * topk;
     float* os = out_sc + (size_t)row * topk;
     for (int i = sel_tid(); i < topk; i += NT) {
         if (i < kept) {
-            const uint64_t x = cb[i];
-            oi[i] = (int)(uint32_t)x;
+            const uint64_t x = buf_get(cb, i);
+            oi[i] = (int)((uint32_t)x + id_base);
             os[i] = score_of(x);
         } else {
             oi[i] = -1;
@@ -174,12 +190,12 @@ CAKE_DEVICE int compact_slack(int topk) { return (CAP - TILE - topk) / 3; }
 // Cut query qq's buffer to topk .. topk + compact_slack keys and raise its floor. Block-uniform; ends with
 // a barrier.
 CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
-    uint64_t* cb = s.cand + qq * CAP;
+    const CandView cb = cand(s, qq);
     const int n = s.cnt[qq];
     uint64_t x[REG_R][4];
     dsa_reg_load<NT, REG_R>(x, cb, n);
     const uint64_t K = reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch, compact_slack(topk));
-    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb[pos] = v; });
+    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb.put(pos, v); });
     sel_sync();
     if (sel_tid() == 0) {
         s.cnt[qq] = kept;
@@ -195,7 +211,7 @@ CAKE_DEVICE void compact_multi(const Sel& s, int q0, unsigned mask, int topk) {
     if constexpr (MULTI_COMPACT) {
         DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.pscratch);
         uint64_t* scratch64 = s.pscratch + 16;
-        uint64_t* bufs = s.cand + (size_t)q0 * CAP;
+        const CandView bufs = cand(s, q0);
         int n[NQ];
 #pragma unroll
         for (int q = 0; q < NQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q0 + q] : 0;
@@ -203,7 +219,7 @@ CAKE_DEVICE void compact_multi(const Sel& s, int q0, unsigned mask, int topk) {
         multi_kth_largest<NT, REG_R, NQ>(bufs, CAP, n, topk, mask, s.chist, ms, scratch64, K, compact_slack(topk));
         int kept[NQ];
         multi_ordered_keep<NT, REG_R, NQ, true>(bufs, CAP, n, mask, K, scratch64, kept,
-                                                [&](int q, int pos, uint64_t x) { bufs[q * CAP + pos] = x; });
+                                                [&](int q, int pos, uint64_t x) { buf_at(bufs, q, CAP).put(pos, x); });
         sel_sync();
         if (sel_tid() == 0) {
 #pragma unroll
@@ -251,6 +267,7 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
 // Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
 // ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT (split units): one global atomic per
 // appended key into gh, the block's histograms of appended keys (merge.cuh).
+static_assert(MAX_SPAN <= 65536, "a key's offset from its unit's first key fits 16 bits");
 template <bool COUNT>
 CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
     const int lane = sel_tid() & 31, warp = sel_tid() >> 5;
@@ -259,6 +276,7 @@ CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, 
         int vend = visible_end(un, un.q0 + qq, causal);
         if (vend > un.khi) vend = un.khi;
         const uint64_t floor_key = s.lo[qq];
+        const CandView cq = cand(s, qq);
         int c0 = s.cnt[qq];
         // Every chunk's key and ballot before the first candidate is written: the slot and the buffers are both shared
         // memory, so a score read after a store would wait for it (the selection never writes the slot), and the
@@ -269,14 +287,14 @@ CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, 
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
             const int j = j0 + c * 32 + lane;
-            x[c] = score_id_key(scores[qq * TILE + c * 32 + lane], (uint32_t)j);
+            x[c] = score_id_key(scores[qq * TILE + c * 32 + lane], (uint32_t)(j - un.klo));
             b[c] = __ballot_sync(0xffffffffu, j < vend && x[c] >= floor_key);
         }
         const unsigned below = dsa_lanemask_lt();
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
             if ((b[c] >> lane) & 1u) {
-                s.cand[qq * CAP + c0 + __popc(b[c] & below)] = x[c];
+                cq.put(c0 + __popc(b[c] & below), x[c]);
                 if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x[c] >> 53), 1u);
             }
             c0 += __popc(b[c]);
@@ -307,23 +325,26 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             if (q < un.nq && n[q] > topk) active |= 1u << q;
         }
         uint64_t K[BQ];
-        multi_kth_largest<NT, REG_R, BQ>(s.cand, CAP, n, topk, active, hists, ms, scratch64, K);
+        const CandView all = cand(s, 0);
+        multi_kth_largest<NT, REG_R, BQ>(all, CAP, n, topk, active, hists, ms, scratch64, K);
         int kept[BQ];
         // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
-        multi_ordered_keep<NT, REG_R, BQ, true>(s.cand, CAP, n, todo, K, scratch64, kept,
-                                                [&](int q, int pos, uint64_t x) { s.cand[q * CAP + pos] = x; });
+        multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, todo, K, scratch64, kept,
+                                                [&](int q, int pos, uint64_t x) { buf_at(all, q, CAP).put(pos, x); });
         sel_sync();  // the kept keys of every query are in place
 #pragma unroll (DSA_ROLL_QUERIES ? 1 : BQ)
         for (int q = 0; q < (DSA_ROLL_QUERIES ? un.nq : BQ); ++q)
-            if (q < un.nq) write_out_row(s.cand + q * CAP, pick(kept, q), un.q0 + q, topk, out_idx, out_sc);
+            if (q < un.nq)
+                write_out_row(cand(s, q), pick(kept, q), un.q0 + q, topk, out_idx, out_sc, (uint32_t)un.klo);
         sel_sync();
     } else {
-        (void)hists;
+        // The global keys in the free key tiles (hists: CAP keys fit below the candidates), select_keep's buffer.
+        uint64_t* cb = reinterpret_cast<uint64_t*>(hists);
 #pragma unroll 1
         for (int qq = 0; qq < un.nq; ++qq) {
-            uint64_t* cb = s.cand + qq * CAP;
+            cand_to_global(s, qq, s.cnt[qq], un.klo, cb);
             const int kept = select_keep(s, cb, s.cnt[qq], topk, SplitFloor{0ull, 0}, 0ull);
-            write_out_row(cb, kept, un.q0 + qq, topk, out_idx, out_sc);
+            write_out_row(cb, kept, un.q0 + qq, topk, out_idx, out_sc, 0u);
             sel_sync();  // hist, st and scratch are reused by the next query
         }
     }

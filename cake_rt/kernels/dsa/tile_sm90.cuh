@@ -125,8 +125,10 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             }
             wgmma_fence_operands(acc);
             const unsigned slot = g % RING;
-            // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
-            if (p == 0 && g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
+            // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed). The second pass
+            // waits again (a completed phase: it returns at once): compute-sanitizer's racecheck does not carry the
+            // first wait's order across the TURN barrier between the passes and reported the second pass's stores.
+            if (g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
             // score = sum_h w_h relu(S_h), queries p * NQ ..
             head_sum_store<NQ>(acc,
                                [&](int qq, int j) {
