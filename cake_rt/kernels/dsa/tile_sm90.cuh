@@ -13,7 +13,8 @@
 // the tensor cores (BAR_TURN, ping-pong): while one warpgroup's wgmma runs, the other does its head sum,
 // so the tensor cores do not wait for the head sums. The head sums write ring slot g % RING (g: the tile's
 // number since the launch) once the selection has released the slot (its EMPTY mbarrier), then mark it
-// full (BAR_FULL); a two-pass tile's first pass writes Layout::held, moved to the slot in the second. Selection (threads [NT, 2 NT)), tile g: wait for FULL, compact buffers that could not
+// full (BAR_FULL); a two-pass tile's first pass writes Layout::held, moved to the slot in the second.
+// Selection (threads [NT, 2 NT)), tile g: wait for FULL, compact buffers that could not
 // take a tile, append, release the slot. Neither side has a block-wide barrier per tile, and the two
 // product warpgroups share none; the selection always consumes tiles in key order, so every buffer stays
 // ascending in id.
