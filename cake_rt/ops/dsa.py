@@ -124,8 +124,7 @@ def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
     qrows = PAIRS * qpass if wgmma else _round_up(BQ * H, 16)
     cand = kbuf * TILE * D * 2 + qrows * D * 2
     sc = cand + BQ * CAP * 6  # a query's block: CAP keys (u32), then CAP id offsets (u16)
-    held = PAIRS // H * TILE * 4 if qpass == 2 else 0  # the first product pass's scores of a tile
-    hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (qrows * 4 if wgmma else 0) + held + (cb - 1) * 2048 * 4
+    hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (qrows * 4 if wgmma else 0) + (cb - 1) * 2048 * 4
     end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
     return (1024 if wgmma else 0) + end, sc // 8
 

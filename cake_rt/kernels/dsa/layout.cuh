@@ -87,10 +87,8 @@ struct Layout {
     static constexpr int cand = q + QROWS * ROWB;
     static constexpr int sc = cand + BQ * CAP * 6;                 // score tiles [RING][BQ][TILE] f32
     static constexpr int wts = sc + RING * BQ * TILE * 4;          // wgmma: the unit's weights [BQ * H] f32
-    // Two product passes: the first pass's scores of a tile [PAIRS / H][TILE] f32, moved to the slot after the second.
-    static constexpr int held = wts + (WG ? QROWS * 4 : 0);
     // A joint compaction's histograms [CB][2048] u32: CB - 1 here, the last one the radix histogram's.
-    static constexpr int chist = held + (QPASS == 2 ? PAIRS / H * TILE * 4 : 0);
+    static constexpr int chist = wts + (WG ? QROWS * 4 : 0);
     static constexpr int hist = chist + (CB - 1) * 2048 * 4;       // radix histogram [2048] u32
     static constexpr int st = hist + HIST_WORDS * 4;               // DsaSelState
     static constexpr int scratch = st + 64;                        // block-scan scratch (32 ints)
@@ -104,8 +102,6 @@ struct Layout {
     static constexpr int bytes = pstart + (NT + 4) * 4;
     static constexpr int merge_keys = sc / 8;                      // merge buffer capacity (kt .. sc)
 };
-static_assert(QPASS == 1 || Layout::held == Layout::sc + (RING * BQ * TILE + QROWS) * 4,
-              "tile_sm90.cuh finds held from sc");
 static_assert(Layout::q % 1024 == 0 && Layout::cand % 16 == 0 && Layout::sc % 16 == 0, "alignments");
 static_assert(Layout::chist % 16 == 0 && Layout::hist % 16 == 0, "the histograms' 16-byte loads (owned_bins_sum)");
 static_assert(Layout::pstart % 16 == 0 && 384 <= (NT + 4) * 4, "a joint compaction's states and scan words");
