@@ -21,7 +21,7 @@ for h in 32 64; do
   grep -E "Duration|Elapsed Cycles|Registers|Shared Memory Config|Waves|Achieved Occupancy|Issue Slots Busy|Stall|Warp Cycles Per Issued|No Eligible|Block Size|Grid Size" $OUT/ncu_A3_H$h.txt | head -24
 done
 echo "[$SECONDS s] side stream, 3 processes"
-timeout 140 python3 -m cake_rt bench dsa --no-peers --rows C1,Z3cp --heads 64 --repeats 10 --warmup 2 --budget-s 0.4 \
-    --side-stream 1 --processes 3 --time-limit 120 --json $OUT/side3.json --markdown $OUT/side3.md > $OUT/side3.log 2>&1
+timeout 90 python3 -m cake_rt bench dsa --no-peers --rows C1,Z3cp --heads 64 --repeats 10 --warmup 2 --budget-s 0.4 \
+    --side-stream 1 --processes 3 --time-limit 80 --json $OUT/side3.json --markdown $OUT/side3.md > $OUT/side3.log 2>&1
 echo "side rc=$?"; grep "^| " $OUT/side3.md | grep -A20 "SMs held" | cut -c1-130
 echo "[$SECONDS s] done"

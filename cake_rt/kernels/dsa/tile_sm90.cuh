@@ -126,8 +126,8 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             wgmma_fence_operands(acc);
             const unsigned slot = g % RING;
             // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed). Two-pass blocks:
-            // compute-sanitizer's racecheck reports their stores against the appends however they are ordered after
-            // this wait (docs/dsa.md, round 32); their bits are checked across schedules and splits instead.
+            // compute-sanitizer's racecheck reports these stores against the appends, a false report of its model of the
+            // TURN barriers beside this handoff (scripts/racecheck-pattern; docs/dsa.md, round 32).
             if (p == 0 && g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
             // score = sum_h w_h relu(S_h), queries p * NQ ..
             head_sum_store<NQ>(acc,
