@@ -1,0 +1,61 @@
+"""CPU: ``scripts/dsa-tail-trace`` patches the sm_90a kernel (layout, indexer, tile loop, merge) by text anchors; the
+patched source must find every anchor in today's kernel and compile for sm_90a at H = 32 and 64 without spills (no GPU
+needed), and its statistics must read a synthetic trace."""
+import numpy as np
+import pytest
+
+from cake_rt.launch.compile import available_targets, compile_cubin, compile_report, load_source
+from cake_rt.ops import dsa
+
+
+def test_help(script_help):
+    assert "timeline" in script_help("dsa-tail-trace")
+
+
+def test_every_stamp_finds_its_anchor(patched_kernels, load_script):
+    t = load_script("dsa-tail-trace")
+    root = patched_kernels(t.PATCHES, "dsa", "common")
+    text = "".join((root / rel).read_text() for rel in t.PATCHES)
+    for k in range(t.NSTAMP):
+        assert f"dsa_tt({k});" in text, k
+    for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES):
+        assert f"dsa_tv({k}," in text
+
+
+@pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
+@pytest.mark.parametrize("H", [32, 64])
+def test_the_patched_kernel_compiles(patched_kernels, load_script, H):
+    root = patched_kernels(load_script("dsa-tail-trace").PATCHES, "dsa", "common")
+    defs = next(d for _, d in dsa.programs("sm_90a") if d.get("DSA_WGMMA") and d["DSA_H"] == H and d["DSA_D"] == 128)
+    text = load_source(root / "dsa" / "indexer.cu")
+    rep = compile_report(text, name="indexer.cu", target="sm_90a", defines=defs)
+    r = rep["dsa_scan"]
+    assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["stack_bytes"] == 0, r
+    cubin = compile_cubin(text, name="indexer.cu", target="sm_90a", defines=defs)
+    assert b"\x00dsa_tail\x00" in cubin, "the host looks the trace array up by its unmangled name"
+
+
+def test_the_statistics_of_a_synthetic_trace(load_script):
+    """Three CTAs at 2 cycles a ns: parts of 10 us of tiles; the third arrives last and merges for 6 us."""
+    t = load_script("dsa-tail-trace")
+    rec = np.zeros((t.MAX_CTAS, t.SLOTS), np.int64)
+    for c in range(3):
+        gt = {t.T_START: 1000 + 100 * c, t.P_UNIT: 1100 + 100 * c, t.P_Q: 3100 + 100 * c, t.P_END: 13100 + 100 * c,
+              t.S_UNIT: 1100 + 100 * c, t.S_LOOP_END: 13500 + 100 * c, t.S_PART_END: 15500 + 100 * c,
+              t.S_ARRIVED: 15600 + 100 * c}
+        if c == 2:
+            gt.update({t.M_COPIED: 17800, t.M_SELECTED: 20800, t.M_END: 21700, t.S_FIN_END: 21800})
+        else:
+            gt[t.S_FIN_END] = 15700 + 100 * c
+        for k, v in gt.items():
+            rec[c, k] = v
+            rec[c, t.CK + k] = 2 * (v - 1000)
+        rec[c, t.V_MERGE] = 1 if c == 2 else 2
+        rec[c, t.V_NTILES] = 10
+    st = t.analyse([rec])
+    assert st["call span (first start to last end)"] == [20800]
+    assert st["rate"][0] == pytest.approx(2.0)
+    assert np.allclose(st["tiles (product)"], 10000) and np.allclose(st["q and weights in (product)"], 2000)
+    assert np.allclose(st["merge: exact selection"], 3000) and np.allclose(st["merge: parts' keys in"], 2000)
+    assert st["merging CTAs: arrival from call start"] == [14800]
+    assert len(st["unit end (not merging)"]) == 2
