@@ -42,12 +42,9 @@ def run_patched(tool: str, patches: dict, run_rows, default_runs: int) -> None:
 
 def suite_params(row: str) -> dict:
     """A bench SSD suite row's parameters: the suite's defaults with the row's own."""
-    from cake_rt.bench.suites import load_suite
+    from cake_rt.bench.suites import suite_rows
 
-    suite = load_suite("ssd")
-    p = dict(suite["defaults"])
-    p.update(next(r for r in suite["rows"] if r["name"] == row))
-    return p
+    return next(p for p in suite_rows("ssd") if p["name"] == row)
 
 
 def suite_call(row: str, stream=None):

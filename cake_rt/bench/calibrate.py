@@ -139,18 +139,6 @@ def fit_linear(model, samples: list) -> tuple:
     return dataclasses.replace(model, **updates), how
 
 
-def _rows() -> list:
-    from .suites import load_suite
-
-    suite = load_suite("ssd")
-    out = []
-    for r in suite["rows"]:
-        p = dict(suite.get("defaults", {}))
-        p.update(r)
-        out.append(p)
-    return out
-
-
 def save_fit(doc: dict, path, *, in_cache: bool) -> None:
     """Write a fit document to ``path`` atomically (``write_atomic``). ``in_cache``: ``path`` is the cache's
     ``cost_model_path``; the cache directory is then made (``0700``) and checked as for the cubins, and a
@@ -176,6 +164,7 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
     from cake_rt.ops import ssd as op
 
     from .cases import ssd_inputs
+    from .suites import suite_rows
     from .timing import Timer
 
     info = device_info()
@@ -184,7 +173,7 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
     timer = Timer(stream, repeats=repeats, warmup=2, l2_bytes=info.l2_bytes, budget_s=1.0, min_repeats=3)
     samples, table = [], []
     want = set(rows) if rows else None
-    for p in _rows():
+    for p in suite_rows("ssd"):
         if want and p["name"] not in want:
             continue
         inp = ssd_inputs(p, 1234)

@@ -27,6 +27,12 @@ def load_suite(name: str) -> dict:
     return data
 
 
+def suite_rows(name: str) -> list:
+    """Each row of ``suites/<name>.json`` as one dict: the suite's defaults, then the row's own fields."""
+    suite = load_suite(name)
+    return [{**suite.get("defaults", {}), **r} for r in suite["rows"]]
+
+
 def validate_suite(data: dict, name: str) -> None:
     """Raise ValueError when a suite file misses what the runner needs."""
     if data.get("suite") != name:

@@ -7,7 +7,7 @@ import pytest
 
 from cake_rt.bench.layouts import dsa_floor_counts, dsa_layout, ssd_floor_counts, ssd_segments, tail_layout, zigzag_layout
 from cake_rt.ops.dsa import visible_pairs
-from cake_rt.bench.suites import build_plan, load_suite, validate_suite
+from cake_rt.bench.suites import build_plan, load_suite, suite_rows, validate_suite
 
 # The spec's floors (benchmarks.md): measured on the H200, used to recompute its "floor ms" column.
 SPEC_TFLOPS, SPEC_TBPS = 767e12, 4.16e12
@@ -128,3 +128,13 @@ def test_plan_selection():
         build_plan("ssd", suite="tails")
     with pytest.raises(ValueError, match="target"):
         build_plan("gemm")
+
+
+def test_suite_rows_merge_the_defaults_under_each_row():
+    for name in ("ssd", "dsa"):
+        suite = load_suite(name)
+        rows = suite_rows(name)
+        assert [p["name"] for p in rows] == [r["name"] for r in suite["rows"]]
+        for p, r in zip(rows, suite["rows"]):
+            assert {k: p[k] for k in r} == r  # a row's own field wins
+            assert all(p[k] == v for k, v in suite.get("defaults", {}).items() if k not in r)
