@@ -1,6 +1,6 @@
 """CPU: ``scripts/dsa-product-trace`` patches the sm_90a tile loop by text anchors; the patched source must still find
-every anchor in today's kernel and compile for sm_90a at H = 32 and 64 without spills (no GPU needed), and its
-statistics must read a synthetic trace."""
+every anchor in today's kernel and compile for sm_90a at H = 32 and 64 without spills (no GPU needed; the compile test
+covers ``scripts/dsa-tail-trace``'s patches too), and its statistics must read a synthetic trace."""
 import pathlib
 
 import numpy as np
@@ -25,18 +25,20 @@ def test_every_stamp_finds_its_anchor(load_script):
 
 
 @pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
+@pytest.mark.parametrize("script, array", [("dsa-product-trace", "dsa_trace"), ("dsa-tail-trace", "dsa_tail")])
 @pytest.mark.parametrize("H", [32, 64])
-def test_the_patched_kernel_compiles(patched_kernels, load_script, H):
-    tmp_path = patched_kernels(load_script("dsa-product-trace").PATCHES, "dsa", "common")
+def test_the_patched_kernel_compiles(patched_kernels, load_script, script, array, H):
+    """Both DSA trace scripts' patched kernels (scripts/dsa-tail-trace's other tests: test_dsa_tail_trace_cpu.py)."""
+    tmp_path = patched_kernels(load_script(script).PATCHES, "dsa", "common")
     defs = next(d for _, d in dsa.programs("sm_90a") if d.get("DSA_WGMMA") and d["DSA_H"] == H and d["DSA_D"] == 128)
     text = load_source(tmp_path / "dsa" / "indexer.cu")
-    assert "dsa_trace[" in text
+    assert f"{array}[" in text
     rep = compile_report(text, name="indexer.cu", target="sm_90a", defines=defs)
     assert set(rep) == {"dsa_scan"}
     r = rep["dsa_scan"]
     assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["stack_bytes"] == 0, r
     cubin = compile_cubin(text, name="indexer.cu", target="sm_90a", defines=defs)
-    assert b"\x00dsa_trace\x00" in cubin, "the host looks the trace array up by its unmangled name"
+    assert f"\x00{array}\x00".encode() in cubin, "the host looks the trace array up by its unmangled name"
 
 
 def test_the_statistics_of_a_synthetic_trace(load_script):
