@@ -337,7 +337,8 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
     A query block is BQ consecutive queries of one segment; it needs the keys [ks0, ks0 + L) where L is
     what its last query sees. Blocks are split along the keys only when there are fewer blocks than SMs
     (then into parts of about one wave of tiles) or when ``key_split`` (keys per part, rounded up to a
-    whole tile) asks for it. When the blocks are split and there are at most ``sm_count`` queries, every
+    whole tile) asks for it, and always into parts of at most MAX_SPAN keys (a candidate's id is a 16-bit offset
+    from its unit's first key). When the blocks are split and there are at most ``sm_count`` queries, every
     block holds one query, so the merges of the queries run in parallel (the matrix products are small).
     Units are ordered longest first (stable).
     """
