@@ -103,3 +103,53 @@ def global_array(kernel, name: str, n: int, dtype):
     ptr = kernel.module.get_global_var(name)
     return cupy.ndarray((n,), dtype, memptr=cupy.cuda.MemoryPointer(
         cupy.cuda.UnownedMemory(ptr, n * np.dtype(dtype).itemsize, kernel.module), 0))
+
+
+def dsa_traced_runs(rows, heads, runs: int, array: str, shape):
+    """For each DSA bench suite row and head count whose program is the wgmma one: ``(name, H, runner, recs, gpu_us)``.
+    The row's prepared runner (the suite's inputs and metadata) runs ``runs`` times with a cold L2; after each run the
+    traced module's ``__device__`` array ``array`` (uint64, zeroed before the run) is read as an int64 array of
+    ``shape`` into ``recs``; ``gpu_us`` is the bench GPU time of the traced call."""
+    import types
+
+    import cupy
+    import numpy as np
+
+    import cake_rt
+    from cake_rt.bench import cases
+    from cake_rt.bench.suites import load_suite
+    from cake_rt.bench.timing import L2Flusher, Timer
+    from cake_rt.launch.arch import device_info
+    from cake_rt.launch.compile import get_kernel
+    from cake_rt.ops import dsa as ops
+
+    suite = load_suite("dsa")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    l2 = device_info(0).l2_bytes
+    flush = L2Flusher(l2)
+    for name in rows:
+        row = next((r for r in suite["rows"] if r["name"] == name), None)
+        if row is None:
+            print(f"{name}: no DSA suite row of that name")
+            continue
+        for H in heads:
+            item = types.SimpleNamespace(heads=H, defaults=suite["defaults"], params=row)
+            _, _, topk, _, q, k, w, meta = cases._dsa_setup(item, {})
+            indices = cupy.empty((q.shape[0], topk), np.int32)  # a prepared runner writes caller-owned outputs
+            scores = cupy.empty((q.shape[0], topk), np.float32)
+            runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, topk, **meta, indices=indices, scores=scores)
+            if not runner.config.wgmma:
+                print(f"{name} H={H}: not the wgmma program; nothing to trace")
+                continue
+            kern = get_kernel(ops.KERNEL_PATH, "dsa_scan", defines=runner.config.defines, device=0)
+            buf = global_array(kern, array, int(np.prod(shape)), cupy.uint64)
+            recs = []
+            for _ in range(runs):
+                buf.fill(0)
+                flush(stream)
+                runner(stream=stream)
+                stream.synchronize()
+                recs.append(buf.get().reshape(shape).astype(np.int64))
+            gpu = Timer(stream, repeats=max(runs, 5), warmup=2, l2_bytes=l2).time(lambda: runner(stream=stream),
+                                                                                  wall=False)
+            yield name, H, runner, recs, gpu["median"] * 1e3

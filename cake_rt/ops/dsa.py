@@ -364,14 +364,13 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
     if split and BQ > 1 and int(T) <= sm_count:
         blocks = blocks_of(1)
     tiles = [(-(-L // TILE)) for (*_, L) in blocks]
-    if key_split is None:
-        chunk_tiles = max(1, -(-sum(tiles) // sm_count)) if split else None
-    else:
-        chunk_tiles = max(1, -(-int(key_split) // TILE))
     # A unit spans at most MAX_SPAN keys (a candidate's id is a 16-bit offset from the unit's first key): a longer
     # block is split into parts of at most that many.
     span_tiles = MAX_SPAN // TILE
-    chunk_tiles = span_tiles if chunk_tiles is None else min(chunk_tiles, span_tiles)
+    if key_split is None:
+        chunk_tiles = min(max(1, -(-sum(tiles) // sm_count)), span_tiles) if split else span_tiles
+    else:
+        chunk_tiles = min(max(1, -(-int(key_split) // TILE)), span_tiles)
     units = []
     nslots = nsplit = 0
     for (q0, nq, ks0, lenk, pbase, L), nt in zip(blocks, tiles):
