@@ -34,6 +34,14 @@ def test_the_dsa_plan(tmp_path, load_script):
     assert argv[argv.index("--heads") + 1] == "64" and argv[argv.index("--rows") + 1] == "S1,S2"
     assert "--side-stream" in argv and benches[0][5] == {"CAKE_RT_GIT_HASH": "base"}
     assert [s[4] for s in traces] == [f"trace_{t}_{r}.txt" for r in ("S2_H64", "S1_H32") for t in trees]
+    # --checks: only the arms named get the tests and sanitizers (a speed-only arm), '' none
+    a.checks = "b"
+    assert [(s[0].split()[0], s[1]) for s in ab.plan(a)[2]] == [("tests", "b"), ("sanitize", "b")]
+    a.checks = ""
+    assert ab.plan(a)[2] == []
+    a.checks = "base"
+    with pytest.raises(SystemExit, match="not an arm"):
+        ab.plan(a)
 
 
 def test_the_ssd_plan_and_a_bad_order(tmp_path, load_script):
