@@ -48,7 +48,8 @@ RING = 4  # score tiles between the product and the selection warpgroups (layout
 PAIRS = 128  # (query, head) columns of one block's score product (layout.cuh PAIRS)
 CAP_MAX = 4096  # candidate capacity per query: the register selection's reach (layout.cuh REG_R <= 4)
 CAP_MIN = 2048 + 256  # a block keeps topk = 2048 with room for a tile and a merge round
-MAX_SPAN = 65536  # keys of a unit: a candidate's id is a 16-bit offset from its first key (layout.cuh MAX_SPAN)
+WIN_KEYS, MAX_WIN = 65536, 16  # a candidate's id: a 16-bit offset in one of a unit's windows (layout.cuh)
+MAX_SPAN = MAX_WIN * WIN_KEYS  # keys of a unit (layout.cuh MAX_SPAN)
 HEADS = tuple(range(8, 129, 8))
 HEAD_DIMS = (64, 128)
 SCHEDULES = ("ticket", "static")
@@ -123,7 +124,7 @@ def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
     kbuf = 1 if qpass == 2 else 2
     qrows = PAIRS * qpass if wgmma else _round_up(BQ * H, 16)
     cand = kbuf * TILE * D * 2 + qrows * D * 2
-    sc = cand + BQ * CAP * 6  # a query's block: CAP keys (u32), then CAP id offsets (u16)
+    sc = cand + BQ * (CAP * 6 + 2 * MAX_WIN * 4)  # a query's block: CAP keys (u32), CAP ids (u16), window state
     hist = sc + (RING if wgmma else 1) * BQ * TILE * 4 + (qrows * 4 if wgmma else 0) + (cb - 1) * 2048 * 4
     end = hist + 2048 * 4 + 64 + 128 + 64 + 16 * 8 + 16 * 4 + (SCAN_THREADS + 4) * 4
     return (1024 if wgmma else 0) + end, sc // 8
@@ -338,7 +339,7 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
     what its last query sees. Blocks are split along the keys only when there are fewer blocks than SMs
     (then into parts of about one wave of tiles) or when ``key_split`` (keys per part, rounded up to a
     whole tile) asks for it, and always into parts of at most MAX_SPAN keys (a candidate's id is a 16-bit offset
-    from its unit's first key). When the blocks are split and there are at most ``sm_count`` queries, every
+    in one of its unit's MAX_WIN windows). When the blocks are split and there are at most ``sm_count`` queries, every
     block holds one query, so the merges of the queries run in parallel (the matrix products are small).
     Units are ordered longest first (stable).
     """
@@ -364,7 +365,7 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
     if split and BQ > 1 and int(T) <= sm_count:
         blocks = blocks_of(1)
     tiles = [(-(-L // TILE)) for (*_, L) in blocks]
-    # A unit spans at most MAX_SPAN keys (a candidate's id is a 16-bit offset from the unit's first key): a longer
+    # A unit spans at most MAX_SPAN keys (a candidate's id is a 16-bit offset in one of its MAX_WIN windows): a longer
     # block is split into parts of at most that many.
     span_tiles = MAX_SPAN // TILE
     if key_split is None:

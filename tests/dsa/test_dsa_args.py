@@ -154,10 +154,14 @@ def test_plan_splits_few_long_blocks_and_not_many():
 
 
 def test_units_span_at_most_max_span():
-    # a candidate's id is a 16-bit offset from its unit's first key: longer rows become parts, merged
-    c1 = dsa.plan_units(4096, 65536, None, None, None, True, 2048, 4, 128, 132)
-    assert c1.nsplit == 0 and int((c1.units[:, 6] - c1.units[:, 5]).max()) == dsa.MAX_SPAN  # C1: exactly the span
-    for T, Tkv, causal in ((300, 200000, False), (140, 70000, True), (4, 131073, False)):
+    # a candidate's id is a 16-bit offset in one of its unit's MAX_WIN windows: rows up to MAX_SPAN keys run unsplit
+    # (a 128K-key prefill needs no workspace), longer rows become parts, merged
+    assert dsa.MAX_SPAN == dsa.MAX_WIN * dsa.WIN_KEYS == 1 << 20
+    for T in (8192, 16384):
+        prefill = dsa.plan_units(T, 131072, None, None, None, True, 2048, 4, 128, 132)
+        assert prefill.nsplit == 0 and prefill.workspace_bytes == 0
+        _units_cover(prefill, T, 131072, None, None, None, True)
+    for T, Tkv, causal in ((300, dsa.MAX_SPAN + 1, False), (140, 2 * dsa.MAX_SPAN + 7, True)):
         plan = dsa.plan_units(T, Tkv, None, None, None, causal, 2048, 4, 128, 132)
         assert int((plan.units[:, 6] - plan.units[:, 5]).max()) <= dsa.MAX_SPAN and plan.nsplit > 0
         _units_cover(plan, T, Tkv, None, None, None, causal)

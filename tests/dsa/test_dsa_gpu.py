@@ -344,15 +344,60 @@ def test_two_pass_blocks_against_reference(H, D, kind):
     assert same_bits(unsplit, run_eager(dev, 2048, key_split=1500, schedule="static")), (H, D, kind)
 
 
-def test_rows_longer_than_a_unit_span():
-    """Rows of more than 65,536 visible keys (a unit's span: a candidate's id is a 16-bit offset from the unit's first
-    key) are cut into parts and merged: the float64 reference, and the same bits with another split and schedule."""
+def test_rows_over_several_windows_run_unsplit():
+    """Rows of more than 65,536 visible keys (a candidate's id is a 16-bit offset in its 65,536-key window of the
+    unit, a unit spans up to 16 windows) run unsplit, with no workspace: the float64 reference, causal and not, and the
+    same bits as a plan of one-window parts merged (few queries would be split over the SMs: key_split keeps them
+    whole, as many queries do; a 128K-key prefill's plan: test_dsa_args.py)."""
+    T = 40
+    for causal, Tkv in ((False, 140_001), (True, 131_200)):
+        host, dev = make_inputs(99 + causal, T, Tkv, H=8, D=64)
+        assert _op().dsa_indexer_workspace_bytes(*dev, 2048, causal=causal, key_split=10 ** 6) == 0
+        out = run_eager(dev, 2048, causal=causal, key_split=10 ** 6)
+        check_against_reference(*out, host, 2048, causal=causal)
+        assert same_bits(out, run_eager(dev, 2048, causal=causal, key_split=60_000, schedule="static")), causal
+
+
+def _class_inputs(seed, T, Tkv, H, D, top):
+    """Scores of three levels (every key's score is its class's: q, w > 0 and a key is its class times e_0); the top
+    class on the ids `top` only, so the k-th key is a tie the id order decides, across windows."""
     cupy = _cp()
-    T, Tkv = cupy.cuda.Device().attributes["MultiProcessorCount"] + 3, 70000
-    host, dev = make_inputs(99, T, Tkv, H=8, D=64)
-    out = run_eager(dev, 100, causal=False)
-    check_against_reference(*out, host, 100, causal=False)
-    assert same_bits(out, run_eager(dev, 100, causal=False, key_split=20000, schedule="static"))
+    rng = np.random.default_rng(seed)
+    q = np.zeros((T, H, D), np.float32)
+    q[:, :, 0] = rng.uniform(0.5, 2.0, (T, H))
+    cls = rng.integers(1, 3, Tkv).astype(np.float32)
+    cls[top] = 3.0
+    k = np.zeros((Tkv, D), np.float32)
+    k[:, 0] = cls
+    w = rng.uniform(0.01, 1.0, (T, H)).astype(np.float32)
+    qb, kb = q.astype(BF16), k.astype(BF16)
+    return cls, (cupy.asarray(qb), cupy.asarray(kb), cupy.asarray(w))
+
+
+@pytest.mark.parametrize("blocks", ["one_query", "whole"])
+@pytest.mark.parametrize("H", [8, 32, 64, 128])
+@pytest.mark.parametrize("case", ["spread", "gap", "two_windows"])
+def test_ties_across_windows_go_to_the_larger_id(case, H, blocks):
+    """The k-th key is a tie between windows of one unit: the larger global id wins (its window decides, not its
+    16-bit offset). "gap": no top-class key in the middle window (its run of the buffer empties). Blocks of one query
+    (fewer queries than SMs) and whole blocks (more: the joint compactions and final selection)."""
+    T = 37 if blocks == "one_query" else _cp().cuda.Device().attributes["MultiProcessorCount"] + 5
+    Tkv = 65_537 + 2047 if case == "two_windows" else 200_003
+    rng = np.random.default_rng(7 + H)
+    if case == "gap":
+        pool = np.r_[0:65_536, 131_072:Tkv]
+    elif case == "two_windows":
+        pool = np.r_[60_000:Tkv]  # the top class on both sides of 65,536
+    else:
+        pool = np.arange(Tkv)
+    top = rng.choice(pool, 3000 if case != "two_windows" else 2500, replace=False)
+    cls, dev = _class_inputs(11 + H, T, Tkv, H, 128 if H <= 64 else 64, top)
+    ids = np.arange(Tkv)
+    order = np.lexsort((ids, cls))[::-1]  # descending by (class, id)
+    want = np.sort(order[:2048])
+    idx, sc = run_eager(dev, 2048, causal=False, key_split=10 ** 6)  # unsplit: every query's unit spans the windows
+    assert (idx == want[None, :]).all(), (case, H)
+    assert same_bits((idx, sc), run_eager(dev, 2048, causal=False, key_split=50_000, schedule="static"))
 
 
 # ------------------------------------------------------------------------------------------------ adversarial orders

@@ -113,10 +113,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
             const Unit un = load_unit(units, (int)u);
             const int span = un.khi - un.klo;
             const int ntiles = span > 0 ? (span + TILE - 1) / TILE : 0;
-            if (sel_tid() < BQ) {
-                sel.cnt[sel_tid()] = 0;
-                sel.lo[sel_tid()] = 0ull;
-            }
+            reset_queries(sel, sel_tid(), NT);
             sel_sync();
             select_loop(sel, un, ntiles, sc, topk, causal, split_hist(arrivals, un), empty, g);
             finish_and_merge(sel, un, topk, smem, arrivals, flags, out_idx, out_sc, ws_ent, ws_cnt);
@@ -136,10 +133,7 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
         // ---- setup: q, weights, empty buffers, key tile 0 in flight
         load_q(qs, q, un);
         cp_async_wait<0>();
-        if (tid < BQ) {
-            sel.cnt[tid] = 0;
-            sel.lo[tid] = 0ull;
-        }
+        reset_queries(sel, tid, BLOCK);
         float wq[BQ][HB][2];
         load_weights(wq, w, un);
         __syncthreads();

@@ -65,7 +65,10 @@ constexpr int HIST_WORDS = 2048;
 constexpr int REG_R = (CAP + NT * 4 - 1) / (NT * 4);  // register-selection rounds of 4 keys per thread
 constexpr int MERGE_E = 16;               // keys per thread per merge append round (loads in flight)
 constexpr int MERGE_ROUND = NT * MERGE_E;
-constexpr int MAX_SPAN = 65536;           // keys of a unit: a candidate's id is a 16-bit offset from the first
+constexpr int WIN_KEYS = 65536;           // keys of a window: a candidate's id is its 16-bit offset in its window
+constexpr int MAX_WIN = 16;               // windows of a unit (select.cuh CandView)
+constexpr int MAX_SPAN = MAX_WIN * WIN_KEYS;  // keys of a unit (1,048,576; a longer block is split into parts)
+constexpr int CAND_BYTES = CAP * 6 + 2 * MAX_WIN * 4;  // a query's candidate block (select.cuh CandView)
 
 static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");
 static_assert(D == 64 || D == 128, "D must be 64 or 128");
@@ -82,10 +85,10 @@ static_assert(CB >= 1 && CB <= BQ && CB <= 4 && (CB == 1 || WG), "joint compacti
 struct Layout {
     static constexpr int kt = 0;                                   // KBUF key tiles [TILE x D] bf16, swizzled
     static constexpr int q = kt + KBUF * TILE * ROWB;              // q of the unit [QROWS x D] bf16, swizzled
-    // Candidates in ascending id, a block of 6 CAP bytes a query: CAP keys (the score's order key, u32), then CAP ids
-    // (u16 offsets from the unit's first key: a unit spans at most MAX_SPAN keys).
+    // Candidates in ascending id, a block of CAND_BYTES a query: CAP keys (the score's order key, u32), CAP ids (u16
+    // offsets in their 65,536-key window of the unit), the window state (select.cuh CandView).
     static constexpr int cand = q + QROWS * ROWB;
-    static constexpr int sc = cand + BQ * CAP * 6;                 // score tiles [RING][BQ][TILE] f32
+    static constexpr int sc = cand + BQ * CAND_BYTES;              // score tiles [RING][BQ][TILE] f32
     static constexpr int wts = sc + RING * BQ * TILE * 4;          // wgmma: the unit's weights [BQ * H] f32
     // A joint compaction's histograms [CB][2048] u32: CB - 1 here, the last one the radix histogram's.
     static constexpr int chist = wts + (WG ? QROWS * 4 : 0);

@@ -259,24 +259,85 @@ CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const uint64_t* buf, int n, int r) 
     }
 }
 
-// One query's candidate buffer (layout.cuh Layout::cand): CAP keys (u32) and then CAP 16-bit ids, read and written as
-// one 64-bit key (key << 32 | id), which orders a unit's candidates as (score, global id) does: one offset for all.
-// One pointer (the ids are CAP keys further), so a joint pass over four queries holds four.
-constexpr int CAND_WORDS = dsa::CAP * 3 / 2;  // u32 words of a query's block
+// One query's candidate buffer (layout.cuh Layout::cand): CAP keys (u32), CAP 16-bit ids, then its window state; read
+// and written as one 64-bit key (key << 32 | id), id the candidate's offset from the unit's first key, which orders a
+// unit's candidates as (score, global id) does. A unit spans up to MAX_WIN windows of WIN_KEYS keys; a stored id is
+// the offset in its window, and a candidate's window is the run of buffer positions it lies in (ids ascend in a
+// buffer): window w starts at position start[w] (w >= 1; start[0] is 0), nwin windows are open, the same number in
+// every buffer of a block (a window opens at its first tile: selection.cuh open_windows). CandView reads a buffer of
+// one window (every id is its offset: a unit of at most WIN_KEYS keys, or before its second window opens); WinView
+// reads one of several, adding each position's window, and its keeps tally their kept keys by window so that retally
+// moves the starts. `windowed` says which view a block's buffers need. One pointer (the ids and the state are CAP keys
+// further), so a joint pass over four queries holds four.
+constexpr int CAND_KEY_WORDS = dsa::CAP * 3 / 2;                 // u32 words of a query's keys and ids
+constexpr int CAND_WORDS = CAND_KEY_WORDS + 2 * dsa::MAX_WIN;    // + nwin, start[1 .. MAX_WIN), count[MAX_WIN]
+static_assert(CAND_WORDS * 4 == dsa::CAND_BYTES && CAND_WORDS % 4 == 0, "16-byte aligned candidate blocks");
 struct CandView {
+    static constexpr bool WIN = false;
     uint32_t* key;
     CAKE_DEVICE uint16_t* ids() const { return reinterpret_cast<uint16_t*>(key + dsa::CAP); }
+    CAKE_DEVICE int* state() const { return reinterpret_cast<int*>(key + CAND_KEY_WORDS); }  // [0]: nwin, [w]: start[w]
+    CAKE_DEVICE int* count() const { return state() + dsa::MAX_WIN; }                         // a keep's tally a window
+    CAKE_DEVICE int nwin() const { return state()[0]; }
     CAKE_DEVICE uint64_t get(int i) const { return ((uint64_t)key[i] << 32) | ids()[i]; }
     CAKE_DEVICE void put(int i, uint64_t x) const {
         key[i] = (uint32_t)(x >> 32);
         ids()[i] = (uint16_t)x;
     }
+    CAKE_DEVICE void tally(uint64_t) const {}  // one window: nothing to move
+    // After a keep (its barrier passed), by one thread: the starts from the tallies, the tallies back to 0.
+    CAKE_DEVICE void retally() const {
+        const int nw = nwin();
+        int at = 0;
+        for (int v = 0; v < nw; ++v) {
+            if (v) state()[v] = at;
+            at += count()[v];
+            count()[v] = 0;
+        }
+    }
+    // Windows up to w open at position c (the next candidate's), by one thread (selection.cuh open_windows).
+    CAKE_DEVICE void open_window(int w, int c) const {
+        const int nw = nwin();
+        for (int v = nw; v <= w; ++v) state()[v] = c;
+        if (w >= nw) state()[0] = w + 1;
+    }
+    // A unit's start, word v < MAX_WIN of the state: one window, no tallies.
+    CAKE_DEVICE void reset(int v) const {
+        count()[v] = 0;
+        if (v == 0) state()[0] = 1;
+    }
 };
+struct WinView : CandView {
+    static constexpr bool WIN = true;
+    // The windows of positions i .. i + 3, one a byte (byte e: position i + e's): a start s at t = s - i adds one to
+    // the bytes e >= t.
+    CAKE_DEVICE uint32_t windows4(int i) const {
+        const int nw = nwin();
+        uint32_t w = 0;
+#pragma unroll 1
+        for (int v = 1; v < nw; ++v) w += (uint32_t)(0x01010101ull << (8 * min(max(state()[v] - i, 0), 4)));
+        return w;
+    }
+    CAKE_DEVICE uint64_t get(int i) const { return CandView::get(i) | (uint64_t)(windows4(i) & 0xffu) << 16; }
+    // A keep's sink: count kept key x in its window, one atomic per window of the lanes here (a warp's lanes mostly
+    // share one window; shared atomics on one word would serialize).
+    CAKE_DEVICE void tally(uint64_t x) const {
+        const unsigned w = (uint32_t)x >> 16;
+        const unsigned same = __match_any_sync(__activemask(), w);
+        if ((threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(count() + w, __popc(same));
+    }
+};
+// Whether a block's buffers need WinView (several windows open; c one of them): block-uniform, every buffer of a
+// block has the same windows.
+CAKE_DEVICE bool windowed(const CandView& c) { return c.nwin() > 1; }
+CAKE_DEVICE WinView win_view(const CandView& c) { return {{c.key}}; }
 // Query q's buffer of a block of buffers: 64-bit keys `stride` apart, or candidate blocks (CAND_WORDS apart).
 CAKE_DEVICE const uint64_t* buf_at(const uint64_t* b, int q, int stride) { return b + (size_t)q * stride; }
 CAKE_DEVICE CandView buf_at(const CandView& b, int q, int) { return {b.key + q * CAND_WORDS}; }
+CAKE_DEVICE WinView buf_at(const WinView& b, int q, int) { return {{b.key + q * CAND_WORDS}}; }
 CAKE_DEVICE uint64_t buf_get(const uint64_t* b, int i) { return b[i]; }
 CAKE_DEVICE uint64_t buf_get(const CandView& b, int i) { return b.get(i); }
+CAKE_DEVICE uint64_t buf_get(const WinView& b, int i) { return b.get(i); }
 
 // dsa_load4 of a candidate buffer: one 16-byte load of four keys and one 8-byte load of their ids (consecutive
 // lanes, consecutive bytes: no bank conflict), in order.
@@ -293,6 +354,18 @@ CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const CandView& buf, int n, int r) 
     } else {
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[e] = (i0 + e < n) ? buf.get(i0 + e) : 0ull;
+    }
+}
+// Of a buffer of several windows: the same, each key with its window (0 past n as before).
+template <int NT, bool ORDERED = true>
+CAKE_DEVICE void dsa_load4(uint64_t (&x)[4], const WinView& buf, int n, int r) {
+    dsa_load4<NT, ORDERED>(x, static_cast<const CandView&>(buf), n, r);
+    const int i0 = (r * NT + dsa::sel_tid()) * 4;
+    if (i0 < n) {
+        const uint32_t w = buf.windows4(i0);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            if (i0 + e < n) x[e] |= (uint64_t)((w >> (8 * e)) & 0xffu) << 16;
     }
 }
 

@@ -1,8 +1,8 @@
 // Streaming exact top-k of a unit: one candidate buffer per query, appended in ascending key id.
 //
-// Candidate key x = (float_order_key(score) << 32) | (j - klo), j's offset from the unit's first key (16 bits: a
-// unit spans at most MAX_SPAN keys; the buffers hold the two halves apart, select.cuh CandView, and a part or a row
-// gets j back). Query qq keeps cand[qq][0 .. cnt[qq]) in ascending j and a floor lo[qq]: only x >= lo enters.
+// Candidate key x = (float_order_key(score) << 32) | (j - klo), j's offset from the unit's first key (a unit spans
+// at most MAX_SPAN keys; the buffers hold the score keys, 16-bit offsets in a window and the windows apart, select.cuh
+// CandView, and a part or a row gets j back). Query qq keeps cand[qq][0 .. cnt[qq]) in ascending j and a floor lo[qq]: only x >= lo enters.
 // When a buffer could not take another tile, a radix select finds a K with topk .. topk + compact_slack keys >= K;
 // the buffer keeps those (stable) and lo = K + 1; the final selection is exact (exactly topk keys >= K). The top-k
 // set under a total order is unique, so any key split, any schedule and any compaction moment or floor give the same
@@ -31,12 +31,35 @@ struct Sel {
 // Query q's candidates.
 CAKE_DEVICE CandView cand(const Sel& s, int q) { return {s.cand + q * CAND_WORDS}; }
 
+// A unit's start, by the selection threads (a barrier follows before the first append): every query's buffer empty,
+// one window.
+CAKE_DEVICE void reset_queries(const Sel& s, int tid, int nthreads) {
+    for (int i = tid; i < BQ * MAX_WIN; i += nthreads) cand(s, i / MAX_WIN).reset(i % MAX_WIN);
+    if (tid < BQ) {
+        s.cnt[tid] = 0;
+        s.lo[tid] = 0ull;
+    }
+}
+
+// Tile `it` of a unit, first of a window past the first (block-uniform): every query's candidates from here on are in
+// it; then a barrier (the compaction and the append that follow read the windows). Before the tile's compaction.
+CAKE_DEVICE void open_windows(const Sel& s, int it) {
+    if (it == 0 || (it * TILE) % WIN_KEYS != 0) return;
+    if (sel_tid() < BQ) cand(s, sel_tid()).open_window(it * TILE / WIN_KEYS, s.cnt[sel_tid()]);
+    sel_sync();
+}
+
 // The global keys of query q's n candidates (the id offsets plus klo) into out[0 .. n): the buffer select_keep ranks
 // for a part and for an unsplit unit's one-query final selection (the merge's routine, on global keys). Ends with a
 // barrier.
+template <class V>
+CAKE_DEVICE void view_to_global(const V c, int n, int klo, uint64_t* out) {
+    for (int i = sel_tid(); i < n; i += NT) out[i] = c.get(i) + (uint64_t)(uint32_t)klo;
+}
 CAKE_DEVICE void cand_to_global(const Sel& s, int q, int n, int klo, uint64_t* out) {
     const CandView c = cand(s, q);
-    for (int i = sel_tid(); i < n; i += NT) out[i] = c.get(i) + (uint64_t)(uint32_t)klo;
+    if (windowed(c)) view_to_global(win_view(c), n, klo, out);
+    else view_to_global(c, n, klo, out);
     sel_sync();
 }
 
@@ -187,49 +210,68 @@ CAKE_DEVICE int select_keep(const Sel& s, uint64_t* buf, int n, int topk, SplitF
 // floor only ever drops keys with topk larger ones, so the output does not change.
 CAKE_DEVICE int compact_slack(int topk) { return (CAP - TILE - topk) / 3; }
 
-// Cut query qq's buffer to topk .. topk + compact_slack keys and raise its floor. Block-uniform; ends with
-// a barrier.
-CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
-    const CandView cb = cand(s, qq);
+// Cut query qq's buffer (cb: its view) to topk .. topk + compact_slack keys and raise its floor. Block-uniform; ends
+// with a barrier.
+template <class V>
+CAKE_DEVICE void compact_view(const Sel& s, int qq, int topk, const V cb) {
     const int n = s.cnt[qq];
     uint64_t x[REG_R][4];
     dsa_reg_load<NT, REG_R>(x, cb, n);
     const uint64_t K = reg_kth_largest<NT, REG_R>(x, n, topk, s.hist, s.st, s.scratch, compact_slack(topk));
-    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) { cb.put(pos, v); });
+    const int kept = reg_ordered_keep<NT, REG_R>(x, n, K, s.scratch, [&](int pos, uint64_t v) {
+        cb.put(pos, v);
+        cb.tally(v);
+    });
     sel_sync();
     if (sel_tid() == 0) {
         s.cnt[qq] = kept;
         s.lo[qq] = K + 1ull;
+        if (cb.WIN) cb.retally();
     }
     sel_sync();
+}
+// compact_view with the view query qq's buffer needs.
+CAKE_DEVICE void compact_query(const Sel& s, int qq, int topk) {
+    const CandView c = cand(s, qq);
+    if (windowed(c)) compact_view(s, qq, topk, win_view(c));
+    else compact_view(s, qq, topk, c);
 }
 
 // Compact the buffers of queries q0 + q, q in `mask` (each has cnt > topk), together, as compact_query
 // (MULTI_COMPACT; NQ <= CB histograms at s.chist). Ends with a barrier.
+template <int NQ, class V>
+CAKE_DEVICE void compact_multi_view(const Sel& s, int q0, unsigned mask, int topk, const V bufs) {
+    DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.pscratch);
+    uint64_t* scratch64 = s.pscratch + 16;
+    int n[NQ];
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q0 + q] : 0;
+    uint64_t K[NQ];
+    multi_kth_largest<NT, REG_R, NQ>(bufs, CAP, n, topk, mask, s.chist, ms, scratch64, K, compact_slack(topk));
+    int kept[NQ];
+    multi_ordered_keep<NT, REG_R, NQ, true>(bufs, CAP, n, mask, K, scratch64, kept, [&](int q, int pos, uint64_t x) {
+        buf_at(bufs, q, CAP).put(pos, x);
+        buf_at(bufs, q, CAP).tally(x);
+    });
+    sel_sync();
+    if (sel_tid() == 0) {
+#pragma unroll
+        for (int q = 0; q < NQ; ++q)
+            if ((mask >> q) & 1u) {
+                s.cnt[q0 + q] = kept[q];
+                s.lo[q0 + q] = K[q] + 1ull;
+                if (bufs.WIN) buf_at(bufs, q, CAP).retally();
+            }
+    }
+    sel_sync();
+}
+// compact_multi_view with the view the block's buffers need.
 template <int NQ>
 CAKE_DEVICE void compact_multi(const Sel& s, int q0, unsigned mask, int topk) {
     if constexpr (MULTI_COMPACT) {
-        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.pscratch);
-        uint64_t* scratch64 = s.pscratch + 16;
-        const CandView bufs = cand(s, q0);
-        int n[NQ];
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) n[q] = ((mask >> q) & 1u) ? s.cnt[q0 + q] : 0;
-        uint64_t K[NQ];
-        multi_kth_largest<NT, REG_R, NQ>(bufs, CAP, n, topk, mask, s.chist, ms, scratch64, K, compact_slack(topk));
-        int kept[NQ];
-        multi_ordered_keep<NT, REG_R, NQ, true>(bufs, CAP, n, mask, K, scratch64, kept,
-                                                [&](int q, int pos, uint64_t x) { buf_at(bufs, q, CAP).put(pos, x); });
-        sel_sync();
-        if (sel_tid() == 0) {
-#pragma unroll
-            for (int q = 0; q < NQ; ++q)
-                if ((mask >> q) & 1u) {
-                    s.cnt[q0 + q] = kept[q];
-                    s.lo[q0 + q] = K[q] + 1ull;
-                }
-        }
-        sel_sync();
+        const CandView c = cand(s, q0);
+        if (windowed(c)) compact_multi_view<NQ>(s, q0, mask, topk, win_view(c));
+        else compact_multi_view<NQ>(s, q0, mask, topk, c);
     }
 }
 
@@ -267,7 +309,7 @@ CAKE_DEVICE void compact_full(const Sel& s, int topk) {
 // Ordered append of one score tile: warp w takes queries w, w + NWARPS, ..., walking the tile's keys in
 // ascending id. scores: [BQ][TILE] f32 of keys j0 .. j0 + TILE. COUNT (split units): one global atomic per
 // appended key into gh, the block's histograms of appended keys (merge.cuh).
-static_assert(MAX_SPAN <= 65536, "a key's offset from its unit's first key fits 16 bits");
+static_assert(WIN_KEYS == 65536 && WIN_KEYS % TILE == 0, "16-bit offsets in a window; a tile in one window");
 template <bool COUNT>
 CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, int j0, int causal, uint32_t* gh) {
     const int lane = sel_tid() & 31, warp = sel_tid() >> 5;
@@ -310,12 +352,35 @@ CAKE_DEVICE void append_tile(const Sel& s, const Unit& un, const float* scores, 
     else append_rows<false>(s, un, scores, j0, causal, nullptr);
 }
 
+// finish_unit's final selection of every query together (MULTI), on the block's buffers `all`: each query's exact
+// top-k kept in place, then its row written out coalesced (write_out_row).
+template <class V>
+CAKE_DEVICE void finish_joint(const Sel& s, const Unit& un, int topk, int* out_idx, float* out_sc, uint32_t* hists,
+                              const int (&n)[BQ], unsigned todo, unsigned active, const V all) {
+    DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
+    uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
+    uint64_t K[BQ];
+    multi_kth_largest<NT, REG_R, BQ>(all, CAP, n, topk, active, hists, ms, scratch64, K);
+    int kept[BQ];
+    multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, todo, K, scratch64, kept, [&](int q, int pos, uint64_t x) {
+        buf_at(all, q, CAP).put(pos, x);
+        buf_at(all, q, CAP).tally(x);
+    });
+    sel_sync();  // the kept keys of every query are in place
+    if (all.WIN) {
+        if (sel_tid() < un.nq) buf_at(all, sel_tid(), CAP).retally();  // the windows' starts at the kept keys
+        sel_sync();
+    }
+#pragma unroll (DSA_ROLL_QUERIES ? 1 : BQ)
+    for (int q = 0; q < (DSA_ROLL_QUERIES ? un.nq : BQ); ++q)
+        if (q < un.nq)
+            write_out_row(buf_at(all, q, CAP), pick(kept, q), un.q0 + q, topk, out_idx, out_sc, (uint32_t)un.klo);
+}
+
 // Final selection of all queries of an unsplit unit: its output rows. hists: MULTI_HIST_BYTES of free shared
 // memory (the key tiles: nothing is in flight after the loop). (A split unit's end: merge.cuh.)
 CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_idx, float* out_sc, uint32_t* hists) {
     if constexpr (MULTI) {
-        DsaMultiState* ms = reinterpret_cast<DsaMultiState*>(s.hist);
-        uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
         int n[BQ];
         unsigned todo = 0u, active = 0u;
 #pragma unroll
@@ -324,18 +389,9 @@ CAKE_DEVICE void finish_unit(const Sel& s, const Unit& un, int topk, int* out_id
             if (q < un.nq) todo |= 1u << q;
             if (q < un.nq && n[q] > topk) active |= 1u << q;
         }
-        uint64_t K[BQ];
-        const CandView all = cand(s, 0);
-        multi_kth_largest<NT, REG_R, BQ>(all, CAP, n, topk, active, hists, ms, scratch64, K);
-        int kept[BQ];
-        // Keep in place (the compaction's stable keep), then write each row out coalesced (write_out_row).
-        multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, todo, K, scratch64, kept,
-                                                [&](int q, int pos, uint64_t x) { buf_at(all, q, CAP).put(pos, x); });
-        sel_sync();  // the kept keys of every query are in place
-#pragma unroll (DSA_ROLL_QUERIES ? 1 : BQ)
-        for (int q = 0; q < (DSA_ROLL_QUERIES ? un.nq : BQ); ++q)
-            if (q < un.nq)
-                write_out_row(cand(s, q), pick(kept, q), un.q0 + q, topk, out_idx, out_sc, (uint32_t)un.klo);
+        const CandView c = cand(s, 0);
+        if (windowed(c)) finish_joint(s, un, topk, out_idx, out_sc, hists, n, todo, active, win_view(c));
+        else finish_joint(s, un, topk, out_idx, out_sc, hists, n, todo, active, c);
         sel_sync();
     } else {
         // The global keys in the free key tiles (hists: CAP keys fit below the candidates), select_keep's buffer.

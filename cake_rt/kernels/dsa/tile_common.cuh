@@ -8,6 +8,7 @@ namespace dsa {
 // Stage q[q0 .. q0 + nq) as QROWS (query, head) rows, row = qq * H + h; rows past nq * H are zero.
 CAKE_DEVICE void load_q(unsigned char* qs, const bf16_t* q, const Unit& un) {
     const char* qb = (const char*)q;
+#pragma unroll 1
     for (int i = threadIdx.x; i < QROWS * CHUNKS; i += NT) {
         const int r = i / CHUNKS, c = i % CHUNKS;
         const bool ok = r < un.nq * H;

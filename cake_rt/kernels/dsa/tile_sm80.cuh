@@ -53,6 +53,7 @@ CAKE_DEVICE void tile_loop(const Sel& s, const Unit& un, int ntiles, unsigned ch
             cp_async_wait<0>();
         }
         __syncthreads();  // tile it landed; the previous append (counts, floors, scores) is done
+        open_windows(s, it);
         compact_full(s, topk);
         const unsigned char* tb = kt + (it & 1) * (TILE * ROWB);
         if (warp < MMA_WARPS) {

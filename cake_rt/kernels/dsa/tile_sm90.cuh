@@ -172,6 +172,7 @@ CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const flo
         // The scores of tile it are in the slot; a barrier of the selection threads too (the previous
         // append's counts are visible).
         named_sync(BAR_FULL + slot, BLOCK);
+        open_windows(s, it);
         compact_full(s, topk);
         append_tile(s, un, sc + slot * SCF, un.klo + it * TILE, causal, gh);
         mbarrier_arrive(empty + slot);  // this thread is done reading the slot
