@@ -103,6 +103,11 @@ class DsaConfig:
             d["DSA_CB"] = self.CB
         return d
 
+    def program_defines(self, windows: bool) -> dict:
+        """The program of a plan: ``defines``, plus DSA_WINDOWS where a unit spans several 65,536-key windows (a
+        program of one-window units has the windows' code compiled out; the same bits either way)."""
+        return dict(self.defines, DSA_WINDOWS=1) if windows else self.defines
+
     @property
     def threads(self) -> int:
         """Threads per block: the wgmma program is warp-specialized (product + selection warpgroups)."""
@@ -211,17 +216,19 @@ _SYNC_ON_SM90 = ((32, 128), (64, 128))
 
 def programs(target) -> list:
     """Every (source path relative to ``cake_rt/kernels``, defines) the GPU tests and the bench suite
-    compile for ``target`` (one program per (loop, H, D); topk and the metadata never change it)."""
+    compile for ``target``: per (loop, H, D) the program of one-window units and the one of several windows
+    (``DsaPlan.windows``; topk never changes a program, the metadata picks one of the two)."""
     smem = TARGET_SMEM.get(target, TARGET_SMEM["sm_80"])
     out, seen = [], set()
     wg = target == "sm_90a"
     shapes = [(H, D, wg) for H, D in _PROGRAM_SHAPES] + ([(H, D, False) for H, D in _SYNC_ON_SM90] if wg else [])
-    for H, D, loop in shapes:
-        cfg = _try_config(H, D, smem, loop)
-        key = tuple(sorted(cfg.defines.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append((KERNEL_PATH, cfg.defines))
+    for windows in (False, True):
+        for H, D, loop in shapes:
+            defines = _try_config(H, D, smem, loop).program_defines(windows)
+            key = tuple(sorted(defines.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append((KERNEL_PATH, defines))
     return out
 
 
@@ -317,6 +324,12 @@ class DsaPlan:
         if self.nslots == 0:
             return 0
         return self.counts_offset + _round_up(self.nslots * self.BQ * 4, 256)
+
+    @property
+    def windows(self) -> bool:
+        """Whether a unit spans more than one WIN_KEYS-key window: the launch then needs the program of several
+        windows (``DsaConfig.program_defines(windows=True)``; layout.cuh DSA_WINDOWS)."""
+        return bool(self.units.size) and int((self.units[:, 6] - self.units[:, 5]).max()) > WIN_KEYS
 
     @property
     def ticket_words(self) -> int:
@@ -597,7 +610,7 @@ class _DevicePlan(UploadedTable):
         from ..launch.tensormap import Tile2D, TileMaps
 
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
-        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.defines, device=dev)
+        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.program_defines(plan.windows), device=dev)
         occ = occupancy_per_sm(scan, cfg.threads, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")

@@ -24,12 +24,24 @@ def test_dsa_programs_compile_without_spills(target):
 
 
 def test_programs_match_the_configs():
+    # per configuration the program of one-window units and the one of several windows (DSA_WINDOWS), nothing else
     for target in ("sm_90a", "sm_80"):
-        for path, defines in dsa.programs(target):
+        progs = dsa.programs(target)
+        for path, defines in progs:
             assert path == dsa.KERNEL_PATH
             cfg = dsa._try_config(defines["DSA_H"], defines["DSA_D"], dsa.TARGET_SMEM[target],
                                   bool(defines.get("DSA_WGMMA")))
-            assert cfg.defines == defines
+            assert defines == cfg.program_defines(bool(defines.get("DSA_WINDOWS")))
+        plain = [d for _, d in progs if "DSA_WINDOWS" not in d]
+        assert [dict(d, DSA_WINDOWS=1) for d in plain] == [d for _, d in progs if "DSA_WINDOWS" in d]
+
+
+def test_a_plan_picks_the_program_of_its_windows():
+    cfg = dsa._try_config(64, 128, dsa.TARGET_SMEM["sm_90a"], True)
+    for T, Tkv, windows in ((8192, 8192, False), (4096, 65536, False), (8192, 131072, True), (4, 200_000, False)):
+        plan = dsa.plan_units(T, Tkv, None, None, None, True, 2048, cfg.BQ, cfg.TILE, 132)
+        assert plan.windows == windows, (T, Tkv)  # (4 queries: split over the SMs, parts of one window)
+        assert ("DSA_WINDOWS" in cfg.program_defines(plan.windows)) == windows
 
 
 def test_one_kernel_and_no_removed_switches_in_the_source():

@@ -8,6 +8,8 @@
 //   DSA_CAP   candidate capacity per query (a multiple of 256, <= 4096: the register selection's reach)
 //   DSA_WGMMA 1 on sm_90a (warp-specialized wgmma tile loop), else the mma.sync tile loop
 //   DSA_CB    queries per joint compaction (wgmma, BQ <= 4; 1: query by query): CB histograms of 2048 bins
+//   DSA_WINDOWS 1 where a unit spans more than one 65,536-key window (select.cuh WinView); 0: every unit fits one, and
+//             the windows' code is compiled out
 // None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
 #pragma once
 #include "../common/types.cuh"
@@ -34,6 +36,9 @@
 #endif
 #ifndef DSA_CB
 #define DSA_CB 1
+#endif
+#ifndef DSA_WINDOWS
+#define DSA_WINDOWS 0
 #endif
 
 namespace dsa {
@@ -68,6 +73,7 @@ constexpr int MERGE_ROUND = NT * MERGE_E;
 constexpr int WIN_KEYS = 65536;           // keys of a window: a candidate's id is its 16-bit offset in its window
 constexpr int MAX_WIN = 16;               // windows of a unit (select.cuh CandView)
 constexpr int MAX_SPAN = MAX_WIN * WIN_KEYS;  // keys of a unit (1,048,576; a longer block is split into parts)
+constexpr bool WINDOWS = DSA_WINDOWS != 0;   // units of several windows (else at most WIN_KEYS keys each)
 constexpr int CAND_BYTES = CAP * 6 + 2 * MAX_WIN * 4;  // a query's candidate block (select.cuh CandView)
 
 static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");

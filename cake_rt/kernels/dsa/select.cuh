@@ -328,8 +328,8 @@ struct WinView : CandView {
     }
 };
 // Whether a block's buffers need WinView (several windows open; c one of them): block-uniform, every buffer of a
-// block has the same windows.
-CAKE_DEVICE bool windowed(const CandView& c) { return c.nwin() > 1; }
+// block has the same windows. Never in a program of one-window units (DSA_WINDOWS 0: WinView's code is not emitted).
+CAKE_DEVICE bool windowed(const CandView& c) { return dsa::WINDOWS && c.nwin() > 1; }
 CAKE_DEVICE WinView win_view(const CandView& c) { return {{c.key}}; }
 // Query q's buffer of a block of buffers: 64-bit keys `stride` apart, or candidate blocks (CAND_WORDS apart).
 CAKE_DEVICE const uint64_t* buf_at(const uint64_t* b, int q, int stride) { return b + (size_t)q * stride; }

@@ -34,7 +34,8 @@ CAKE_DEVICE CandView cand(const Sel& s, int q) { return {s.cand + q * CAND_WORDS
 // A unit's start, by the selection threads (a barrier follows before the first append): every query's buffer empty,
 // one window.
 CAKE_DEVICE void reset_queries(const Sel& s, int tid, int nthreads) {
-    for (int i = tid; i < BQ * MAX_WIN; i += nthreads) cand(s, i / MAX_WIN).reset(i % MAX_WIN);
+    if constexpr (WINDOWS)
+        for (int i = tid; i < BQ * MAX_WIN; i += nthreads) cand(s, i / MAX_WIN).reset(i % MAX_WIN);
     if (tid < BQ) {
         s.cnt[tid] = 0;
         s.lo[tid] = 0ull;
@@ -44,7 +45,7 @@ CAKE_DEVICE void reset_queries(const Sel& s, int tid, int nthreads) {
 // Tile `it` of a unit, first of a window past the first (block-uniform): every query's candidates from here on are in
 // it; then a barrier (the compaction and the append that follow read the windows). Before the tile's compaction.
 CAKE_DEVICE void open_windows(const Sel& s, int it) {
-    if (it == 0 || (it * TILE) % WIN_KEYS != 0) return;
+    if (!WINDOWS || it == 0 || (it * TILE) % WIN_KEYS != 0) return;
     if (sel_tid() < BQ) cand(s, sel_tid()).open_window(it * TILE / WIN_KEYS, s.cnt[sel_tid()]);
     sel_sync();
 }
