@@ -65,8 +65,12 @@ meta = dict(cu_seqlens_q=np.array([0, 10, T], np.int32), cu_seqlens_k=np.array([
 
 dsa.external_stream = lambda h: type(s).from_external(StreamHandle(int(h)))  # a stand-in entered without a driver
 
+owners = []  # every stand-in's owner lives to the end: a freed one's address (its handle) could come back
+
+
 def new_stream():
     owner = bytearray(64)
+    owners.append(owner)
     st = type(s).from_external(StreamHandle(id(owner)))
     st._owner = owner
     return st
