@@ -16,10 +16,13 @@ def replace_once(text: str, old: str, new: str, tool: str, where: str) -> str:
 
 
 def run_patched(tool: str, patches: dict, run_rows, default_runs: int) -> None:
-    """The scripts' main: ``[ROW ...] [--runs N]``. Outside the copy: copy cake_rt to a temporary directory, rewrite
+    """The scripts' main: ``[ROW ...] [--runs N]`` (``-h`` / ``--help``: the calling script's docstring). Outside the copy: copy cake_rt to a temporary directory, rewrite
     each file of ``patches`` (a path under cake_rt/kernels -> a function of its text) and run the calling script again
     there; inside it: ``run_rows(rows, runs)``."""
     args = sys.argv[1:]
+    if "-h" in args or "--help" in args:  # the calling script's docstring is its help
+        print((sys.modules["__main__"].__doc__ or tool).strip())
+        return
     runs = default_runs
     if "--runs" in args:
         i = args.index("--runs")

@@ -26,3 +26,16 @@ def test_the_patched_kernel_compiles(patched_kernels, load_script):
     assert "ssd_trace[" in text
     rep = compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)
     assert set(rep) == {"ssd_chunkpar"}
+
+
+@pytest.mark.parametrize("script", ["ssd-phase-trace", "ssd-step-trace"])  # the DSA ones parse with argparse
+def test_the_trace_scripts_print_their_help(script):
+    # run_patched's -h / --help: the script's docstring, before any copy or GPU work
+    import subprocess
+    import sys
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / script
+    for flag in ("-h", "--help"):
+        r = subprocess.run([sys.executable, str(path), flag], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() and r.stdout.strip().splitlines()[0] in path.read_text(), r.stdout
