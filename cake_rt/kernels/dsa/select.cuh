@@ -284,17 +284,8 @@ struct CandView {
         key[i] = (uint32_t)(x >> 32);
         ids()[i] = (uint16_t)x;
     }
-    CAKE_DEVICE void tally(uint64_t) const {}  // one window: nothing to move
-    // After a keep (its barrier passed), by one thread: the starts from the tallies, the tallies back to 0.
-    CAKE_DEVICE void retally() const {
-        const int nw = nwin();
-        int at = 0;
-        for (int v = 0; v < nw; ++v) {
-            if (v) state()[v] = at;
-            at += count()[v];
-            count()[v] = 0;
-        }
-    }
+    CAKE_DEVICE void tally(uint64_t) const {}  // one window: no starts to move (WinView's do)
+    CAKE_DEVICE void retally() const {}
     // Windows up to w open at position c (the next candidate's), by one thread (selection.cuh open_windows).
     CAKE_DEVICE void open_window(int w, int c) const {
         const int nw = nwin();
@@ -325,6 +316,16 @@ struct WinView : CandView {
         const unsigned w = (uint32_t)x >> 16;
         const unsigned same = __match_any_sync(__activemask(), w);
         if ((threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(count() + w, __popc(same));
+    }
+    // After a keep (its barrier passed), by one thread: the starts from the tallies, the tallies back to 0.
+    CAKE_DEVICE void retally() const {
+        const int nw = nwin();
+        int at = 0;
+        for (int v = 0; v < nw; ++v) {
+            if (v) state()[v] = at;
+            at += count()[v];
+            count()[v] = 0;
+        }
     }
 };
 // Whether a block's buffers need WinView (several windows open; c one of them): block-uniform, every buffer of a

@@ -2,7 +2,8 @@
 //
 // Candidate key x = (float_order_key(score) << 32) | (j - klo), j's offset from the unit's first key (a unit spans
 // at most MAX_SPAN keys; the buffers hold the score keys, 16-bit offsets in a window and the windows apart, select.cuh
-// CandView, and a part or a row gets j back). Query qq keeps cand[qq][0 .. cnt[qq]) in ascending j and a floor lo[qq]: only x >= lo enters.
+// CandView, and a part or a row gets j back). Query qq keeps cand[qq][0 .. cnt[qq]) in ascending j and a floor
+// lo[qq]: only x >= lo enters.
 // When a buffer could not take another tile, a radix select finds a K with topk .. topk + compact_slack keys >= K;
 // the buffer keeps those (stable) and lo = K + 1; the final selection is exact (exactly topk keys >= K). The top-k
 // set under a total order is unique, so any key split, any schedule and any compaction moment or floor give the same
@@ -227,7 +228,7 @@ CAKE_DEVICE void compact_view(const Sel& s, int qq, int topk, const V cb) {
     if (sel_tid() == 0) {
         s.cnt[qq] = kept;
         s.lo[qq] = K + 1ull;
-        if (cb.WIN) cb.retally();
+        cb.retally();
     }
     sel_sync();
 }
@@ -261,7 +262,7 @@ CAKE_DEVICE void compact_multi_view(const Sel& s, int q0, unsigned mask, int top
             if ((mask >> q) & 1u) {
                 s.cnt[q0 + q] = kept[q];
                 s.lo[q0 + q] = K[q] + 1ull;
-                if (bufs.WIN) buf_at(bufs, q, CAP).retally();
+                buf_at(bufs, q, CAP).retally();
             }
     }
     sel_sync();
