@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The recorded benchmark run on a GPU machine, in three commands of `cake-rt bench`:
-#   1. the DSA suite, prepared and eager, with the side-stream table (1 SM held), no peers;
+# The recorded benchmark run on a GPU machine, in four commands of `cake-rt bench`:
+#   1. the DSA suite, prepared and eager, no peers;
+#   1b. the DSA side-stream table (1 SM held; the suite file's rows, H = 64), each row in SIDE_PROCS fresh processes
+#      (default 3) and their median: in one process C1's slowdown lands on one of two levels, 1.10x or 1.19x;
 #   2. the SSD suite's rows with both peers (mamba_ssm and vLLM's Triton SSD, .peers/ beside the tree, see
 #      bench/peers/README.md) in the same process, after mamba_ssm's accuracy test on the same inputs (which also warms
 #      Triton's cache);
@@ -10,8 +12,9 @@
 # Each writes NAME.json, NAME.md and NAME.log (NAME: dsa, ssd, ssd_varlen), compared with a recorded run when RECORD
 # names one (RECORD=bench/results/h200_2026-12-01c: its _dsa.json, _ssd.json and _ssd_varlen.json; RECORD_DSA=... for
 # the DSA suite's, when it is another record's).
+# OPS=dsa runs steps 1 and 1b only (for a session that changed no SSD program, whose SSD record stands), OPS=ssd 2-3.
 # Usage (repo root): CAKE_RT_GIT_HASH=<hash> [OUT=dir] [RECORD=bench/results/PREFIX] [RECORD_DSA=...] [ACCURACY=0]
-#     bash scripts/device-bench.sh
+#     [OPS=all|dsa|ssd] [SIDE_PROCS=3] bash scripts/device-bench.sh
 # Leaves $OUT/bench.log (the summary) and $OUT/bench.tgz (every file). Plots: `cake-rt bench --from-json NAME.json
 # --plot ... --speedup-plot ...` anywhere.
 set -o pipefail
@@ -23,7 +26,7 @@ LOG=$OUT/bench.log
 say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
 compare() {  # NAME: the record's NAME.json; RECORD_DSA names another record for the DSA suite (the two ops' records can
     local rec=${RECORD:-}  # come from different calls, as 12-02e's SSD and 12-02f's DSA)
-    [ "$1" = dsa ] && rec=${RECORD_DSA:-$rec}
+    case $1 in dsa | dsa_side) rec=${RECORD_DSA:-$rec} ;; esac
     [ -n "$rec" ] && [ -f "${rec}_$1.json" ] && echo "--compare ${rec}_$1.json"
 }
 run() {  # run NAME TIMEOUT ARGS...: one bench command, its files under $DIR
@@ -34,14 +37,23 @@ run() {  # run NAME TIMEOUT ARGS...: one bench command, its files under $DIR
     grep "^| " "$DIR/$name.md" 2>/dev/null | cut -c1-160 | head -80 >> "$LOG"
 }
 cd "$here"
+OPS=${OPS:-all}
+case $OPS in all | dsa | ssd) ;; *) echo "OPS: all, dsa or ssd, got '$OPS'" >&2; exit 2 ;; esac
+if [ "$OPS" != ssd ]; then
+say "dsa"; run dsa 150 dsa --no-peers --repeats 10 --warmup 2 --budget-s 0.5 --side-stream none --time-limit 120
+say "dsa side stream, ${SIDE_PROCS:-3} processes a row"
+run dsa_side 170 dsa --no-peers --rows S1,C1,Z3cp,A1 --heads 64 --side-stream 1 --processes "${SIDE_PROCS:-3}" \
+    --repeats 10 --warmup 2 --budget-s 0.4 --time-limit 150
+fi
+if [ "$OPS" != dsa ]; then
 if [ "${ACCURACY:-1}" = 1 ]; then  # ACCURACY=0 leaves it to the suite's test (device-verify.sh runs it)
 say "mamba_ssm accuracy"
 timeout 120 python3 -m pytest -q -ra -p no:cacheprovider tests/ssd/test_ssd_gpu.py -k mamba > "$DIR/mamba_accuracy.log" 2>&1
 tail -1 "$DIR/mamba_accuracy.log" | tee -a "$LOG"
 fi
-say "dsa"; run dsa 150 dsa --no-peers --repeats 10 --warmup 2 --budget-s 0.5 --side-stream 1 --time-limit 120
 say "ssd with peers"; run ssd 200 ssd --repeats 10 --warmup 2 --budget-s 0.6 --rows seed,m2-2.7b,m2-2.7b-b8,nemotron-h,short
 say "ssd varlen"; run ssd_varlen 60 ssd --no-peers --repeats 10 --warmup 2 --budget-s 0.6 --rows varlen
+fi
 say "done"
 # The device tool brings back at most 8 files from $OUT: everything in one archive, the summary beside it.
 tar czf "$OUT/bench.tgz" -C "$DIR" . && rm -rf "$DIR"
