@@ -174,8 +174,7 @@ def _ssd_item(item, opts, order, timer, stream, peers_status) -> list:
             arms.append((peer, pcall))
         except Exception as exc:
             rec["notes"].append(f"peer {peer} failed: {exc.__class__.__name__}: {exc}")
-    for name, fn in _ordered(arms, order):
-        t = timer.time(fn)
+    for name, t in timer.time_arms(_ordered(arms, order)).items():
         if name == "ours":
             rec["ms"] = t
         else:
@@ -286,8 +285,7 @@ def _dsa_item(item, opts, order, timer, stream, peers_status) -> list:
                 arms.append((DSA_PEER, pcall))
             except Exception as exc:
                 rp["notes"].append(f"peer {DSA_PEER} failed: {exc.__class__.__name__}: {exc}")
-    for name, fn in _ordered(arms, order):
-        t = timer.time(fn)
+    for name, t in timer.time_arms(_ordered(arms, order)).items():
         if name == "prepared":
             rp["ms"] = t
         elif name == "eager":
@@ -336,9 +334,7 @@ def _side_item(item, opts, order, timer, stream, holder_factory) -> list:
     for hold in (0,) + tuple(item.holds):
         ctx = holder.hold(hold) if hold else contextlib.nullcontext({"held": 0})
         with ctx as info:
-            times = {}
-            for sched in _ordered(names, order):
-                times[sched] = timer.time(lambda s=sched: runners[s](stream=stream))
+            times = timer.time_arms([(s, lambda s=s: runners[s](stream=stream)) for s in _ordered(names, order)])
         for sched in names:
             r = _base_record(item, sched, hold=hold, flops=flops, bytes=nbytes, dims=dims, flops_source=source)
             r["ms"] = times[sched]
@@ -381,9 +377,7 @@ def _selfcheck_item(item, opts, order, timer, stream, holder_factory) -> list:
     for hold in holds:
         ctx = holder.hold(hold) if hold else contextlib.nullcontext({"held": 0})
         with ctx as info:
-            times = {}
-            for name, fn in _ordered([("copy-kernel", ours), ("memcpy", memcpy)], order):
-                times[name] = timer.time(fn)
+            times = timer.time_arms(_ordered([("copy-kernel", ours), ("memcpy", memcpy)], order))
         r = _base_record(item, "copy-kernel", hold=hold, flops=0, bytes=2 * n, dims={"bytes": n},
                          flops_source="2 x bytes")
         r["ms"] = times["copy-kernel"]

@@ -18,6 +18,10 @@ A second view, **eager wall time** (``wall``): the stream is idle (synchronized)
 recorded, so the span holds the host work of the call as well (validation, planning, launches): what an
 eager caller waits for one call.
 
+Arms compared in one process (cake-rt and its peers, the prepared runner and the eager entry, the ticket and the
+static schedule) are timed in interleaved rounds (``Timer.time_arms``), so each arm's samples span the same stretch
+of the GPU's clock.
+
 Warm-up calls first (module load, compile, autotune stay out of the numbers), without the delay; D is
 then 1.5x the last warm-up's host time plus 50 us (at most 20 ms), so the host always finishes enqueuing
 before the GPU reaches the start event. The number of timed calls adapts down for slow arms (at most
@@ -221,19 +225,48 @@ class Timer:
         return out
 
     def time(self, fn, *, repeats: int | None = None, wall: bool = True) -> dict:
-        """Warm up, then time; returns summarize(GPU ms) plus the raw 'samples', 'host' (summarize of the
-        host ms), 'wall' (summarize of the eager wall ms, ``wall`` True) and 'delay_ms'."""
-        gpu_ms = host_ms = 0.0
-        for _ in range(max(1, self.warmup)):
-            gpu_ms, host_ms = self.sample(fn)
-        delay = delay_ms_for(host_ms)
-        n = repeats_for(gpu_ms + delay, repeats or self.repeats, budget_s=self.budget_s,
-                        min_repeats=self.min_repeats)
-        pairs = [self.sample(fn, delay_ms=delay) for _ in range(n)]
-        out = summarize([g for g, _ in pairs])
-        out["samples"] = [g for g, _ in pairs]
-        out["host"] = self.host_steady(fn, host_ms=float(np.median([h for _, h in pairs])), gpu_ms=out["median"])
-        out["delay_ms"] = delay
+        """One arm: ``time_arms([("", fn)], ...)[""]``."""
+        return self.time_arms([("", fn)], repeats=repeats, wall=wall)[""]
+
+    def time_arms(self, arms, *, repeats: int | None = None, wall: bool = True) -> dict:
+        """Warm up, then time arms compared in one process: {name: summarize(GPU ms) plus the raw 'samples' (in the
+        order taken), 'host' (the steady host time), 'wall' (eager wall ms, ``wall`` True) and 'delay_ms'}.
+
+        arms: [(name, fn)]. The timed calls are taken in rounds, each round one call of every arm that still has calls
+        to make (its count from ``repeats_for`` on its own warm call), the arms in the given order in even rounds and
+        reversed in odd ones; the eager wall samples likewise. So every arm samples the same stretch of the GPU's clock:
+        over a few seconds of back-to-back multi-ms calls the H200's clock drifts down (C1 at H = 32 read 4.24 ms on
+        its first calls and 4.46 ms on its last), which an arm timed after another would read alone."""
+        arms = list(arms)
+        warm = {}
+        for name, fn in arms:
+            gpu_ms = host_ms = 0.0
+            for _ in range(max(1, self.warmup)):
+                gpu_ms, host_ms = self.sample(fn)
+            warm[name] = (gpu_ms, host_ms)
+        delay = {name: delay_ms_for(h) for name, (_, h) in warm.items()}
+        count = {name: repeats_for(g + delay[name], repeats or self.repeats, budget_s=self.budget_s,
+                                   min_repeats=self.min_repeats) for name, (g, _) in warm.items()}
+
+        def rounds(take):
+            got = {name: [] for name, _ in arms}
+            for r in range(max(count.values())):
+                for name, fn in (arms if r % 2 == 0 else arms[::-1]):
+                    if len(got[name]) < count[name]:
+                        got[name].append(take(name, fn))
+            return got
+
+        pairs = rounds(lambda name, fn: self.sample(fn, delay_ms=delay[name]))
+        out = {}
+        for name, fn in arms:
+            g = [x for x, _ in pairs[name]]
+            out[name] = summarize(g)
+            out[name]["samples"] = g
+            out[name]["host"] = self.host_steady(fn, host_ms=float(np.median([h for _, h in pairs[name]])),
+                                                 gpu_ms=out[name]["median"])
+            out[name]["delay_ms"] = delay[name]
         if wall:
-            out["wall"] = summarize([self.sample(fn, idle=True)[0] for _ in range(n)])
+            walls = rounds(lambda name, fn: self.sample(fn, idle=True)[0])
+            for name, _ in arms:
+                out[name]["wall"] = summarize(walls[name])
         return out

@@ -418,6 +418,31 @@ def test_timer_order_delay_and_host_time():
     assert delay_ms_for(1e6) == 20.0 and delay_ms_for(-1) == 0.05
 
 
+def test_arms_are_timed_in_interleaved_rounds():
+    """Two arms of one process sample the same stretch of the GPU's clock: rounds of one call each, the order
+    reversed every other round; an arm with fewer calls (its budget) drops out of the later rounds."""
+    from cake_rt.bench.timing import Timer
+
+    log = []
+    gpu = _FakeGpu(log, [])
+    gpu.elapsed_ms = lambda start, end: 4.0 if log[-3] == ("call", "slow") else 1.0
+    t = Timer(stream=None, repeats=4, warmup=1, pieces=gpu, flush=lambda s: None, budget_s=0.010, min_repeats=2)
+    t._clock = lambda: 0.0
+    out = t.time_arms([("fast", lambda: log.append(("call", "fast"))), ("slow", lambda: log.append(("call", "slow")))])
+    assert list(out) == ["fast", "slow"]
+    assert out["fast"]["samples"] == [1.0] * 4 and out["slow"]["samples"] == [4.0] * 2  # 10 ms of budget: 2 slow calls
+    calls = [e[1] for e in log if e[0] == "call"]
+    timed = calls[2:2 + 6]  # after one warm-up call each
+    assert timed == ["fast", "slow", "slow", "fast", "fast", "fast"]
+    # The eager wall samples in rounds too, after the steady host batches.
+    assert calls[-6:] == ["fast", "slow", "slow", "fast", "fast", "fast"]
+    assert out["fast"]["wall"]["n"] == 4 and out["slow"]["wall"]["n"] == 2
+    # One arm: time() is time_arms of that arm.
+    log.clear()
+    one = t.time(lambda: log.append(("call", "fast")))
+    assert one["samples"] == [1.0] * 4 and one["wall"]["n"] == 4
+
+
 def test_steady_host_batches_shrink_for_slow_calls():
     from cake_rt.bench.timing import HOST_BATCH, HOST_BATCH_MIN, HOST_BATCHES, Timer
 
