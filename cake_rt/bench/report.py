@@ -170,7 +170,8 @@ def _grid(headers, rows) -> str:
 def method_text(warm_l2: bool, processes: int) -> str:
     """The timing method of a run, in words (stored in the JSON's config when the run is made)."""
     return ("GPU time of one synchronized call (CUDA events; the host enqueues the call while a delay kernel holds "
-            "the stream; host time measured apart, per call over back-to-back calls), median (p20-p80) over repeats"
+            "the stream; host time measured apart, per call over back-to-back calls), median (p20-p80) over repeats, "
+            "the arms of a row (prepared / eager, schedules, peers) timed in alternating rounds"
             + (", warm L2" if warm_l2 else ", cold L2 (2x L2 flushed before each call)")
             + (f", median over {processes} fresh processes (both arm orders)" if processes > 1 else ""))
 

@@ -1,0 +1,14 @@
+# slack arms: compact_slack (CAP - TILE - topk) / 2 (a), / 5 (b) against main 03d845a (/ 3); the diffs are one line each (selection.cuh compact_slack)
+# slack: scripts/ab-kit's call (prepared 2026-12-02 15:53 UTC). Trees (name rev sha):
+#   base main 03d845a
+#   a main+.dev/slack2.diff 03d845a+slack2.diff
+#   b main+.dev/slack5.diff 03d845a+slack5.diff
+# run command "bash .dev/slack/call.sh", carry [".dev/slack"], timeout_s 350
+python3 scripts/ab-kit call .dev/slack --op dsa --end 330 --order base,a,b,b,a,base --rows S1,S2,C1,Z2cp,Z3cp,A3 --heads 32,64 --checks ""
+
+# count_apart arm (dsa41 5d8f6fd = main 270cb4a + bench/results/dsa_h200_r34_count_apart_arm.diff): a one-query unit's split count on warps 1-4
+# a41: scripts/ab-kit's call (prepared 2026-12-02 16:11 UTC). Trees (name rev sha):
+#   base main 270cb4a
+#   a dsa41 5d8f6fd
+# run command "bash .dev/a41/call.sh", carry [".dev/a41"], timeout_s 320
+python3 scripts/ab-kit call .dev/a41 --op dsa --end 300 --order base,a,a,base --rows A1,A2,A3,S1,C1 --heads 32,64 --checks a
