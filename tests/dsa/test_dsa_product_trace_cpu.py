@@ -66,3 +66,5 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
     assert np.mean(st["wg1: waited at TURN (%)"]) == 100.0 and np.mean(st["wg0: waited at TURN (%)"]) == 0.0
     assert np.all(st["wg1 waited: TURN pass latency"] == 20)
     assert np.all(st["wg0 late: head sum"] == 250)
+    # With the CTA's first unit counted too (rows of one unit a CTA): both units past their first tile.
+    assert t.analyse([rec], first_units=True)["tiles"] == 10
