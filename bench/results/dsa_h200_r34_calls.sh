@@ -12,3 +12,9 @@ python3 scripts/ab-kit call .dev/slack --op dsa --end 330 --order base,a,b,b,a,b
 #   a dsa41 5d8f6fd
 # run command "bash .dev/a41/call.sh", carry [".dev/a41"], timeout_s 320
 python3 scripts/ab-kit call .dev/a41 --op dsa --end 300 --order base,a,a,base --rows A1,A2,A3,S1,C1 --heads 32,64 --checks a
+
+# part_count arm (dsa42 245ca69 = main 7d13cdb + bench/results/dsa_h200_r34_part_count_arm.diff): a one-query part counts in shared memory, one flush at its end; then the traces (--first-units) of both trees
+python3 scripts/ab-kit call .dev/a42 --op dsa --end 230 --order base,a,a,base --rows A1,A2,A3,S1 --heads 32,64 --checks a
+bash .dev/a42/call.sh
+for t in base a; do (cd .dev/a42/$t && CAKE_RT_CACHE_DIR=$PWD/.cubins CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 timeout 60 python3 scripts/dsa-product-trace A3 A1 --H 32,64 --runs 3 --first-units > $OUT/trace_$t.txt 2>&1; echo "trace $t rc=$?"); done
+grep -E "^A|sel: (compaction|append|period)|wg0: (period|key rows)" $OUT/trace_a.txt | head -40
