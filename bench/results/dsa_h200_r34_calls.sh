@@ -18,3 +18,6 @@ python3 scripts/ab-kit call .dev/a42 --op dsa --end 230 --order base,a,a,base --
 bash .dev/a42/call.sh
 for t in base a; do (cd .dev/a42/$t && CAKE_RT_CACHE_DIR=$PWD/.cubins CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 timeout 60 python3 scripts/dsa-product-trace A3 A1 --H 32,64 --runs 3 --first-units > $OUT/trace_$t.txt 2>&1; echo "trace $t rc=$?"); done
 grep -E "^A|sel: (compaction|append|period)|wg0: (period|key rows)" $OUT/trace_a.txt | head -40
+
+# count_parity arm (dsa43 a07ca0b = main 4420b34 + bench/results/dsa_h200_r34_count_parity_arm.diff): counts by tile parity, no barrier in compact_full when nothing is compacted
+python3 scripts/ab-kit call .dev/a43 --op dsa --end 330 --order base,a,a,base --rows S1,S2,C1,Z2cp,Z3cp,A3 --heads 32,64 --checks a
