@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The recorded benchmark run on a GPU machine, in four commands of `cake-rt bench`:
 #   1. the DSA suite, prepared and eager, no peers;
-#   1b. the DSA side-stream table (1 SM held; the suite file's rows, H = 64), each row in SIDE_PROCS fresh processes
+#   1b. the DSA side-stream table (1 SM held; the suite file's side-stream rows and heads), each row in SIDE_PROCS fresh processes
 #      (default 3) and their median: in one process C1's slowdown lands on one of two levels, 1.10x or 1.19x;
 #   2. the SSD suite's rows with both peers (mamba_ssm and vLLM's Triton SSD, .peers/ beside the tree, see
 #      bench/peers/README.md) in the same process, after mamba_ssm's accuracy test on the same inputs (which also warms
@@ -42,7 +42,10 @@ case $OPS in all | dsa | ssd) ;; *) echo "OPS: all, dsa or ssd, got '$OPS'" >&2;
 if [ "$OPS" != ssd ]; then
 say "dsa"; run dsa 150 dsa --no-peers --repeats 10 --warmup 2 --budget-s 0.5 --side-stream none --time-limit 120
 say "dsa side stream, ${SIDE_PROCS:-3} processes a row"
-run dsa_side 170 dsa --no-peers --rows S1,C1,Z3cp,A1 --heads 64 --side-stream 1 --processes "${SIDE_PROCS:-3}" \
+# the suite file's side-stream rows and heads (the bench has no flag for the side table alone: its rows run too)
+side=$(python3 -c 'import json; d = json.load(open("cake_rt/bench/suites/dsa.json"))["side_stream"]
+print(",".join(d["rows"]), ",".join(str(h) for h in d["heads"]))')
+run dsa_side 170 dsa --no-peers --rows "${side% *}" --heads "${side#* }" --side-stream 1 --processes "${SIDE_PROCS:-3}" \
     --repeats 10 --warmup 2 --budget-s 0.4 --time-limit 150
 fi
 if [ "$OPS" != dsa ]; then

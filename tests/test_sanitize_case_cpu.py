@@ -24,3 +24,16 @@ def test_sanitize_case_selftest_fails_on_a_failed_check(load_script, monkeypatch
     assert script.selftest() is True
     checks["float_key"] = lambda: (False, "broken")
     assert script.selftest() is False
+
+
+def test_warm_shapes_are_the_kits_lineinfo_shapes(load_script, capsys):
+    """`--warm-shapes OP` prints the warmup shapes of OP's cases, which the kits compile with lineinfo."""
+    from cake_rt.warmup import parse_shapes
+
+    script = load_script("sanitize-case")
+    for op in ("dsa", "ssd"):
+        assert script.main(["--warm-shapes", op]) == 0
+        printed = capsys.readouterr().out.split()
+        assert printed == script.WARM_SHAPES[op] and parse_shapes(printed)
+    ab = load_script("ab-kit")
+    assert ab.sanitize_shapes("dsa") == script.WARM_SHAPES["dsa"]
