@@ -124,7 +124,8 @@ def _round_up(x: int, m: int) -> int:
 
 
 def _layout(H, D, BQ, TILE, CAP, wgmma, cb=1):
-    """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout (QPASS, KBUF)."""
+    """(bytes of dynamic shared memory, merge buffer keys): mirrors layout.cuh's Layout (QPASS, KBUF); compared with the
+    header for every configuration by tests/dsa/test_dsa_layout_mirror_cpu.py."""
     qpass = -(-BQ * H // PAIRS) if wgmma else 1
     kbuf = 1 if qpass == 2 else 2
     qrows = PAIRS * qpass if wgmma else _round_up(BQ * H, 16)
