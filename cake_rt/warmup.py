@@ -9,7 +9,9 @@ load them with (``-lineinfo`` under CAKE_RT_LINEINFO).
 ``shapes`` narrows the list to what a workload needs: each entry is ``KEY=VALUE,KEY=VALUE`` (all must
 match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
 or these names: SSD ``family`` (exact, chunkpar: a program holds one family's kernel), ``dtype`` (bfloat16,
-float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA ``heads``, ``head_dim``.
+float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA ``heads``, ``head_dim``, ``windows`` (0: the program of
+units within one 65,536-key window, which every call whose blocks see at most 65,536 keys runs; 1: the one of several
+windows, for longer rows; both by default).
 """
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ import time
 OPS = ("ssd", "dsa")
 ALIASES = {
     "ssd": {"family": "SSD_FAMILY", "headdim": "SSD_P", "dstate": "SSD_N", "chunk": "SSD_Q", "dtype": "SSD_T"},
-    "dsa": {"heads": "DSA_H", "head_dim": "DSA_D"},
+    "dsa": {"heads": "DSA_H", "head_dim": "DSA_D", "windows": "DSA_WINDOWS"},
 }
+# A define a program leaves out has this value (the DSA program of one-window units has no DSA_WINDOWS).
+_ABSENT = {"DSA_WINDOWS": 0}
 _DTYPE_CODES = {"bfloat16": 0, "bf16": 0, "float16": 1, "fp16": 1, "float32": 2, "fp32": 2}
 _FAMILY_CODES = {"exact": 0, "chunkpar": 1}  # SSD_FAMILY (cake_rt.ops.ssd.FAMILIES)
 
@@ -47,8 +51,10 @@ def parse_shapes(entries) -> list:
 def _matches(op: str, defines: dict, want: dict) -> bool:
     for key, val in want.items():
         name = ALIASES[op].get(key, key)
-        if name not in defines:
+        if name not in defines and name not in _ABSENT:
             return False
+        if key == "windows" and val not in ("0", "1"):
+            raise ValueError(f"--shapes: windows: expected 0 or 1, got {val!r}")
         if key == "dtype":
             code = _DTYPE_CODES.get(val.lower())
             if code is None:
@@ -59,7 +65,7 @@ def _matches(op: str, defines: dict, want: dict) -> bool:
             if code is None:
                 raise ValueError(f"--shapes: family: expected exact or chunkpar, got {val!r}")
             val = str(code)
-        if str(defines[name]) != val:
+        if str(defines.get(name, _ABSENT.get(name))) != val:
             return False
     return True
 

@@ -28,6 +28,15 @@ def test_shapes_narrow_the_list():
     assert both and all(op == "dsa" and d["DSA_H"] == 64 for op, _, d in both)
     with pytest.raises(ValueError, match="--shapes"):
         warmup.programs(("ssd",), "sm_90a", warmup.parse_shapes(["heads=64"]))
+    # DSA windows: 0 the program of one-window units (no DSA_WINDOWS define), 1 the other; both without the key
+    all64 = warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes(["heads=64,head_dim=128"]))
+    for val in (0, 1):
+        one = warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes([f"heads=64,head_dim=128,windows={val}"]))
+        assert one and all(d.get("DSA_WINDOWS", 0) == val and d["DSA_H"] == 64 for _, _, d in one)
+        assert sorted(map(str, one)) == sorted(str(x) for x in all64 if x[2].get("DSA_WINDOWS", 0) == val)
+    assert len(all64) == 4  # the wgmma and the mma.sync programs, each in both variants
+    with pytest.raises(ValueError, match="windows"):
+        warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes(["windows=yes"]))
     for bad in ("headdim", "=3", ","):
         with pytest.raises(ValueError, match="--shapes"):
             warmup.parse_shapes([bad])
