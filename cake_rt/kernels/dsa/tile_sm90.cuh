@@ -82,6 +82,15 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
     named_sync(BAR_MMA, NT);     // q and the weights landed
+    // The weights of the first RQ queries of a one-pass block with H <= 32 stay in registers for the unit: the tile loop is
+    // bound by the shared-memory pipe (docs/dsa.md, round 36), and these are a quarter of the product's reads from it
+    // besides its wgmma operands. (More queries, or H > 32, and the product role spills.)
+    constexpr int RQ = NPASS == 1 && HB <= 4 ? (NQ < 8 / HB ? NQ : 8 / HB) : 0;
+    float2 wr[RQ > 0 ? RQ : 1][HB];
+#pragma unroll
+    for (int qq = 0; qq < RQ; ++qq)
+#pragma unroll
+        for (int j = 0; j < HB; ++j) wr[qq][j] = *reinterpret_cast<const float2*>(wl + qq * H + j * 8);
     if (wgi == 1) named_arrive(BAR_TURN + 0, NT);  // warpgroup 0 issues first
     // The operands' descriptors at k-step 0: this warpgroup's rows of key buffer 0, and q. A key buffer, a 64-column
     // block of D and a k-step are constant byte offsets, which add to the low word (wgmma.cuh): no address
@@ -132,6 +141,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             // score = sum_h w_h relu(S_h), queries p * NQ ..
             head_sum_store<NQ>(acc,
                                [&](int qq, int j) {
+                                   if (qq < RQ) return wr[qq < RQ ? qq : 0][j];
                                    return *reinterpret_cast<const float2*>(wl + (p * NQ + qq) * H + j * 8);
                                },
                                sc + slot * SCF + p * NQ * TILE, erow);
