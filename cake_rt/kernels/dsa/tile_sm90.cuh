@@ -82,9 +82,9 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     cp_async_wait<0>();
     fence_proxy_async_shared();  // cp.async results are read by wgmma (async proxy)
     named_sync(BAR_MMA, NT);     // q and the weights landed
-    // The weights of the first RQ queries of a one-pass block with H <= 32 stay in registers for the unit: the tile loop is
-    // bound by the shared-memory pipe (docs/dsa.md, round 36), and these are a quarter of the product's reads from it
-    // besides its wgmma operands. (More queries, or H > 32, and the product role spills.)
+    // The weights of the first RQ queries of a one-pass block with H <= 32 stay in registers for the unit: the
+    // shared-memory pipe runs near its peak in the tile loop (docs/dsa.md, round 36), and this halves the head sum's
+    // weight loads from it. (More queries, or H > 32, and the product role spills.)
     constexpr int RQ = NPASS == 1 && HB <= 4 ? (NQ < 8 / HB ? NQ : 8 / HB) : 0;
     float2 wr[RQ > 0 ? RQ : 1][HB];
 #pragma unroll
