@@ -363,11 +363,19 @@ CAKE_DEVICE void finish_joint(const Sel& s, const Unit& un, int topk, int* out_i
     uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
     uint64_t K[BQ];
     multi_kth_largest<NT, REG_R, BQ>(all, CAP, n, topk, active, hists, ms, scratch64, K);
+    // A query of at most topk candidates keeps them all, where they are: only the active ones are rewritten (a
+    // windowed buffer's keep also tallies its windows for retally, so there every query is).
+    const unsigned keep = all.WIN ? todo : active;
     int kept[BQ];
-    multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, todo, K, scratch64, kept, [&](int q, int pos, uint64_t x) {
-        buf_at(all, q, CAP).put(pos, x);
-        buf_at(all, q, CAP).tally(x);
-    });
+    if (keep) {  // block-uniform
+        multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, keep, K, scratch64, kept, [&](int q, int pos, uint64_t x) {
+            buf_at(all, q, CAP).put(pos, x);
+            buf_at(all, q, CAP).tally(x);
+        });
+    }
+#pragma unroll
+    for (int q = 0; q < BQ; ++q)
+        if (!((keep >> q) & 1u)) kept[q] = ((todo >> q) & 1u) ? n[q] : 0;
     sel_sync();  // the kept keys of every query are in place
     if (all.WIN) {
         if (sel_tid() < un.nq) buf_at(all, sel_tid(), CAP).retally();  // the windows' starts at the kept keys
