@@ -367,15 +367,13 @@ CAKE_DEVICE void finish_joint(const Sel& s, const Unit& un, int topk, int* out_i
     // windowed buffer's keep also tallies its windows for retally, so there every query is).
     const unsigned keep = all.WIN ? todo : active;
     int kept[BQ];
-    if (keep) {  // block-uniform
-        multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, keep, K, scratch64, kept, [&](int q, int pos, uint64_t x) {
-            buf_at(all, q, CAP).put(pos, x);
-            buf_at(all, q, CAP).tally(x);
-        });
-    }
+    multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, keep, K, scratch64, kept, [&](int q, int pos, uint64_t x) {
+        buf_at(all, q, CAP).put(pos, x);
+        buf_at(all, q, CAP).tally(x);
+    });
 #pragma unroll
     for (int q = 0; q < BQ; ++q)
-        if (!((keep >> q) & 1u)) kept[q] = ((todo >> q) & 1u) ? n[q] : 0;
+        if (((todo & ~keep) >> q) & 1u) kept[q] = n[q];
     sel_sync();  // the kept keys of every query are in place
     if (all.WIN) {
         if (sel_tid() < un.nq) buf_at(all, sel_tid(), CAP).retally();  // the windows' starts at the kept keys
