@@ -363,9 +363,10 @@ CAKE_DEVICE void finish_joint(const Sel& s, const Unit& un, int topk, int* out_i
     uint64_t* scratch64 = reinterpret_cast<uint64_t*>(s.hist) + 32;
     uint64_t K[BQ];
     multi_kth_largest<NT, REG_R, BQ>(all, CAP, n, topk, active, hists, ms, scratch64, K);
-    // A query of at most topk candidates keeps them all, where they are: only the active ones are rewritten (a
-    // windowed buffer's keep also tallies its windows for retally, so there every query is).
-    const unsigned keep = all.WIN ? todo : active;
+    // A query of at most topk candidates keeps them all, where they are: only the active ones are rewritten. The
+    // programs of windowed units keep every query (a windowed buffer's keep also tallies its windows for the retally,
+    // and there the per-query counts spill the H = 64 program); their long rows seldom have such a query.
+    const unsigned keep = WINDOWS ? todo : active;
     int kept[BQ];
     multi_ordered_keep<NT, REG_R, BQ, true>(all, CAP, n, keep, K, scratch64, kept, [&](int q, int pos, uint64_t x) {
         buf_at(all, q, CAP).put(pos, x);
