@@ -3,11 +3,13 @@
 #pragma once
 #include "types.cuh"
 
+// No branch and one select (the appends convert every score): f + 0.0f folds -0.0 onto +0.0 and keeps every other
+// value's bits (round to nearest, no flush to zero: compile.py's --ftz=false); one three-input logic op then flips a
+// negative value's bits or sets a positive one's sign bit.
 CAKE_DEVICE uint32_t float_order_key(float f) {
-    if (f != f) return 0u;             // NaN ranks below every number
-    if (f == 0.0f) f = 0.0f;           // fold -0.0 onto +0.0
-    const uint32_t u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    const uint32_t u = __float_as_uint(__fadd_rn(f, 0.0f));
+    const uint32_t k = u ^ ((uint32_t)((int32_t)u >> 31) | 0x80000000u);
+    return f != f ? 0u : k;  // NaN ranks below every number
 }
 
 // Inverse for keys of non-NaN floats (a NaN key 0 decodes to a NaN).
