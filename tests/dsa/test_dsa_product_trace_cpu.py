@@ -42,19 +42,15 @@ def test_the_patched_kernel_compiles(patched_kernels, load_script, script, array
 
 
 def test_the_statistics_of_a_synthetic_trace(load_script):
-    """Two units of 6 tiles, a fixed 1000-cycle period: wg1 always waits at TURN, wg0 always late."""
+    """Two units of 6 tiles, a fixed 1000-cycle period, warpgroup 1 300 cycles behind warpgroup 0."""
     t = load_script("dsa-product-trace")
     rec = np.zeros((t.TILES, t.SLOTS), np.int64)
     for g in range(12):
         base = 10_000 + 1000 * g
         for w, off in ((0, 0), (1, 300)):
             b = t.PW * w
-            for k, dt in enumerate((0, 10, 20, 30, 60, 400, 410, 450, 700, 710)):
+            for k, dt in enumerate((0, 10, 60, 400, 410, 450, 700, 710)):
                 rec[g, b + k] = base + off + dt
-        # wg1 waits at TURN from before wg0's commit: its TURN begin precedes base + 60
-        rec[g, t.PW + t.P_TURN_B] = base + 40
-        rec[g, t.PW + t.P_TURN_E] = base + 80
-        rec[g, t.PW + t.P_COMMIT] = base + 100
         for k, dt in zip(range(t.S_FULL_B, t.S_EMPTY + 1), (900, 1020, 1030, 1500, 1510)):
             rec[g, k] = base + dt
         rec[g, t.V_IT], rec[g, t.V_NTILES], rec[g, t.V_NCOL] = g % 6, 6, 128
@@ -63,8 +59,8 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
     assert st["tiles"] == 5 and st["ncol"] == [128]  # the second unit past its first tile
     assert st["rate"] == pytest.approx(2.0)
     assert np.all(st["wg0: period (commit to commit)"] == 1000)
-    assert np.mean(st["wg1: waited at TURN (%)"]) == 100.0 and np.mean(st["wg0: waited at TURN (%)"]) == 0.0
-    assert np.all(st["wg1 waited: TURN pass latency"] == 20)
-    assert np.all(st["wg0 late: head sum"] == 250)
+    assert np.all(st["wg1: wgmma issue"] == 50) and np.all(st["wg0: head sum"] == 250)
+    assert np.all(st["chain: wg0 commit to wg1 commit"] == 300)
+    assert np.all(st["chain: both wgmma in flight (overlap)"] == 40)  # wg1 commits at 360, wg0 lands at 400
     # With the CTA's first unit counted too (rows of one unit a CTA): both units past their first tile.
     assert t.analyse([rec], first_units=True)["tiles"] == 10

@@ -131,11 +131,11 @@ struct Unit {
 };
 
 // Named barriers of the wgmma loop: the selection threads (BAR_SEL; the block on the mma.sync loop), the
-// product threads (BAR_MMA), everyone at a unit's end (BAR_UNIT), a score slot written (BAR_FULL + slot), a
-// warpgroup's turn to issue its product (BAR_TURN + warpgroup). A slot's release (EMPTY) and a product warpgroup's
-// key rows landed (Layout::kfull) are mbarriers: each product warpgroup waits for them on its own schedule.
-enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4, BAR_TURN = BAR_FULL + RING };
-static_assert(BAR_TURN + 2 <= 16, "16 hardware barriers");
+// product threads (BAR_MMA), everyone at a unit's end (BAR_UNIT), a score slot written (BAR_FULL + slot). A slot's
+// release (EMPTY) and a product warpgroup's key rows landed (Layout::kfull) are mbarriers: each product warpgroup
+// waits for them on its own schedule.
+enum : int { BAR_SEL = 1, BAR_MMA = 2, BAR_UNIT = 3, BAR_FULL = 4 };
+static_assert(BAR_FULL + RING <= 16, "16 hardware barriers");
 CAKE_DEVICE void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 CAKE_DEVICE void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 // For a barrier the roles reach from different instructions (bar.sync promises one instruction per generation).

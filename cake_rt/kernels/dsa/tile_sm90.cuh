@@ -9,9 +9,8 @@
 // Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (one thread's tensor-map
 // copy, double-buffered, the copy of tile it+1 issued behind the wgmma of tile it; a block of two passes, H = 64's
 // four queries, scores each tile twice, q rows 0-127 then 128-255, from one key buffer refilled once its last pass
-// has read it) and takes turns with the other on
-// the tensor cores (BAR_TURN, ping-pong): while one warpgroup's wgmma runs, the other does its head sum,
-// so the tensor cores do not wait for the head sums. The head sums write ring slot g % RING (g: the tile's
+// has read it). The two warpgroups issue their wgmma independently (no turns: measured faster than a ping-pong,
+// docs/dsa.md round 41), so while one warpgroup's head sum runs the other's wgmma can. The head sums write ring slot g % RING (g: the tile's
 // number since the launch) once the selection has released the slot (its EMPTY mbarrier), then mark it
 // full (BAR_FULL). Selection (threads [NT, 2 NT)), tile g: wait for FULL, compact buffers that could not
 // take a tile, append, release the slot. Neither side has a block-wide barrier per tile, and the two
@@ -45,7 +44,7 @@ CAKE_DEVICE void init_slots(uint64_t* empty, uint64_t* kfull) {
 // one thread: D / 64 boxes of the key map (64 rows x 64 columns in the 128-byte swizzle, 1024-byte aligned: the
 // layout swz_rows gives and the wgmma descriptors read), their bytes completed on the warpgroup's FULL mbarrier
 // (`full`). A warpgroup has at most one copy in flight and its threads wait for each before the next is issued
-// (behind its TURN barrier), so one mbarrier completes one phase per tile. Rows past the unit's end are the next keys
+// (after their own wgmma of the tile before), so one mbarrier completes one phase per tile. Rows past the unit's end are the next keys
 // of the tensor or, past its last row, TMA's zeros: their scores are computed and never appended (append_rows takes
 // keys below khi only).
 CAKE_DEVICE void copy_key_rows(unsigned char* kt, const CakeTensorMap* kmap, const Unit& un, int it, int wgi,
@@ -91,7 +90,6 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
     for (int qq = 0; qq < RQ; ++qq)
 #pragma unroll
         for (int j = 0; j < HB; ++j) wr[qq][j] = *reinterpret_cast<const float2*>(wl + qq * H + j * 8);
-    if (wgi == 1) named_arrive(BAR_TURN + 0, NT);  // warpgroup 0 issues first
     // The operands' descriptors at k-step 0: this warpgroup's rows of key buffer 0, and q. A key buffer, a 64-column
     // block of D and a k-step are constant byte offsets, which add to the low word (wgmma.cuh): no address
     // arithmetic between the wgmma instructions.
@@ -106,9 +104,6 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             float acc[NCOL / 2];
 #pragma unroll
             for (int i = 0; i < NCOL / 2; ++i) acc[i] = 0.0f;
-            // The other warpgroup has issued its previous pass; every thread of this one has waited for its wgmma of
-            // tile it-1, so (two key buffers) that buffer may be refilled.
-            named_sync(BAR_TURN + wgi, NT);
             // S[64 keys x NCOL pairs] = K_wg Q_p^T (q rows p * PAIRS .. p * PAIRS + NCOL - 1)
             wgmma_fence();
 #pragma unroll
@@ -121,8 +116,8 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
                 else wgmma_m64n128k16_bf16(acc, da, db, 1);
             }
             wgmma_commit();
-            // The other warpgroup's turn; warpgroup 1 passes none after its last pass (one arrival per wait).
-            if (wgi == 0 || it + 1 < ntiles || p + 1 < NPASS) named_arrive(BAR_TURN + (wgi ^ 1), NT);
+            // Two key buffers: every thread of this warpgroup has waited for its wgmma of tile it - 1, so that buffer
+            // takes tile it + 1 while tile it's wgmma runs.
             if constexpr (KBUF == 2) {
                 if (wt == 0 && it + 1 < ntiles) copy_key_rows(kt, kmap, un, it + 1, wgi, full);
             }
@@ -134,9 +129,7 @@ CAKE_DEVICE void product_loop(const Unit& un, int ntiles, unsigned char* kt, uns
             }
             wgmma_fence_operands(acc);
             const unsigned slot = g % RING;
-            // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed). Two-pass blocks:
-            // compute-sanitizer's racecheck reports these stores against the appends, a false report of its model of the
-            // TURN barriers beside this handoff (scripts/racecheck-pattern; docs/dsa.md, round 32).
+            // The selection has appended tile g - RING (the slot's phase (g / RING - 1) has completed).
             if (p == 0 && g >= RING) mbarrier_wait_parity(empty + slot, ((g / RING) & 1u) ^ 1u);
             // score = sum_h w_h relu(S_h), queries p * NQ ..
             head_sum_store<NQ>(acc,
