@@ -9,12 +9,12 @@
 // Product (threads [0, NT)): each warpgroup streams its own 64 key rows of every tile (one thread's tensor-map
 // copy, double-buffered, the copy of tile it+1 issued behind the wgmma of tile it; a block of two passes, H = 64's
 // four queries, scores each tile twice, q rows 0-127 then 128-255, from one key buffer refilled once its last pass
-// has read it). The two warpgroups issue their wgmma independently (no turns: measured faster than a ping-pong,
-// docs/dsa.md round 41), so while one warpgroup's head sum runs the other's wgmma can. The head sums write ring slot g % RING (g: the tile's
-// number since the launch) once the selection has released the slot (its EMPTY mbarrier), then mark it
-// full (BAR_FULL). Selection (threads [NT, 2 NT)), tile g: wait for FULL, compact buffers that could not
-// take a tile, append, release the slot. Neither side has a block-wide barrier per tile, and the two
-// product warpgroups share none; the selection always consumes tiles in key order, so every buffer stays
+// has read it). The two warpgroups issue their wgmma independently, so while one warpgroup's head sum runs the
+// other's wgmma can, with no barrier between them (turn-taking measured slower: docs/dsa.md, round 41). The head sums
+// write ring slot g % RING (g: the tile's number since the launch) once the selection has released the slot (its
+// EMPTY mbarrier), then mark it full (BAR_FULL). Selection (threads [NT, 2 NT)), tile g: wait for FULL, compact
+// buffers that could not take a tile, append, release the slot. Neither side has a block-wide barrier per tile, and
+// the two product warpgroups share none; the selection always consumes tiles in key order, so every buffer stays
 // ascending in id.
 #pragma once
 #include "tile_common.cuh"
@@ -44,9 +44,9 @@ CAKE_DEVICE void init_slots(uint64_t* empty, uint64_t* kfull) {
 // one thread: D / 64 boxes of the key map (64 rows x 64 columns in the 128-byte swizzle, 1024-byte aligned: the
 // layout swz_rows gives and the wgmma descriptors read), their bytes completed on the warpgroup's FULL mbarrier
 // (`full`). A warpgroup has at most one copy in flight and its threads wait for each before the next is issued
-// (after their own wgmma of the tile before), so one mbarrier completes one phase per tile. Rows past the unit's end are the next keys
-// of the tensor or, past its last row, TMA's zeros: their scores are computed and never appended (append_rows takes
-// keys below khi only).
+// (after their own wgmma of the tile before), so one mbarrier completes one phase per tile. Rows past the unit's end
+// are the next keys of the tensor or, past its last row, TMA's zeros: their scores are computed and never appended
+// (append_rows takes keys below khi only).
 CAKE_DEVICE void copy_key_rows(unsigned char* kt, const CakeTensorMap* kmap, const Unit& un, int it, int wgi,
                                uint64_t* full) {
     unsigned char* dst = kt + (KBUF == 2 ? (it & 1) * (TILE * ROWB) : 0) + wgi * 64 * 128;
