@@ -34,13 +34,15 @@ def test_the_dsa_plan(tmp_path, load_script):
     assert argv[argv.index("--heads") + 1] == "64" and argv[argv.index("--rows") + 1] == "S1,S2"
     assert "--side-stream" in argv and benches[0][5] == {"CAKE_RT_GIT_HASH": "base"}
     assert [s[4] for s in traces] == [f"trace_{t}_{r}.txt" for r in ("S2_H64", "S1_H32") for t in trees]
-    # --checks: only the arms named get the tests and sanitizers (a speed-only arm), '' none
+    # --checks: only the trees named get the tests and sanitizers (a speed-only arm; the base to verify it), '' none
     a.checks = "b"
     assert [(s[0].split()[0], s[1]) for s in ab.plan(a)[2]] == [("tests", "b"), ("sanitize", "b")]
     a.checks = ""
     assert ab.plan(a)[2] == []
     a.checks = "base"
-    with pytest.raises(SystemExit, match="not an arm"):
+    assert [(s[0].split()[0], s[1]) for s in ab.plan(a)[2]] == [("tests", "base"), ("sanitize", "base")]
+    a.checks = "c"
+    with pytest.raises(SystemExit, match="not a tree of the kit"):
         ab.plan(a)
 
 
@@ -102,3 +104,13 @@ def test_prepare_stages_the_trees_and_the_call(tmp_path, load_script, monkeypatc
     assert call[-1] == ("python3 scripts/ab-kit call .dev/t1 --op ssd --end 150 --order base,arm,arm,base "
                         "--rows seed")
     assert 'timeout_s 170' in "\n".join(call)
+    # --checks base: the base's lineinfo programs staged too (a call that verifies a tree itself)
+    warmed.clear()
+    ab.main(["prepare", "t2", "--op", "ssd", "--tree", "base=HEAD", "--tree", "arm=HEAD", "--rows", "seed", "--checks",
+             "base", "--end", "150"])
+    assert warmed == [("base", "ssd", False), ("base", "ssd", True), ("arm", "ssd", False)]
+    # a name that is not a tree: refused before anything is staged (the kit of that name is left as it was)
+    warmed.clear()
+    with pytest.raises(SystemExit, match="not a tree of the kit"):
+        ab.main(["prepare", "t1", "--op", "ssd", "--tree", "base=HEAD", "--tree", "arm=HEAD", "--checks", "b"])
+    assert warmed == [] and (kit / "call.sh").exists()
