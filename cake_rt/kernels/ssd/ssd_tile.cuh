@@ -21,6 +21,10 @@
 //   acc += round_T(CB_ii * 2^(cs_t - cs_s) dt'_s [s <= t]) X_i       (diagonal block, masked per element)
 // CB_ij = C_i B_j^T is computed once per warp strip and reused for every unit of the block; M never leaves
 // the registers (the C fragments of two n-tiles are the A fragment of the next mma).
+// sm_90a, chunks of 256 tokens (ssd_chain): the steps j < i are replaced by a 16-bit state carried over the row blocks,
+//   S_0 = round_T(S_prev),  S_{j+1} = round_T(2^(R_{j+1} - R_j) S_j + round_T(c_s X_j)^T B_j)   (c_s: 2^(R_{j+1} - cs_s) dt'_s)
+//   acc  = C_i S_i^T, then the diagonal step as above
+// (one product and the diagonal step a row block; each sub-block's B / X loaded once a chunk instead of 4 - j times).
 //
 // Compile-time parameters (defines): SSD_T (0 bf16, 1 fp16, 2 fp32: x, B, C, z, y), SSD_DT (dt dtype,
 // same codes), SSD_SD (state dtype, same codes), SSD_P (headdim), SSD_N (dstate), SSD_Q (chunk size),
@@ -1518,8 +1522,84 @@ struct MOffWG {
     }
 };
 
-// Producer: the loads of ssd_chunk_output: per row block i of part `part` (ssd_next_row): C_i, B/X of step (i, 0), z_i,
-// B/X of steps (i, 1..i); prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after the part's first row
+// Chunks of 256 tokens (sm_90a, units of at most 128 state columns in all): the tokens before row block i reach it
+// through a state carried from row block to row block in the unit's 16-bit operand tile instead of i off-diagonal
+// steps, so a row block is one inter-chunk product and its diagonal step, and each sub-block's B / X are loaded once a
+// tile (ssd_chain):
+//   S_0 = round_T(S_prev);  S_{j+1} = round_T(2^(R_{j+1} - R_j) S_j + round_T(c_s X_j)^T B_j)      (R_0 = 0,
+//                                                       c_s = 2^(R_{j+1} - cs_s) dt'_s, the steps' factor)
+//   acc = C_i S_i^T, then the diagonal step (acc *= 2^(cs_t - R_i), += the masked block)
+// A step is the state product (A = round_T(c_s X_j^T) from registers, B_j read transposed) on S_j loaded from the tile
+// into its fp32 accumulators, S_{j+1} stored back: the state lives in the tile between steps, because 64 more fp32
+// registers beside a row block's accumulators spill. Both families start from the same round_T(S_prev) tile, so their
+// bits stay equal, and a row block's bits do not depend on which row blocks its item computes (ssd_next_row).
+// A part's row block i (ROWS > 1) first takes the steps of the sub-blocks after the part's previous row block (all
+// before i for its first); with ROWS = 1 each row block takes its own sub-block's step in place, after its epilogue (two
+// B / X slots: beside the epilogue's registers it spills) or, with one slot, before it, so that B_i's slot refills under
+// the epilogue.
+template <int HB>
+__host__ __device__ constexpr bool ssd_chain() { return SSD_Q == 256 && HB * SSD_N <= 128; }
+__device__ __forceinline__ void chain_fragment(uint32_t af[4], const T* Xs, const float* cs, const float* dtv, float R,
+                                               int m0, int k0) {
+    const int tg = threadIdx.x & 3;
+    uint32_t av[4];
+    ldA_km(av, Xs, SSD_LDX, m0, k0);
+    const float2 q0 = *(const float2*)(cs + k0 + 2 * tg), q8 = *(const float2*)(cs + k0 + 8 + 2 * tg);
+    const float2 d0 = *(const float2*)(dtv + k0 + 2 * tg), d8 = *(const float2*)(dtv + k0 + 8 + 2 * tg);
+    const float c0x = __fmul_rn(ex2(__fsub_rn(R, q0.x)), d0.x), c0y = __fmul_rn(ex2(__fsub_rn(R, q0.y)), d0.y);
+    const float c8x = __fmul_rn(ex2(__fsub_rn(R, q8.x)), d8.x), c8y = __fmul_rn(ex2(__fsub_rn(R, q8.y)), d8.y);
+    af[0] = pack2(__fmul_rn(lo16(av[0]), c0x), __fmul_rn(hi16(av[0]), c0y));
+    af[1] = pack2(__fmul_rn(lo16(av[1]), c0x), __fmul_rn(hi16(av[1]), c0y));
+    af[2] = pack2(__fmul_rn(lo16(av[2]), c8x), __fmul_rn(hi16(av[2]), c8y));
+    af[3] = pack2(__fmul_rn(lo16(av[3]), c8x), __fmul_rn(hi16(av[3]), c8y));
+}
+// S_{j+1} into the units' tiles from S_j there, with sub-block j's B / X in slot buf (whole sub-blocks: j is before the
+// chunk's last row block). Each thread reads and writes its own accumulator positions; the proxy fence and the barrier
+// at the end order the stores before the tile's next reader (wgmma, or the next step).
+template <int HB>
+__device__ __forceinline__ void chain_step(const SsdSmem& s, int buf, int j, int m0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    float st[HB][SSD_N / 8][4];
+    uint32_t af[HB][SSD_SUB / 16][4];
+#pragma unroll
+    for (int u = 0; u < HB; ++u) {
+        const float* cs = s.cs + u * SSD_Q;
+        const float R1 = cs[(j + 1) * SSD_SUB - 1], R0 = j > 0 ? cs[j * SSD_SUB - 1] : 0.0f;
+        const float d = ex2(__fsub_rn(R1, R0));
+        const T* tile = (const T*)s.S + u * SSD_PB * SSD_N;
+#pragma unroll
+        for (int t = 0; t < SSD_N / 8; ++t)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                float v0, v1;
+                ld_pair(tile + tidx(SSD_LDN, m0 + g + 8 * half, 8 * t + 2 * tg), v0, v1);
+                st[u][t][2 * half] = __fmul_rn(v0, d);
+                st[u][t][2 * half + 1] = __fmul_rn(v1, d);
+            }
+#pragma unroll
+        for (int k = 0; k < SSD_SUB / 16; ++k)
+            chain_fragment(af[u][k], sX(s, buf, u), cs + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB, R1, m0, 16 * k);
+    }
+    state_product<HB, SSD_N>(st, af, sB(s, buf), 0);
+#pragma unroll
+    for (int u = 0; u < HB; ++u)
+#pragma unroll
+        for (int t = 0; t < SSD_N / 8; ++t)
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+                st_pair((T*)s.S + u * SSD_PB * SSD_N + tidx(SSD_LDN, m0 + g + 8 * half, 8 * t + 2 * tg),
+                        st[u][t][2 * half], st[u][t][2 * half + 1]);
+    fence_proxy_async_shared();
+    math_sync();
+}
+// The part's row block before i (-1: i is its first), whose sub-block the chain took last (ssd_chain).
+template <int ROWS>
+__device__ __forceinline__ int ssd_prev_row(int part, int i) {
+    return i == part ? -1 : ROWS == 1 ? i - 1 : part;
+}
+
+// Producer: the loads of ssd_chunk_output: per row block i of part `part` (ssd_next_row): C_i, B/X of step (i, j0), z_i,
+// B/X of steps (i, j0 + 1..i) (j0 = 0, or with ssd_chain the sub-block after the part's previous row block); prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after the part's first row
 // block's B_0 / X_0 and before its z, behind the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the
 // slice's first item first waits for phase `epoch` (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of
 // `saved` after the math warpgroup's phase-1 stores) or nullptr (exact scan: the math warpgroup writes S itself, and
@@ -1537,7 +1617,9 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
         fill_begin(s, BAR_EMPTY_C, (uint32_t)(p.c & 1));
         load_c(a, s.Cs, tok_i, valid_i, grp, s.bar + BAR_FULL_C);
         ++p.c;
-        for (int j = 0; j <= i; ++j) {
+        // ssd_chain: the sub-blocks after the part's previous row block (whose own the chain took in place)
+        const int j0 = ssd_chain<HB>() ? ssd_prev_row<ROWS>(part, i) + 1 : 0;
+        for (int j = j0; j <= i; ++j) {
             produce_bx<HB, NBUF, SSD_N>(a, s, p.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp, u0, 0);
             // after the part's first C_i, B_0, X_0 (those need no grid-wide result; row block 0 has no step but j = 0)
             if (i == part && (part == 0 || j == 0) && prev != nullptr) {
@@ -1551,7 +1633,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
                 fill_end(s, BAR_FULL_S);
                 ++p.s;
             }
-            if (j == 0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
+            if (j == j0 && (a.flags & SSD_F_Z)) {  // read by the row block's epilogue
                 fill_begin(s, BAR_EMPTY_Z, (uint32_t)(p.z & 1));
                 load_units<HB, true>(a, s.Zs, tok_i, valid_i, u0, s.bar + BAR_FULL_Z);
                 ++p.z;
@@ -1583,12 +1665,28 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
 #pragma unroll
     for (int u = 0; u < HB; ++u)
         dh[u] = (a.flags & SSD_F_D) && !(a.flags & SSD_F_DP) ? __ldg(a.D + unit_head(u0 + u)) : 0.0f;
+    constexpr bool CHAIN = ssd_chain<HB>();
+    static_assert(!(CHAIN && FUSE), "the fused state is for chunks of up to 128 tokens");
     if (s_pipe) use_begin(s, BAR_FULL_S, (uint32_t)(p.s & 1), true);
+    int done = 0;  // CHAIN: the sub-blocks in the tile's state
     const int last = ssd_last_row<ROWS>(part, nsub);
     for (int i = part; i < nsub; i = ssd_next_row<ROWS>(part, i)) {
         const long long tok_i = ctok + i * SSD_SUB;
         const int valid_i = min(SSD_SUB, l - i * SSD_SUB);
         const bool fuse_i = FUSE && i == last;  // this row block's steps also take the state's products
+        const bool carry_i = CHAIN && i != last;  // CHAIN: sub-block i also advances the chain
+        if constexpr (CHAIN) {
+            for (; done < i; ++done) {  // the part's first row block: the sub-blocks before it
+                const int buf = ring_slot<NBUF>(p.bx);
+                const uint32_t ph = ring_phase<NBUF>(p.bx);
+                use_begin(s, BAR_FULL_X + buf, ph, false);  // (whole sub-blocks: tensor-map copies; X read by ldmatrix)
+                use_begin(s, BAR_FULL_B + buf, ph, false);
+                chain_step<HB>(s, buf, done, m0);
+                use_end(s, BAR_EMPTY_B + buf);
+                use_end(s, BAR_EMPTY_X + buf);
+                ++p.bx;
+            }
+        }
         // FUSE, row block `last`: sub-block jj's state product on the B_jj / X_jj in slot buf (X waited for here, read
         // by ldmatrix), before B_jj is released
         auto fused_state_step = [&](int jj, int buf, uint32_t ph) {
@@ -1611,9 +1709,9 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
             use_end(s, BAR_EMPTY_S);
             ++p.s;
         }
-        if (i > 0) scale_by_row_decay<HB>(y, s.cs, i);
+        if (!CHAIN && i > 0) scale_by_row_decay<HB>(y, s.cs, i);
         // the steps left of the diagonal: CB = C_i B_j^T, acc += round_T(CB * c_s) X_j
-        for (int j = 0; j < i; ++j) {
+        for (int j = 0; j < (CHAIN ? 0 : i); ++j) {
             const int buf = ring_slot<NBUF>(p.bx);
             const uint32_t ph = ring_phase<NBUF>(p.bx);
             float cb[8][4];
@@ -1645,7 +1743,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         }
         gemm_cb_land(cb);
         fused_state_step(i, buf, ph);
-        use_end(s, BAR_EMPTY_B + buf);
+        if (!carry_i) use_end(s, BAR_EMPTY_B + buf);
         use_begin(s, BAR_FULL_X + buf, ph, valid_i < SSD_SUB);
         use_end(s, BAR_EMPTY_C);  // the row block's last use of C
         ++p.c;
@@ -1656,12 +1754,32 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
                 ++p.z;
             }
         });
+        // CHAIN: S_{i+1} on B_i / X_i in place, after the epilogue (beside it the row block's registers spill), or before
+        // it with one B / X slot, which B_i frees then for the next row block's B to land under the epilogue
+        constexpr bool CARRY_EARLY = NBUF == 1;
+        if constexpr (CHAIN && CARRY_EARLY) {
+            if (carry_i) {
+                chain_step<HB>(s, buf, i, m0);
+                use_end(s, BAR_EMPTY_B + buf);
+            }
+        }
         // X_i is released once the epilogue holds it in registers: the next row block's diagonal X then lands under
-        // the epilogue's arithmetic.
+        // the epilogue's arithmetic (CHAIN: unless the late carry reads it).
         ssd_epilogue<HB>(a, y, gz, dh, sX(s, buf, 0), tok_i, valid_i, u0, [&] {
-            use_end_read(s, BAR_EMPTY_X + buf);
-            ++p.bx;
+            if (!(CHAIN && !CARRY_EARLY && carry_i)) {
+                use_end_read(s, BAR_EMPTY_X + buf);
+                ++p.bx;
+            }
         });
+        if constexpr (CHAIN && !CARRY_EARLY) {
+            if (carry_i) {
+                chain_step<HB>(s, buf, i, m0);
+                use_end(s, BAR_EMPTY_B + buf);
+                use_end_read(s, BAR_EMPTY_X + buf);  // (the epilogue read x from it)
+                ++p.bx;
+            }
+        }
+        if (carry_i) done = i + 1;
     }
     if constexpr (FUSE) (*sink)(0, st);
 }
