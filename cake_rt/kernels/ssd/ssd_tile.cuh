@@ -22,7 +22,8 @@
 // CB_ij = C_i B_j^T is computed once per warp strip and reused for every unit of the block; M never leaves
 // the registers (the C fragments of two n-tiles are the A fragment of the next mma).
 // sm_90a, chunks of 256 tokens (ssd_chain): the steps j < i are replaced by a 16-bit state carried over the row blocks,
-//   S_0 = round_T(S_prev),  S_{j+1} = round_T(2^(R_{j+1} - R_j) S_j + round_T(c_s X_j)^T B_j)   (c_s: 2^(R_{j+1} - cs_s) dt'_s)
+//   S_0 = round_T(S_prev),  S_{j+1} = round_T(2^(R_{j+1} - R_j) S_j + round_T(c_s X_j)^T B_j)
+//                                                  c_s = 2^(R_{j+1} - cs_s) dt'_s (the steps' factor)
 //   acc  = C_i S_i^T, then the diagonal step as above
 // (one product and the diagonal step a row block; each sub-block's B / X loaded once a chunk instead of 4 - j times).
 //
@@ -1598,14 +1599,15 @@ __device__ __forceinline__ int ssd_prev_row(int part, int i) {
     return i == part ? -1 : ROWS == 1 ? i - 1 : part;
 }
 
-// Producer: the loads of ssd_chunk_output: per row block i of part `part` (ssd_next_row): C_i, B/X of step (i, j0), z_i,
-// B/X of steps (i, j0 + 1..i) (j0 = 0, or with ssd_chain the sub-block after the part's previous row block); prev: the tile's round_T(S_prev) (chunk-parallel, units UE apart; after the part's first row
-// block's B_0 / X_0 and before its z, behind the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the
-// slice's first item first waits for phase `epoch` (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of
-// `saved` after the math warpgroup's phase-1 stores) or nullptr (exact scan: the math warpgroup writes S itself, and
-// the producer stages the raw dt before this). z waits for the previous item's last epilogue to free its buffer; the
-// prep and S_prev, which the math warpgroup waits for first, do not wait behind it. Any order is deadlock-free whose
-// waits are for buffers the math warpgroup frees before it needs this load.
+// Producer: the loads of ssd_chunk_output: per row block i of part `part` (ssd_next_row): C_i, B/X of step (i, j0),
+// z_i, B/X of steps (i, j0 + 1..i) (j0 = 0; with ssd_chain the sub-block after the part's previous row block); prev:
+// the tile's round_T(S_prev) (chunk-parallel, units UE apart; after the part's first row block's B_0 / X_0 and before
+// its z, behind the tile's cs and dt' saved by phase 1 (`saved`, produce_prep); the slice's first item first waits for
+// phase `epoch` (parity) of BAR_EPOCH, -1: no wait, which also orders its reads of `saved` after the math warpgroup's
+// phase-1 stores) or nullptr (exact scan: the math warpgroup writes S itself, and the producer stages the raw dt before
+// this). z waits for the previous item's last epilogue to free its buffer; the prep and S_prev, which the math
+// warpgroup waits for first, do not wait behind it. Any order is deadlock-free whose waits are for buffers the math
+// warpgroup frees before it needs this load.
 template <int HB, int NBUF, int ROWS>
 __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& s, SsdPipe& p, long long ctok, int l,
                                                int part, int u0, const T* prev, const float* saved, int epoch) {
@@ -1676,7 +1678,7 @@ __device__ __forceinline__ void ssd_chunk_output(const SsdArgs& a, const SsdSmem
         const bool fuse_i = FUSE && i == last;  // this row block's steps also take the state's products
         const bool carry_i = CHAIN && i != last;  // CHAIN: sub-block i also advances the chain
         if constexpr (CHAIN) {
-            for (; done < i; ++done) {  // the part's first row block: the sub-blocks before it
+            for (; done < i; ++done) {  // the sub-blocks between the state's last and this row block (ROWS > 1)
                 const int buf = ring_slot<NBUF>(p.bx);
                 const uint32_t ph = ring_phase<NBUF>(p.bx);
                 use_begin(s, BAR_FULL_X + buf, ph, false);  // (whole sub-blocks: tensor-map copies; X read by ldmatrix)
