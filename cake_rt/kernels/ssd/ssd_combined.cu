@@ -41,7 +41,7 @@ __device__ __forceinline__ SDT sd_from_float(float v) { return ESD::from_float(v
 // wgmma operand is a 16-bit tile; the mma.sync path packs its fragments from the fp32 states instead).
 __device__ __forceinline__ void put_prev(const SsdSmem& s, int u, int p, int n, float v0, float v1) {
 #if SSD_WG
-    st_pair((T*)s.S + u * SSD_PB * SSD_N + tidx(SSD_LDN, p, n), v0, v1);
+    st_pair(sS(s, u) + tidx(SSD_LDN, p, n), v0, v1);
 #endif
 }
 
@@ -521,7 +521,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             __syncthreads();  // the previous item is done with S_prev
 #pragma unroll
             for (int u = 0; u < HB; ++u)
-                load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
+                load_tile_async<SSD_N>(sS(s, u), SSD_LDN, ws_prev + (c * un + (u0 - us) + u) * UE,
                                        SSD_N, SSD_PB);
             cp_async_commit();  // waited for by the output's first step (cp.async groups complete in order)
             ssd_prep_load<HB>(s, pipe, saved);

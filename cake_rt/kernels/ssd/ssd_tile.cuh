@@ -265,6 +265,8 @@ __device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return s.B0 + buf 
 __device__ __forceinline__ T* sX(const SsdSmem& s, int buf, int u) {
     return s.X0 + buf * (s.X1 - s.X0) + u * SSD_SUB * SSD_LDX;
 }
+// Unit u's 16-bit S_prev operand tile (the chunk-parallel kernel's, and the sm_90a exact scan's round_T copy).
+__device__ __forceinline__ T* sS(const SsdSmem& s, int u) { return (T*)s.S + u * SSD_PB * SSD_LDN; }
 
 struct SsdArgs {
     const T* x; const DTT* dt; const float* A; const T* Bm; const T* Cm;
@@ -861,16 +863,19 @@ __device__ __forceinline__ void ssd_prep_load(const SsdSmem& s, SsdPipe& p, cons
 // A fragment of the state product (16-bit programs, both tensor-core paths): A = round_T(w_s X^T), rows
 // m0.. (headdim), columns k0.. (tokens of the sub-block); the fragment's columns are tokens k0 + 2tg (+1) and
 // k0 + 8 + 2tg (+1). w: the unit's state weights of this sub-block.
-__device__ __forceinline__ void wx_fragment(uint32_t af[4], const T* Xs, const float* w, int m0, int k0) {
-    const int tg = threadIdx.x & 3;
-    uint32_t av[4];
-    ldA_km(av, Xs, SSD_LDX, m0, k0);
-    const float2 w0 = *(const float2*)(w + k0 + 2 * tg);
-    const float2 w8 = *(const float2*)(w + k0 + 8 + 2 * tg);
+// scaled_fragment: the same from X^T's fragment av (ldA_km) and the weights of the fragment's tokens (w0: k0 + 2tg,
+// +1; w8: k0 + 8 + 2tg, +1).
+__device__ __forceinline__ void scaled_fragment(uint32_t af[4], const uint32_t av[4], float2 w0, float2 w8) {
     af[0] = pack2(__fmul_rn(lo16(av[0]), w0.x), __fmul_rn(hi16(av[0]), w0.y));
     af[1] = pack2(__fmul_rn(lo16(av[1]), w0.x), __fmul_rn(hi16(av[1]), w0.y));
     af[2] = pack2(__fmul_rn(lo16(av[2]), w8.x), __fmul_rn(hi16(av[2]), w8.y));
     af[3] = pack2(__fmul_rn(lo16(av[3]), w8.x), __fmul_rn(hi16(av[3]), w8.y));
+}
+__device__ __forceinline__ void wx_fragment(uint32_t af[4], const T* Xs, const float* w, int m0, int k0) {
+    const int tg = threadIdx.x & 3;
+    uint32_t av[4];
+    ldA_km(av, Xs, SSD_LDX, m0, k0);
+    scaled_fragment(af, av, *(const float2*)(w + k0 + 2 * tg), *(const float2*)(w + k0 + 8 + 2 * tg));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1512,14 +1517,17 @@ __device__ __forceinline__ void output_diagonal_step(float (&y)[HB][8][4], const
 #if SSD_WG
 // Off-diagonal M = CB * c_s, c_s = 2^(R_i - cs_s) dt'_s computed where it is used (no shared array, so no
 // barrier between row blocks).
+// c_s = 2^(R - cs_s) dt'_s of two adjacent tokens from their cs (q) and dt' (d) (the chain's weights too).
+__device__ __forceinline__ float2 column_factors(float2 q, float2 d, float R) {
+    return make_float2(__fmul_rn(ex2(__fsub_rn(R, q.x)), d.x), __fmul_rn(ex2(__fsub_rn(R, q.y)), d.y));
+}
 struct MOffWG {
     const float* cs;   // the unit's cumsum of this sub-block
     const float* dtv;  // its dt'
     float R;           // R_i
     __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
-        const float2 q = *(const float2*)(cs + c), d = *(const float2*)(dtv + c);
-        return pack2(__fmul_rn(v0, __fmul_rn(ex2(__fsub_rn(R, q.x)), d.x)),
-                     __fmul_rn(v1, __fmul_rn(ex2(__fsub_rn(R, q.y)), d.y)));
+        const float2 f = column_factors(*(const float2*)(cs + c), *(const float2*)(dtv + c), R);
+        return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
     }
 };
 
@@ -1540,6 +1548,8 @@ struct MOffWG {
 // the epilogue.
 template <int HB>
 __host__ __device__ constexpr bool ssd_chain() { return SSD_Q == 256 && HB * SSD_N <= 128; }
+// The state product's A fragment round_T(c_s X^T) with the column factors relative to R (wx_fragment's, its weights
+// formed here).
 __device__ __forceinline__ void chain_fragment(uint32_t af[4], const T* Xs, const float* cs, const float* dtv, float R,
                                                int m0, int k0) {
     const int tg = threadIdx.x & 3;
@@ -1547,12 +1557,7 @@ __device__ __forceinline__ void chain_fragment(uint32_t af[4], const T* Xs, cons
     ldA_km(av, Xs, SSD_LDX, m0, k0);
     const float2 q0 = *(const float2*)(cs + k0 + 2 * tg), q8 = *(const float2*)(cs + k0 + 8 + 2 * tg);
     const float2 d0 = *(const float2*)(dtv + k0 + 2 * tg), d8 = *(const float2*)(dtv + k0 + 8 + 2 * tg);
-    const float c0x = __fmul_rn(ex2(__fsub_rn(R, q0.x)), d0.x), c0y = __fmul_rn(ex2(__fsub_rn(R, q0.y)), d0.y);
-    const float c8x = __fmul_rn(ex2(__fsub_rn(R, q8.x)), d8.x), c8y = __fmul_rn(ex2(__fsub_rn(R, q8.y)), d8.y);
-    af[0] = pack2(__fmul_rn(lo16(av[0]), c0x), __fmul_rn(hi16(av[0]), c0y));
-    af[1] = pack2(__fmul_rn(lo16(av[1]), c0x), __fmul_rn(hi16(av[1]), c0y));
-    af[2] = pack2(__fmul_rn(lo16(av[2]), c8x), __fmul_rn(hi16(av[2]), c8y));
-    af[3] = pack2(__fmul_rn(lo16(av[3]), c8x), __fmul_rn(hi16(av[3]), c8y));
+    scaled_fragment(af, av, column_factors(q0, d0, R), column_factors(q8, d8, R));
 }
 // S_{j+1} into the units' tiles from S_j there, with sub-block j's B / X in slot buf (whole sub-blocks: j is before the
 // chunk's last row block). Each thread reads and writes its own accumulator positions; the proxy fence and the barrier
@@ -1567,7 +1572,7 @@ __device__ __forceinline__ void chain_step(const SsdSmem& s, int buf, int j, int
         const float* cs = s.cs + u * SSD_Q;
         const float R1 = cs[(j + 1) * SSD_SUB - 1], R0 = j > 0 ? cs[j * SSD_SUB - 1] : 0.0f;
         const float d = ex2(__fsub_rn(R1, R0));
-        const T* tile = (const T*)s.S + u * SSD_PB * SSD_N;
+        const T* tile = sS(s, u);
 #pragma unroll
         for (int t = 0; t < SSD_N / 8; ++t)
 #pragma unroll
@@ -1588,8 +1593,8 @@ __device__ __forceinline__ void chain_step(const SsdSmem& s, int buf, int j, int
         for (int t = 0; t < SSD_N / 8; ++t)
 #pragma unroll
             for (int half = 0; half < 2; ++half)
-                st_pair((T*)s.S + u * SSD_PB * SSD_N + tidx(SSD_LDN, m0 + g + 8 * half, 8 * t + 2 * tg),
-                        st[u][t][2 * half], st[u][t][2 * half + 1]);
+                st_pair(sS(s, u) + tidx(SSD_LDN, m0 + g + 8 * half, 8 * t + 2 * tg), st[u][t][2 * half],
+                        st[u][t][2 * half + 1]);
     fence_proxy_async_shared();
     math_sync();
 }
@@ -1630,7 +1635,7 @@ __device__ __forceinline__ void produce_output(const SsdArgs& a, const SsdSmem& 
                 fill_begin(s, BAR_EMPTY_S, (uint32_t)(p.s & 1));
 #pragma unroll
                 for (int u = 0; u < HB; ++u)
-                    load_tile_async<SSD_N>((T*)s.S + u * SSD_PB * SSD_LDN, SSD_LDN, prev + (long long)u * SSD_PB * SSD_N,
+                    load_tile_async<SSD_N>(sS(s, u), SSD_LDN, prev + (long long)u * SSD_PB * SSD_N,
                                            SSD_N, SSD_PB);
                 fill_end(s, BAR_FULL_S);
                 ++p.s;
