@@ -95,11 +95,11 @@ class CostModel:
 
 
 COST_MODELS = {
-    (9, 0): CostModel(e0=7.787, e_step=0.6477, e_chunk=2.795, e_pair=0.2255, p_slice=0.0, p0=8.847, p1=0.9361,
-                      p2=0.00214, bw_bytes_per_us=5.045e6,
-                      source="H200, 2026-12-01: `cake-rt calibrate --repeats 5` on the six suite rows, both families, "
-                             "branch ssd35b (split phase 1, one-arrival grid barrier), the non-negative fit with the "
-                             "split-aware item steps (docs/ssd.md)"),
+    (9, 0): CostModel(e0=8.849, e_step=0.5249, e_chunk=3.041, e_pair=0.1622, p_slice=0.0, p0=11.27, p1=0.773,
+                      p2=0.0, bw_bytes_per_us=4.242e6,
+                      source="H200, 2026-12-04: `cake-rt calibrate --repeats 5` on the six suite rows, both families, "
+                             "tree cdc510a (the 12-04c record's kernels), the non-negative fit with the split-aware "
+                             "item steps (docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 

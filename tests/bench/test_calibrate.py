@@ -90,8 +90,9 @@ def test_nonnegative_lstsq_is_the_constrained_optimum():
 
 
 def test_fit_keeps_the_measured_faster_family_when_an_unconstrained_fit_goes_negative():
-    # the 2026-12-01 H200 measurements (tests/ssd/test_ssd_args.py: H200_ROWS): the chunk-parallel least squares
-    # wants a negative constant (p_slice); the non-negative fit puts every row within 7% and on its faster family
+    # the 2026-12-04 H200 measurements (tests/ssd/test_ssd_args.py: H200_ROWS): the chunk-parallel least squares
+    # wants negative constants (p_slice, p2); the non-negative fit puts every row within 4% (exact) and 7%
+    # (chunk-parallel) and on its faster family
     from tests.ssd.test_ssd_args import H200_ROWS
 
     start = dataclasses.replace(op.COST_MODELS[(9, 0)], e0=7.702, e_step=1.005, e_chunk=3.275, e_pair=0.2191,
@@ -105,7 +106,7 @@ def test_fit_keeps_the_measured_faster_family_when_an_unconstrained_fit_goes_neg
     assert "scaled" not in how["chunkpar"], how
     for pr, meas in samples:
         p = pr(new)
-        assert p["exact"] == pytest.approx(meas["exact"], rel=0.03)
+        assert p["exact"] == pytest.approx(meas["exact"], rel=0.04)
         assert p["chunkpar"] == pytest.approx(meas["chunkpar"], rel=0.07)
         assert (p["chunkpar"] < p["exact"]) == (meas["chunkpar"] < meas["exact"])
 

@@ -292,16 +292,16 @@ def test_cost_model_prefers_chunkpar_for_few_long_items():
 
 
 # The suite rows' model inputs on the H200 (132 SMs, 264 cooperative slots) and both families' times measured by
-# `cake-rt calibrate` (2026-12-01, ninth session, branch ssd35b; docs/ssd.md "Selection"): (nseg, nheads, chunk,
+# `cake-rt calibrate` (2026-12-04, twenty-eighth session, tree cdc510a; docs/ssd.md "Selection"): (nseg, nheads, chunk,
 # max_chunks, total_chunks, workspace bytes, slices, phase-3 / phase-1 items a tile, exact us, chunk-parallel us).
-# b8's exact scan is 2.4% faster than its chunk-parallel run, nemotron-h's chunk-parallel run 8% faster than its exact.
+# b8's and nemotron-h's exact scans are 15% and 4% faster than their chunk-parallel runs.
 H200_ROWS = {
-    "seed": (1, 8, 256, 128, 128, 52432896, 1, 1, 1, 2219.0, 128.8),
-    "m2-2.7b": (1, 80, 256, 32, 32, 131082240, 1, 1, 1, 587.2, 294.2),
-    "m2-2.7b-b8": (8, 80, 256, 8, 64, 262164480, 1, 1, 1, 559.8, 573.4),
-    "nemotron-h": (1, 128, 128, 128, 128, 822149120, 4, 1, 1, 1075.7, 990.8),
-    "short": (1, 8, 256, 2, 2, 819456, 1, 4, 2, 43.1, 17.7),
-    "varlen": (16, 64, 128, 133, 517, 1660355840, 7, 1, 1, 1358.2, 2026.0),
+    "seed": (1, 8, 256, 128, 128, 52432896, 1, 1, 1, 2005.8, 122.0),
+    "m2-2.7b": (1, 80, 256, 32, 32, 131082240, 1, 1, 1, 483.5, 273.0),
+    "m2-2.7b-b8": (8, 80, 256, 8, 64, 262164480, 1, 1, 1, 453.7, 532.0),
+    "nemotron-h": (1, 128, 128, 128, 128, 822149120, 4, 1, 1, 952.6, 992.0),
+    "short": (1, 8, 256, 2, 2, 819456, 1, 4, 2, 39.2, 18.7),
+    "varlen": (16, 64, 128, 133, 517, 1660355840, 7, 1, 1, 1216.2, 2021.1),
 }
 
 
