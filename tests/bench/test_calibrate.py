@@ -91,7 +91,7 @@ def test_nonnegative_lstsq_is_the_constrained_optimum():
 
 def test_fit_keeps_the_measured_faster_family_when_an_unconstrained_fit_goes_negative():
     # the 2026-12-04 H200 measurements (tests/ssd/test_ssd_args.py: H200_ROWS): the chunk-parallel least squares
-    # wants negative constants (p_slice, p2); the non-negative fit puts every row within 4% (exact) and 7%
+    # wants negative constants (p_slice among them); the non-negative fit puts every row within 4% (exact) and 7%
     # (chunk-parallel) and on its faster family
     from tests.ssd.test_ssd_args import H200_ROWS
 
