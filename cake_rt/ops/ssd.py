@@ -219,6 +219,55 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
     return {"exact": exact, "chunkpar": chunkpar}
 
 
+# The walk schedule of the chunk-parallel kernel (SSD_WALK, docs/ssd.md "The walk schedule"): one CTA a (segment,
+# unit) item walks its chunks (the state pass and the recurrence), the others take the output tiles as their chunks'
+# round_T(S_prev) are published. Measured on the H200 (twenty-eighth session): an item's walk alone takes about
+# WALK_CHAIN of its exact scan, and the output tiles spread over the grid WALK_TILES x the exact scan's chunk time each
+# (nemotron-h 824 us, m2-2.7b 252 us against 813 / 266 predicted).
+WALK_CHAIN = 0.5
+WALK_TILES = 1.78
+WALK_MIN_RING = 16   # the ring's least depth (or the items' chunks, when fewer) for the walk to be planned
+_SCHEDULE = None     # tests and `cake-rt calibrate`: "phases" or "walk" forces the chunk-parallel schedule
+_WALK_RING = None    # tests: the walk's ring depth (to make it wrap)
+
+
+def predict_walk_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
+                    max_chunks: int, total_chunks: int, slots: int) -> float:
+    """Predicted microseconds of the walk schedule: its longest walk or its output tiles over the grid, whichever is
+    longer (the exact scan's chunk time, e_step * steps + e_chunk, is the unit of both)."""
+    units = nheads * (headdim // UNIT_ROWS)
+    per_chunk = model.e_step * _steps_per_chunk(chunk, dstate, 1) + model.e_chunk
+    return model.p0 + max(WALK_CHAIN * max_chunks * per_chunk, WALK_TILES * total_chunks * units * per_chunk / slots)
+
+
+def walk_layout(c: "_Problem", ring: int) -> tuple:
+    """(offsets of the S_prev ring and the prep ring, workspace bytes) of the walk schedule with a ring of ``ring``
+    chunks an item: the words ([items] chunks published, [items][ring] slot reads, the ticket), round_T(S_prev)
+    [items][ring][64][N], the saved cs and dt' [items][ring][2][Q] (no fp32 local states, no decays)."""
+    items = c.nseg * c.nheads * (c.headdim // UNIT_ROWS)
+    o1 = _align((items * (ring + 1) + 1) * 4)
+    o2 = o1 + _align(items * ring * UNIT_ROWS * c.dstate * np.dtype(c.x.dtype).itemsize)
+    return o1, o2, o2 + items * ring * 2 * c.chunk * 4
+
+
+def walk_ring(c: "_Problem", cap: int, slots: int, defs: dict) -> int:
+    """The walk's ring depth for a call (0: the walk does not apply): sm_90a 16-bit programs of one unit a tile and
+    one pass of the state columns (dstate <= 128), at most half the cooperative grid walking, tiles for every CTA,
+    and a ring of at least min(WALK_MIN_RING, longest segment's chunks) chunks under the workspace cap."""
+    items = c.nseg * c.nheads * (c.headdim // UNIT_ROWS)
+    if not (defs["SSD_WG"] and defs["SSD_HB"] == 1 and c.dstate <= 128 and c.max_chunks > 0):
+        return 0
+    if 2 * items > slots or (c.total_chunks * (items // c.nseg) < slots and _SCHEDULE != "walk"):
+        return 0  # (forced, tests and sanitizers run it on fewer tiles than CTAs: the spare CTAs draw none)
+    if _WALK_RING:
+        return _WALK_RING
+    per_chunk = walk_layout(c, 1)[2] - walk_layout(c, 0)[2]  # bytes of one more ring chunk (alignment aside)
+    ring = min(c.max_chunks, max(0, (cap - walk_layout(c, 0)[2] - 1024) // max(per_chunk, 1)))
+    while ring > 0 and walk_layout(c, ring)[2] > cap:
+        ring -= 1
+    return ring if ring >= min(WALK_MIN_RING, c.max_chunks) else 0
+
+
 @dataclasses.dataclass
 class SsdPlan:
     """What ``ssd_combined`` does for a call: the family, why, and the numbers behind it."""
@@ -237,6 +286,7 @@ class SsdPlan:
     cooperative_capacity: int | None = None
     grid: int | None = None  # chunk-parallel grid (when chosen)
     slice_units: int = 0     # chunk-parallel: units (head x 64 headdim rows) per workspace slice
+    walk_ring: int = 0       # chunk-parallel: the walk schedule's S_prev ring, chunks an item (0: the three phases)
     defines: dict | None = None  # the defines of the chosen family's program (dtypes, shape, units per CTA, buffers,
     # phase-3 items a tile)
     model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs)
@@ -687,6 +737,11 @@ def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstat
     return {**shared, "SSD_HB": hb, "SSD_NBUF": nb, "SSD_ROWS": rows, "SSD_COLS": col_parts(dstate, rows)}
 
 
+# The cases whose chunk-parallel program also runs the walk schedule in the GPU tests and the bench suite (sm_90a).
+_WALK_CASES = {(0, 2, 2, 64, 128, 128, 16), (0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 4),
+               (1, 2, 2, 64, 128, 128, 4), (0, 2, 2, 128, 64, 64, 4)}
+
+
 # (x, dt, state dtype codes, headdim, dstate, chunk, units per group) of every call the GPU tests
 # (tests/ssd, tests/acceptance), the selftest and the bench suite make: ``programs`` compiles these.
 _PROGRAM_CASES = sorted(
@@ -705,7 +760,8 @@ _PROGRAM_CASES = sorted(
        (0, 2, 0, 64, 64, 64, 2), (0, 2, 2, 64, 128, 256, 2)}                                     # acceptance
     | {(0, 2, 2, 64, 64, 128, 4), (0, 2, 2, 128, 128, 64, 2), (0, 2, 2, 64, 128, 128, 32),
        (0, 2, 2, 128, 64, 128, 8)}                                                               # sanitize script
-    | {(0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 16)})                                # bench suite
+    | {(0, 2, 2, 64, 128, 256, 80), (0, 2, 2, 64, 128, 128, 16)}                                 # bench suite
+    | _WALK_CASES)
 
 
 def programs(target: str = "sm_90a") -> list:
@@ -722,6 +778,11 @@ def programs(target: str = "sm_90a") -> list:
             if key not in seen:
                 seen.add(key)
                 out.append((KERNEL_PATH, d))
+            if family == "chunkpar" and rows == 1 and case in _WALK_CASES and d["SSD_WG"]:  # and its walk's
+                w = {**d, "SSD_WALK": 1}
+                if tuple(sorted(w.items())) not in seen:
+                    seen.add(tuple(sorted(w.items())))
+                    out.append((KERNEL_PATH, w))
     return out
 
 
@@ -739,7 +800,8 @@ def program_smem(itemsize: int, defs: dict) -> int:
     wg = bool(defs["SSD_WG"])
     if defs["SSD_FAMILY"] == 0:
         return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg)
-    return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg)
+    walk = 8 * 3 if defs.get("SSD_WALK") else 0  # the walk schedule's two tile mbarriers and tile word
+    return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg) + walk
 
 
 def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:
@@ -859,7 +921,7 @@ _plan_memo: dict = {}
 def _plan(c: _Problem, family: str) -> SsdPlan:
     """The plan of a call, memoized on everything it depends on (shapes, dtypes, segment counts, the
     switches in force, read on every call); the returned object is shared: treat it as read-only."""
-    envs = (env.text(ENV_MODE), env.text(ENV_CAP))
+    envs = (env.text(ENV_MODE), env.text(ENV_CAP), _SCHEDULE, _WALK_RING)
     planned = c.planned
     if planned is not None and planned[0] == envs:  # the problem's family is part of its signature
         return planned[1]
@@ -907,6 +969,16 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
                   ws_bytes=workspace_bytes(c), coop_slots=capacity, hb=hb, hbx=hbx, slices=max(slices, 1),
                   rows=rows, cols=col_parts(c.dstate, rows))
     pred = predict_us(model, **inputs)
+    ring = walk_ring(c, cap, slots, defs) if capacity and _SCHEDULE != "phases" else 0
+    if ring:
+        walk_us = predict_walk_us(model, nseg=c.nseg, nheads=c.nheads, headdim=c.headdim, dstate=c.dstate,
+                                  chunk=c.chunk, max_chunks=c.max_chunks, total_chunks=c.total_chunks, slots=slots)
+        if _SCHEDULE == "walk" or walk_us < pred["chunkpar"]:
+            pred = {**pred, "chunkpar": walk_us, "chunkpar_phases": pred["chunkpar"]}
+            ws, su, grid, rows = walk_layout(c, ring)[2], units, slots, 1
+            inputs = {**inputs, "rows": 1, "cols": 1}  # (the walk's program: one item a tile in both phases)
+        else:
+            ring = 0
     fam, reason = select_family(family=family, mode=mode, ws_bytes=ws, cap=cap, coop_error=coop_error, predicted=pred)
     if model_note:
         reason = f"{reason}; {model_note}"
@@ -922,6 +994,10 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
         # (capacity is one item a tile's; a split program has the same launch bounds and shared memory, and
         # PackedLaunch checks the grid against the kernel it launches)
         plan.defines = {**defs, "SSD_ROWS": rows, "SSD_COLS": inputs["cols"]}
+        if ring:
+            plan.defines["SSD_WALK"] = 1
+            plan.walk_ring = ring
+            plan.reason += f"; the walk schedule (a ring of {ring} chunks)"
     return plan
 
 
@@ -1175,12 +1251,18 @@ def _executable(p: _Problem, plan: SsdPlan) -> tuple:
         pk = _packed(p, _kernel(p, defs), plan.work_items, smem, cta_threads(defs), False, maps)
         return (plan, pk, False, 0, 0, 0, maps)
     k = _kernel(p, defs)
-    n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
-    o1 = _align(n * 4)
-    o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
-    o3 = o2 + _align(p.total_chunks * p.nheads * 4)
+    if plan.walk_ring:  # the walk: words, the S_prev ring, the prep ring; the kernel's last argument is the ring
+        o1, o2, _ = walk_layout(p, plan.walk_ring)
+        o3 = o2
+        last = plan.walk_ring
+    else:
+        n = p.total_chunks * plan.slice_units * UNIT_ROWS * p.dstate
+        o1 = _align(n * 4)
+        o2 = o1 + _align(n * np.dtype(p.x.dtype).itemsize)
+        o3 = o2 + _align(p.total_chunks * p.nheads * 4)
+        last = plan.slice_units
     # plan.grid is capped at this kernel's real occupancy (the plan measured it; PackedLaunch checks again).
-    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(plan.slice_units))
+    pk = _packed(p, k, plan.grid, smem, cta_threads(defs), True, maps, np.int32(last))
     return plan, pk, True, o1, o2, o3, maps
 
 

@@ -375,7 +375,9 @@ def test_programs_list():
     # a program holds one family's kernel and carries only the defines that kernel reads (no identical twins)
     shared = {"SSD_FAMILY", "SSD_T", "SSD_DT", "SSD_SD", "SSD_P", "SSD_N", "SSD_Q", "SSD_WG"}
     keys = {0: shared | {"SSD_HBX", "SSD_NBUFX"}, 1: shared | {"SSD_HB", "SSD_NBUF", "SSD_ROWS", "SSD_COLS"}}
-    assert all(set(d) == keys[d["SSD_FAMILY"]] for _, d in progs)
+    assert all(set(d) - {"SSD_WALK"} == keys[d["SSD_FAMILY"]] for _, d in progs)
+    walks = [d for _, d in progs if d.get("SSD_WALK")]  # the walk schedule's programs: chunk-parallel, one item a tile
+    assert walks and all(d["SSD_FAMILY"] == 1 and d["SSD_ROWS"] == d["SSD_COLS"] == d["SSD_HB"] == 1 for d in walks)
     # the bench suite's programs of both families are in the list, short's split one among them (4 items a tile)
     for upg, q in ((8, 256), (80, 256), (16, 128)):
         for fam in ops.FAMILIES:
@@ -384,7 +386,7 @@ def test_programs_list():
     # every chunk-parallel program in every split its chunk allows (a call's split depends on its tiles and grid)
     chunkpar = {tuple(sorted(d.items())) for _, d in progs if d["SSD_FAMILY"] == 1}
     for _, d in progs:
-        if d["SSD_FAMILY"] == 1:
+        if d["SSD_FAMILY"] == 1 and not d.get("SSD_WALK"):
             assert d["SSD_COLS"] == ops.col_parts(d["SSD_N"], d["SSD_ROWS"])
             for rows in ops.ROW_PARTS:
                 split = {**d, "SSD_ROWS": rows, "SSD_COLS": ops.col_parts(d["SSD_N"], rows)}
@@ -466,3 +468,38 @@ def test_workspace_parts_hold_what_the_kernel_indexes(monkeypatch, H, P, N, Q, d
         assert rows <= Q // ops.SUB and (rows == 1 or tiles * rows <= grid)
         seen.add((su < units, rows > 1))
     assert (True, False) in seen or (True, True) in seen, seen  # some cap cuts the call into slices
+
+
+def test_walk_prediction_picks_the_suite_rows_it_was_measured_faster_on():
+    # the walk's measured rows (docs/ssd.md, twenty-eighth session): nemotron-h 824 us and m2-2.7b 252 us, faster than
+    # both of their families; seed's few long walks (128 chunks of 256) are far slower than its three phases
+    m = ops.COST_MODELS[(9, 0)]
+    for row, want in (("nemotron-h", True), ("m2-2.7b", True), ("seed", False)):
+        nseg, H, Q, mx, tot, ws, slices, rows, cols, exact_us, chunkpar_us = H200_ROWS[row]
+        walk = ops.predict_walk_us(m, nseg=nseg, nheads=H, headdim=64, dstate=128, chunk=Q, max_chunks=mx,
+                                   total_chunks=tot, slots=264)
+        assert (walk < min(exact_us, chunkpar_us)) == want, (row, walk)
+    assert ops.predict_walk_us(m, nseg=1, nheads=128, headdim=64, dstate=128, chunk=128, max_chunks=128,
+                               total_chunks=128, slots=264) == pytest.approx(824, rel=0.05)
+
+
+def test_walk_ring_and_layout():
+    import types
+
+    def prob(nseg, H, P, N, Q, mx, tot, dtype=BF16):
+        return types.SimpleNamespace(nseg=nseg, nheads=H, headdim=P, dstate=N, chunk=Q, max_chunks=mx,
+                                     total_chunks=tot, x=np.empty(0, dtype))
+    wg = {"SSD_WG": 1, "SSD_HB": 1}
+    cap = 256 << 20
+    nem = prob(1, 128, 64, 128, 128, 128, 128)
+    ring = ops.walk_ring(nem, cap, 264, wg)
+    assert 100 <= ring < 128 and ops.walk_layout(nem, ring)[2] <= cap < ops.walk_layout(nem, ring + 1)[2]
+    assert ops.walk_ring(prob(1, 80, 64, 128, 256, 32, 32), cap, 264, wg) == 32   # m2-2.7b: every chunk
+    assert ops.walk_ring(prob(1, 80, 64, 128, 256, 32, 32), 1 << 20, 264, wg) == 0   # no ring of 16 under the cap
+    assert ops.walk_ring(prob(8, 80, 64, 128, 256, 8, 64), cap, 264, wg) == 0     # b8: 640 walks
+    assert ops.walk_ring(prob(1, 8, 64, 256, 256, 128, 128), cap, 264, wg) == 0   # dstate 256: two passes
+    assert ops.walk_ring(prob(1, 8, 64, 128, 256, 2, 2), cap, 264, wg) == 0       # short: fewer tiles than CTAs
+    assert ops.walk_ring(nem, cap, 264, {"SSD_WG": 0, "SSD_HB": 1}) == 0          # no wgmma program
+    o1, o2, total = ops.walk_layout(nem, ring)
+    assert o1 % 256 == 0 and o2 % 256 == 0 and o1 >= (128 * (ring + 1) + 1) * 4
+    assert o2 - o1 >= 128 * ring * 64 * 128 * 2 and total - o2 == 128 * ring * 2 * 128 * 4

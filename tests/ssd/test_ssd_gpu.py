@@ -740,3 +740,27 @@ def test_selftest_hook():
     ok, detail = selftest()
     print("SELFTEST", detail)
     assert ok, detail
+
+
+# The walk schedule of the chunk-parallel kernel (docs/ssd.md "The walk schedule"): forced on calls it applies to, the
+# same bits as the exact scan; a ring of 2 chunks makes every walker wait for its slots' reads.
+@pytest.mark.parametrize("dtype, ring", [(BF16, None), (FP16, None), (BF16, 2)])
+def test_walk_schedule_is_bitwise_the_exact_scan(monkeypatch, dtype, ring):
+    from cake_rt.ops import ssd as ops
+
+    monkeypatch.setattr(ops, "_SCHEDULE", "walk")
+    monkeypatch.setattr(ops, "_WALK_RING", ring)
+    case = make_case(81, 1, 9000, 8, 64, 128, 2, dtype)  # 71 chunks of 128 (the last partial), initial states
+    check(case, 128, final=True, chunks=True, name=f"walk {np.dtype(dtype).name} ring {ring}")
+    plan = ops.last_plan()
+    assert plan.family == "chunkpar" and plan.defines.get("SSD_WALK") == 1 and plan.walk_ring == (ring or 71), plan
+
+
+def test_walk_schedule_varlen_with_an_empty_sequence(monkeypatch):
+    from cake_rt.ops import ssd as ops
+
+    monkeypatch.setattr(ops, "_SCHEDULE", "walk")
+    case = make_case(82, 1, 3000, 6, 128, 64, 3, BF16, cu_lens=[100, 0, 1157, 1743])
+    check(case, 64, final=True, varlen=True, chunks=True, name="walk varlen")
+    plan = ops.last_plan()
+    assert plan.defines.get("SSD_WALK") == 1 and plan.walk_ring > 0, plan

@@ -347,6 +347,79 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
     return t;
 }
 
+#ifndef SSD_WALK
+#define SSD_WALK 0
+#endif
+#if SSD_WALK
+// ---------------------------------------------------------------------------------------------------
+// The walk schedule (SSD_WALK: sm_90a, one slice, one unit a tile, one pass of the state columns). CTA w < items walks
+// item w = (segment, unit) through its chunks in order: phase 1's state pass, phase 2's step applied in its sink to a
+// state held in registers (no fp32 chunk-local states), the returned states. Before a chunk's pass it writes the
+// chunk's round_T(S_prev) and, after the chunk's prep, its saved cs and dt' into the item's ring slot, then counts the
+// chunk on the item's word. Every CTA, a walker once its walk is done, takes phase-3 tiles chunk-major from a ticket,
+// each once its item's word counts its chunk, and counts the slot's read. The same device functions in the same order
+// as the three phases, so the same bits; the cooperative launch keeps every waiter's producer resident: a walker waits
+// only for tiles drawn before the tile that needs its next chunk.
+// Words (in the local-state part of the workspace, zeroed by the CTAs before one grid barrier): [items] chunks
+// published, [items][ring] reads of each slot, the ticket.
+// ---------------------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release_gpu(unsigned* p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// One thread waits until *w >= v (relaxed polls, then one acquire: an acquire poll invalidates the SM's L1 each try).
+__device__ __forceinline__ void wait_at_least(const unsigned* w, unsigned v) {
+    while (ld_relaxed_gpu(w) < v) __nanosleep(64);
+    (void)ld_acquire_gpu(w);
+}
+// round_T of an adjacent state pair into the S_prev ring.
+__device__ __forceinline__ void store_prev2(T* q, float v0, float v1) {
+#if SSD_IS_F32
+    *(float2*)q = make_float2(v0, v1);
+#else
+    *(uint32_t*)q = (uint32_t)E::from_float(v0) | ((uint32_t)E::from_float(v1) << 16);
+#endif
+}
+// The walker's state S <- fma(decay, S, S_loc), in the state product's accumulator layout.
+template <int NB>
+struct WalkSink {
+    float (*S)[4];
+    float decay;
+    __device__ __forceinline__ void operator()(int, float (*acc)[NB / 8][4]) {
+#pragma unroll
+        for (int t = 0; t < NB / 8; ++t)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) S[t][q] = ssd_state_step(decay, S[t][q], acc[0][t][q]);
+    }
+};
+// f(row, column, v0, v1) on each adjacent pair of the walker's state (row m0 + g + 8 half, column 8 t + 2 tg).
+template <int NB, class F>
+__device__ __forceinline__ void walk_pairs(const float (*S)[4], F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3, m0 = 16 * (threadIdx.x >> 5);
+#pragma unroll
+    for (int t = 0; t < NB / 8; ++t)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) f(m0 + g + 8 * half, 8 * t + 2 * tg, S[t][2 * half], S[t][2 * half + 1]);
+}
+// A returned state from the walker's registers.
+template <int NB>
+__device__ __forceinline__ void walk_store_states(const SsdArgs& a, const float (*S)[4], SDT* out, long long idx, int h,
+                                                  int p0) {
+    walk_pairs<NB>(S, [&](int r, int n, float v0, float v1) {
+        SDT* q = out + ssd_state_index(idx, a.nheads, h, p0 + r) + n;
+        q[0] = sd_from_float(v0);
+        q[1] = sd_from_float(v1);
+    });
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chunkpar(
     const T* __restrict__ x, const DTT* __restrict__ dt, const float* __restrict__ A, const T* __restrict__ Bm,
     const T* __restrict__ Cm, const float* __restrict__ D, const T* __restrict__ z, const float* __restrict__ dt_bias,
@@ -378,6 +451,55 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
     ssd_pipe_init(s);
     if (threadIdx.x >= SSD_THREADS) {  // the producer warpgroup: the tile loads of phases 1 and 3
         setmaxnreg_dec<SSD_LOAD_REGS>();
+#if SSD_WALK
+        {
+            const int items = a.nseg * units, ring = slice_units;  // (the walk's kernel argument: the ring depth)
+            unsigned* words = reinterpret_cast<unsigned*>(ws_local);
+            const int ptid = threadIdx.x & (SSD_THREADS - 1);
+            if ((int)blockIdx.x < items) {  // a walker: phase 1's loads of its item's chunks
+                const long long* seg = a.table + (long long)(blockIdx.x / units) * 8;
+                const int u0 = blockIdx.x % units, len = (int)seg[SEG_LEN];
+                for (int cc = 0; cc * SSD_Q < len; ++cc) {
+                    const long long ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
+                    const int l = min(SSD_Q, len - cc * SSD_Q);
+                    produce_dt<1>(a, s, pipe, ctok, l, u0);
+                    produce_state<1, NBUF, NB1, 1>(a, s, pipe, ctok, l, u0, 0);
+                }
+            }
+            // Phase-3 tiles from the ticket: thread 0 draws one, finds its ring slot, hands both to the math warpgroup
+            // in the tile words (a slot is rewritten once the math warpgroup has read it), then waits for its chunk.
+            mbarrier_wait_parity(s.bar + BAR_EPOCH, 0u);  // the words are zeroed (the grid barrier)
+            const long long ntiles = (long long)a.total_chunks * units;
+            unsigned* tw = reinterpret_cast<unsigned*>(s.bar + SSD_NBARS);
+            for (unsigned k = 0;; ++k) {
+                if (ptid == 0) {
+                    const unsigned it = atomicAdd(words + items + items * ring, 1u);
+                    unsigned slot = 0, need = 0;
+                    const unsigned* w = words;
+                    if (it < ntiles) {
+                        const long long c = it / units, si = a.table[(long long)a.nseg * 9 + c];
+                        const int u0 = (int)(it % units), cc = (int)(c - a.table[si * 8 + SEG_CHUNK0]);
+                        slot = (unsigned)((si * units + u0) * ring + cc % ring);
+                        need = (unsigned)cc + 1u;
+                        w = words + si * units + u0;
+                    }
+                    mbarrier_wait_parity(s.bar + BAR_TILE_EMPTY, (k & 1u) ^ 1u);
+                    tw[0] = it;
+                    tw[1] = slot;
+                    mbarrier_arrive(s.bar + BAR_TILE_FULL);
+                    if (it < ntiles) wait_at_least(w, need);
+                }
+                producer_sync();  // (thread 0's acquire orders every producer thread's loads of the slot)
+                const unsigned it = tw[0], slot = tw[1];
+                if (it >= ntiles) break;
+                const ChunkTile t = chunk_tile<1>(a, it, units, 0);
+                produce_output<1, NBUF, 1>(a, s, pipe, t.ctok, t.l, 0, t.u0, ws_prev + (long long)slot * UE,
+                                           ws_prep + (long long)slot * 2 * SSD_Q, -1);
+            }
+            cp_async_drain();
+            return;
+        }
+#endif
         int epochs = 0;  // slices with items here: one BAR_EPOCH phase each (the math thread 0 arrives for the same)
         for (int us = 0; us < units; us += slice_units) {
             const int un = min(slice_units, units - us);
@@ -409,6 +531,80 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         return;
     }
     setmaxnreg_inc<SSD_MATH_REGS>();
+#endif
+#if SSD_WALK
+    static_assert(SSD_WG && HB == 1 && ROWS == 1 && COLS == 1 && NB1 == SSD_N, "the walk: one unit, one pass");
+    {
+        const int items = a.nseg * units, ring = slice_units;
+        unsigned* words = reinterpret_cast<unsigned*>(ws_local);
+        for (long long e = (long long)blockIdx.x * SSD_THREADS + threadIdx.x; e <= (long long)items * (ring + 1);
+             e += (long long)gridDim.x * SSD_THREADS)
+            words[e] = 0u;
+        grid_barrier(barrier, GRID_THREADS);
+        if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_EPOCH);
+        if ((int)blockIdx.x < items) {  // the walk
+            const int si = blockIdx.x / units, u0 = blockIdx.x % units;
+            const long long* seg = a.table + (long long)si * 8;
+            const int len = (int)seg[SEG_LEN], h = unit_head(u0), p0 = unit_p0(u0);
+            const long long init_idx = seg[SEG_INIT];
+            unsigned* word = words + (long long)si * units + u0;
+            // S = the initial state or 0 (fp32, in registers)
+            float S[NB1 / 8][4];
+            walk_pairs<NB1>(S, [&](int r, int n, float, float) {
+                float v0 = 0.0f, v1 = 0.0f;
+                if ((a.flags & SSD_F_INIT) && init_idx >= 0) {
+                    const SDT* src = a.init + ssd_state_index(init_idx, a.nheads, h, p0 + r) + n;
+                    v0 = sd_to_float(src[0]);
+                    v1 = sd_to_float(src[1]);
+                }
+                S[n / 8][2 * ((r % 16) / 8)] = v0;
+                S[n / 8][2 * ((r % 16) / 8) + 1] = v1;
+            });
+            for (int cc = 0; cc * SSD_Q < len; ++cc) {
+                const long long ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
+                const int l = min(SSD_Q, len - cc * SSD_Q);
+                const long long slot = ((long long)si * units + u0) * ring + cc % ring;
+                if (cc >= ring) {  // the slot's previous chunk has been read by its tile
+                    if (threadIdx.x == 0) wait_at_least(words + items + slot, (unsigned)(cc / ring));
+                    math_sync();
+                }
+                // the chunk's S_prev and prep into the slot, then counted
+                T* prev = ws_prev + slot * UE;
+                walk_pairs<NB1>(S, [&](int r, int n, float v0, float v1) { store_prev2(prev + r * SSD_N + n, v0, v1); });
+                ssd_chunk_prep<1>(a, s, pipe, ctok, l, u0);
+                ssd_prep_save<1>(s, ws_prep + slot * 2 * SSD_Q);
+                math_sync();  // every thread's S_prev and prep stores before the count
+                if (threadIdx.x == 0) {
+                    __threadfence();
+                    st_release_gpu(word, (unsigned)cc + 1u);
+                }
+                // S <- fma(decay, S, S_loc)
+                WalkSink<NB1> sink{S, s.dec[0]};
+                ssd_chunk_state<1, NBUF, NB1, 1>(a, s, pipe, l, 0, sink);
+                if (a.chunk_out != nullptr && l == SSD_Q) walk_store_states<NB1>(a, S, a.chunk_out, seg[SEG_CKPT0] + cc, h, p0);
+            }
+            const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
+            if (fi >= 0 && a.final_out) walk_store_states<NB1>(a, S, a.final_out, fi, h, p0);
+            if (vi >= 0 && a.varlen_out) walk_store_states<NB1>(a, S, a.varlen_out, vi, h, p0);
+        }
+        // phase 3's tiles, as the producer hands them over
+        const long long ntiles = (long long)a.total_chunks * units;
+        const unsigned* tw = reinterpret_cast<const unsigned*>(s.bar + SSD_NBARS);
+        for (unsigned k = 0;; ++k) {
+            mbarrier_wait_parity(s.bar + BAR_TILE_FULL, k & 1u);
+            const unsigned it = tw[0], slot = tw[1];
+            math_sync();  // every math thread has read the words before the producer may rewrite them
+            if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_TILE_EMPTY);
+            if (it >= ntiles) break;
+            const ChunkTile t = chunk_tile<1>(a, it, units, 0);
+            ssd_prep_load<1>(s, pipe, nullptr);  // (staged by the producer)
+            ssd_chunk_output<1, NBUF, 1, false>(a, s, pipe, t.ctok, t.l, 0, t.u0, true);
+            // the slot's S_prev and prep landed before the tile's first product: its walker may rewrite it
+            if (threadIdx.x == 0) red_release_gpu(words + items + slot, 1u);
+        }
+        grid_barrier_exit(barrier);
+        return;
+    }
 #endif
 
     for (int us = 0; us < units; us += slice_units) {

@@ -155,7 +155,15 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_FULL_PREP 12   // [2]
 #define BAR_EMPTY_PREP 14  // [2]
 #define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
+#if defined(SSD_WALK) && SSD_WALK
+#define BAR_TILE_FULL 17   // the walk schedule: the producer's drawn tile in the tile word (count 1)
+#define BAR_TILE_EMPTY 18  // the math warpgroup has read it (count 1)
+#define SSD_NBARS 19
+#define SSD_PIPE_SLOTS 20  // and the tile word
+#else
 #define SSD_NBARS 17
+#define SSD_PIPE_SLOTS 17
+#endif
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
 // whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
 template <int HB, int NBUF, bool EXACT>
@@ -177,7 +185,7 @@ struct SsdLayout {
     static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT ? 3 : 2);
     static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);         // float [HB] (exact: [2][HB], a set's each)
     static constexpr int bar = (dec + 4 * HB * (EXACT ? 2 : 1) + 7) / 8 * 8;  // uint64 [SSD_NBARS] mbarriers
-    static constexpr int bytes = bar + 8 * SSD_NBARS;
+    static constexpr int bytes = bar + 8 * SSD_PIPE_SLOTS;
 };
 #else
 template <int HB, int NBUF, bool EXACT>
@@ -914,7 +922,7 @@ __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s
 // Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
 __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
     if (threadIdx.x == 0) {
-        for (int b = 0; b < SSD_NBARS; ++b) mbarrier_init(s.bar + b, b == BAR_EPOCH ? 1 : SSD_THREADS);
+        for (int b = 0; b < SSD_NBARS; ++b) mbarrier_init(s.bar + b, b >= BAR_EPOCH ? 1 : SSD_THREADS);
     }
     __syncthreads();
 }
