@@ -467,7 +467,8 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 }
             }
             // Phase-3 tiles from the ticket: thread 0 draws one, finds its ring slot, hands both to the math warpgroup
-            // in the tile words (a slot is rewritten once the math warpgroup has read it), then waits for its chunk.
+            // in tile k's pair of words (pair k % 2: rewritten for tile k + 2, after the math warpgroup has read tile
+            // k + 1's and every producer thread has passed tile k + 1's barrier), then waits for its chunk.
             mbarrier_wait_parity(s.bar + BAR_EPOCH, 0u);  // the words are zeroed (the grid barrier)
             const long long ntiles = (long long)a.total_chunks * units;
             unsigned* tw = reinterpret_cast<unsigned*>(s.bar + SSD_NBARS);
@@ -484,13 +485,13 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                         w = words + si * units + u0;
                     }
                     mbarrier_wait_parity(s.bar + BAR_TILE_EMPTY, (k & 1u) ^ 1u);
-                    tw[0] = it;
-                    tw[1] = slot;
+                    tw[2 * (k & 1u)] = it;
+                    tw[2 * (k & 1u) + 1] = slot;
                     mbarrier_arrive(s.bar + BAR_TILE_FULL);
                     if (it < ntiles) wait_at_least(w, need);
                 }
                 producer_sync();  // (thread 0's acquire orders every producer thread's loads of the slot)
-                const unsigned it = tw[0], slot = tw[1];
+                const unsigned it = tw[2 * (k & 1u)], slot = tw[2 * (k & 1u) + 1];
                 if (it >= ntiles) break;
                 const ChunkTile t = chunk_tile<1>(a, it, units, 0);
                 produce_output<1, NBUF, 1>(a, s, pipe, t.ctok, t.l, 0, t.u0, ws_prev + (long long)slot * UE,
@@ -592,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         const unsigned* tw = reinterpret_cast<const unsigned*>(s.bar + SSD_NBARS);
         for (unsigned k = 0;; ++k) {
             mbarrier_wait_parity(s.bar + BAR_TILE_FULL, k & 1u);
-            const unsigned it = tw[0], slot = tw[1];
+            const unsigned it = tw[2 * (k & 1u)], slot = tw[2 * (k & 1u) + 1];
             math_sync();  // every math thread has read the words before the producer may rewrite them
             if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_TILE_EMPTY);
             if (it >= ntiles) break;

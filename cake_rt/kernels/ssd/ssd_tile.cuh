@@ -159,7 +159,7 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_TILE_FULL 17   // the walk schedule: the producer's drawn tile in the tile word (count 1)
 #define BAR_TILE_EMPTY 18  // the math warpgroup has read it (count 1)
 #define SSD_NBARS 19
-#define SSD_PIPE_SLOTS 20  // and the tile word
+#define SSD_PIPE_SLOTS 21  // and two pairs of tile words (tile, ring slot)
 #else
 #define SSD_NBARS 17
 #define SSD_PIPE_SLOTS 17
