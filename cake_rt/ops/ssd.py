@@ -289,7 +289,8 @@ class SsdPlan:
     walk_ring: int = 0       # chunk-parallel: the walk schedule's S_prev ring, chunks an item (0: the three phases)
     defines: dict | None = None  # the defines of the chosen family's program (dtypes, shape, units per CTA, buffers,
     # phase-3 items a tile)
-    model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs)
+    model_inputs: dict | None = None  # the call's quantities: predicted_us == predict_us(model, **model_inputs), but
+    # for a walk plan, whose predicted_us holds predict_walk_us's time as chunkpar and the three phases' as chunkpar_phases
 
     @property
     def row_parts(self) -> int:
