@@ -184,16 +184,18 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
         y = cupy.empty_like(inp["x"])
         measured, plans = {}, {}
         schedule, op._SCHEDULE = op._SCHEDULE, "phases"  # the model's chunk-parallel constants are the three phases'
-        with stream:
-            for fam in FAMILIES:
-                try:
-                    plans[fam] = op.ssd_plan(*args, **kw, family=fam)
-                    measured[fam] = timer.time(lambda f=fam, y=y: op.ssd_combined(*args, **kw, family=f, out=y,
-                                                                                  stream=stream))["median"] * 1e3
-                except Exception as exc:  # chunkpar over its workspace cap, or no cooperative launch
-                    out(f"{p['name']}: {fam} not runnable ({exc.__class__.__name__}: {exc})")
-        stream.synchronize()
-        op._SCHEDULE = schedule
+        try:
+            with stream:
+                for fam in FAMILIES:
+                    try:
+                        plans[fam] = op.ssd_plan(*args, **kw, family=fam)
+                        measured[fam] = timer.time(lambda f=fam, y=y: op.ssd_combined(*args, **kw, family=f, out=y,
+                                                                                      stream=stream))["median"] * 1e3
+                    except Exception as exc:  # chunkpar over its workspace cap, or no cooperative launch
+                        out(f"{p['name']}: {fam} not runnable ({exc.__class__.__name__}: {exc})")
+            stream.synchronize()
+        finally:
+            op._SCHEDULE = schedule
         if not plans:
             continue
         plan = plans.get("chunkpar") or plans["exact"]

@@ -18,6 +18,22 @@ CAKE_DEVICE unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
     return old;
 }
+CAKE_DEVICE unsigned ld_relaxed_gpu(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+CAKE_DEVICE void red_release_gpu(unsigned* p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+CAKE_DEVICE void st_release_gpu(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// One thread waits until *w >= v (relaxed polls, then one acquire: an acquire poll invalidates the SM's L1 each try).
+CAKE_DEVICE void wait_at_least(const unsigned* w, unsigned v) {
+    while (ld_relaxed_gpu(w) < v) __nanosleep(64);
+    (void)ld_acquire_gpu(w);
+}
 
 // `threads` > 0: only the CTA's first `threads` threads take part (named barrier 1), for a warp-specialized
 // kernel whose other warps never wait on the grid; 0: every thread (__syncthreads).

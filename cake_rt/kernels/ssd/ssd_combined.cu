@@ -363,30 +363,6 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
 // Words (in the local-state part of the workspace, zeroed by the CTAs before one grid barrier): [items] chunks
 // published, [items][ring] reads of each slot, the ticket.
 // ---------------------------------------------------------------------------------------------------
-__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void red_release_gpu(unsigned* p, unsigned v) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-// One thread waits until *w >= v (relaxed polls, then one acquire: an acquire poll invalidates the SM's L1 each try).
-__device__ __forceinline__ void wait_at_least(const unsigned* w, unsigned v) {
-    while (ld_relaxed_gpu(w) < v) __nanosleep(64);
-    (void)ld_acquire_gpu(w);
-}
-// round_T of an adjacent state pair into the S_prev ring.
-__device__ __forceinline__ void store_prev2(T* q, float v0, float v1) {
-#if SSD_IS_F32
-    *(float2*)q = make_float2(v0, v1);
-#else
-    *(uint32_t*)q = (uint32_t)E::from_float(v0) | ((uint32_t)E::from_float(v1) << 16);
-#endif
-}
 // The walker's state S <- fma(decay, S, S_loc), in the state product's accumulator layout.
 template <int NB>
 struct WalkSink {
@@ -571,7 +547,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 }
                 // the chunk's S_prev and prep into the slot, then counted
                 T* prev = ws_prev + slot * UE;
-                walk_pairs<NB1>(S, [&](int r, int n, float v0, float v1) { store_prev2(prev + r * SSD_N + n, v0, v1); });
+                walk_pairs<NB1>(S, [&](int r, int n, float v0, float v1) { st_pair(prev + r * SSD_N + n, v0, v1); });
                 ssd_chunk_prep<1>(a, s, pipe, ctok, l, u0);
                 ssd_prep_save<1>(s, ws_prep + slot * 2 * SSD_Q);
                 math_sync();  // every thread's S_prev and prep stores before the count
