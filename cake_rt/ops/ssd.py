@@ -801,7 +801,7 @@ def program_smem(itemsize: int, defs: dict) -> int:
     wg = bool(defs["SSD_WG"])
     if defs["SSD_FAMILY"] == 0:
         return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg)
-    walk = 8 * 4 if defs.get("SSD_WALK") else 0  # the walk schedule's two tile mbarriers and two pairs of tile words
+    walk = 8 * 5 if defs.get("SSD_WALK") else 0  # the walk's two tile mbarriers, two pairs of tile words, a count
     return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg) + walk
 
 

@@ -29,6 +29,19 @@ CAKE_DEVICE void red_release_gpu(unsigned* p, unsigned v) {
 CAKE_DEVICE void st_release_gpu(unsigned* p, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
+// *p = max(*p, v), ordered after everything the thread has seen (a count two threads publish stays monotonic).
+CAKE_DEVICE void red_release_max_gpu(unsigned* p, unsigned v) {
+    asm volatile("red.release.gpu.global.max.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// A word of the CTA's shared memory handed between its warpgroups (generic addresses).
+CAKE_DEVICE void st_release_cta(unsigned* p, unsigned v) {
+    asm volatile("st.release.cta.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+CAKE_DEVICE unsigned ld_acquire_cta(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.cta.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 // One thread waits until *w >= v (relaxed polls, then one acquire: an acquire poll invalidates the SM's L1 each try).
 CAKE_DEVICE void wait_at_least(const unsigned* w, unsigned v) {
     while (ld_relaxed_gpu(w) < v) __nanosleep(64);

@@ -41,6 +41,14 @@ CAKE_DEVICE void ldmatrix_x4_trans(uint32_t r[4], const void* smem_row) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(smem_row)));
 }
+#if __CUDA_ARCH__ >= 900
+// stmatrix (sm_90+): the inverse of ldmatrix_x4; r[i] is the lane's pair of matrix i (an mma accumulator fragment's
+// row lane / 4, columns 2 (lane % 4) and + 1, packed), lanes 8i..8i+7 pass the addresses of matrix i's rows.
+CAKE_DEVICE void stmatrix_x4(const uint32_t r[4], void* smem_row) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                 :: "r"(smem_u32(smem_row)), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+#endif
 
 // Asynchronous 16-byte global -> shared copy (sm_80+), bypassing L1.
 CAKE_DEVICE void cp_async_16(void* smem, const void* gmem) {

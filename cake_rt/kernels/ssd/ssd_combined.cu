@@ -356,10 +356,12 @@ __device__ __forceinline__ ChunkTile chunk_tile(const SsdArgs& a, long long tile
 // item w = (segment, unit) through its chunks in order: phase 1's state pass, phase 2's step applied in its sink to a
 // state held in registers (no fp32 chunk-local states), the returned states. Before a chunk's pass it writes the
 // chunk's round_T(S_prev) and, after the chunk's prep, its saved cs and dt' into the item's ring slot, then counts the
-// chunk on the item's word. Every CTA, a walker once its walk is done, takes phase-3 tiles chunk-major from a ticket,
-// each once its item's word counts its chunk, and counts the slot's read. The same device functions in the same order
-// as the three phases, so the same bits; the cooperative launch keeps every waiter's producer resident: a walker waits
-// only for tiles drawn before the tile that needs its next chunk.
+// chunk in shared memory; its producer publishes that count on the item's word once a chunk (the release's wait stays
+// off the walk's path), and the walker itself before it waits for a ring slot. Every CTA, a walker once its walk is
+// done, takes phase-3 tiles chunk-major from a ticket, each once its item's word counts its chunk, and counts the slot's
+// read. The same device functions in the same order as the three phases, so the same bits; the cooperative launch keeps
+// every waiter's producer resident: a walker waits only for tiles drawn before the tile that needs its next chunk, and
+// only after it has published every chunk it stored.
 // Words (in the local-state part of the workspace, zeroed by the CTAs before one grid barrier): [items] chunks
 // published, [items][ring] reads of each slot, the ticket.
 // ---------------------------------------------------------------------------------------------------
@@ -383,6 +385,38 @@ __device__ __forceinline__ void walk_pairs(const float (*S)[4], F f) {
     for (int t = 0; t < NB / 8; ++t)
 #pragma unroll
         for (int half = 0; half < 2; ++half) f(m0 + g + 8 * half, 8 * t + 2 * tg, S[t][2 * half], S[t][2 * half + 1]);
+}
+// round_T(S) into its ring slot ([64][N], row-major), through the C tile's buffer `stage` (idle in a walking CTA: its
+// producer takes tiles once the walk is done): stmatrix into 16-byte chunks whose column is XORed with the row (no
+// bank conflicts either way), then 16-byte stores of whole rows (an accumulator pair a store left 16 bytes of each
+// 32-byte sector unwritten, and took four times the instructions).
+template <int NB>
+__device__ __forceinline__ void walk_store_prev(const float (*S)[4], unsigned char* stage, T* prev) {
+    constexpr int CH = NB / 8;  // 16-byte chunks a row
+    static_assert(CH % 8 == 0, "whole 128-byte lines a row");
+    const int lane = threadIdx.x & 31, j = lane >> 3;
+    const int r = 16 * (threadIdx.x >> 5) + 8 * (j & 1) + (lane & 7);  // lane's row address: matrix j, row lane % 8
+#pragma unroll
+    for (int t = 0; t < NB / 8; t += 2) {  // matrices (t, rows 0-7), (t, 8-15), (t + 1, 0-7), (t + 1, 8-15)
+        const uint32_t v[4] = {pack2(S[t][0], S[t][1]), pack2(S[t][2], S[t][3]), pack2(S[t + 1][0], S[t + 1][1]),
+                               pack2(S[t + 1][2], S[t + 1][3])};
+        stmatrix_x4(v, stage + (r * CH + ((t + (j >> 1)) ^ (r & 7))) * 16);
+    }
+    math_sync();
+    static_assert(SSD_PB * CH % SSD_THREADS == 0, "whole rounds of chunks");
+#pragma unroll
+    for (int k = 0; k < SSD_PB * CH / SSD_THREADS; ++k) {
+        const int e = threadIdx.x + k * SSD_THREADS, row = e / CH, c = e % CH;
+        *(uint4*)(prev + row * SSD_N + 8 * c) = *(const uint4*)(stage + (row * CH + (c ^ (row & 7))) * 16);
+    }
+}
+// The walker's producer: counts on the item's word the chunks its math warpgroup has stored (`stored`, in shared
+// memory). The release waits for the SM's outstanding stores (about a microsecond beside a CTA of output tiles), which
+// the walk's path would otherwise pay every chunk; here the producer pays it, ahead of the walk. (A max: the math
+// warpgroup also counts, before it waits for a ring slot.)
+__device__ __forceinline__ unsigned* walk_stored(const SsdSmem& s) { return reinterpret_cast<unsigned*>(s.bar + SSD_NBARS) + 4; }
+__device__ __forceinline__ void walk_publish(const SsdSmem& s, unsigned* word) {
+    red_release_max_gpu(word, ld_acquire_cta(walk_stored(s)));
 }
 // A returned state from the walker's registers.
 template <int NB>
@@ -440,12 +474,16 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                     const int l = min(SSD_Q, len - cc * SSD_Q);
                     produce_dt<1>(a, s, pipe, ctok, l, u0);
                     produce_state<1, NBUF, NB1, 1>(a, s, pipe, ctok, l, u0, 0);
+                    if (ptid == 0) walk_publish(s, words + blockIdx.x);
                 }
             }
             // Phase-3 tiles from the ticket: thread 0 draws one, finds its ring slot, hands both to the math warpgroup
             // in tile k's pair of words (pair k % 2: rewritten for tile k + 2, after the math warpgroup has read tile
             // k + 1's and every producer thread has passed tile k + 1's barrier), then waits for its chunk.
-            mbarrier_wait_parity(s.bar + BAR_EPOCH, 0u);  // the words are zeroed (the grid barrier)
+            // the words are zeroed (the grid barrier) and, in a walking CTA, the walk is done (every chunk stored; the
+            // C tile's buffer free)
+            mbarrier_wait_parity(s.bar + BAR_EPOCH, 0u);
+            if ((int)blockIdx.x < items && ptid == 0) walk_publish(s, words + blockIdx.x);
             const long long ntiles = (long long)a.total_chunks * units;
             unsigned* tw = reinterpret_cast<unsigned*>(s.bar + SSD_NBARS);
             for (unsigned k = 0;; ++k) {
@@ -518,13 +556,12 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
              e += (long long)gridDim.x * SSD_THREADS)
             words[e] = 0u;
         grid_barrier(barrier, GRID_THREADS);
-        if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_EPOCH);
         if ((int)blockIdx.x < items) {  // the walk
             const int si = blockIdx.x / units, u0 = blockIdx.x % units;
             const long long* seg = a.table + (long long)si * 8;
             const int len = (int)seg[SEG_LEN], h = unit_head(u0), p0 = unit_p0(u0);
             const long long init_idx = seg[SEG_INIT];
-            unsigned* word = words + (long long)si * units + u0;
+            unsigned* word = words + blockIdx.x;  // (item si * units + u0)
             // S = the initial state or 0 (fp32, in registers)
             float S[NB1 / 8][4];
             walk_pairs<NB1>(S, [&](int r, int n, float, float) {
@@ -542,19 +579,18 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 const int l = min(SSD_Q, len - cc * SSD_Q);
                 const long long slot = ((long long)si * units + u0) * ring + cc % ring;
                 if (cc >= ring) {  // the slot's previous chunk has been read by its tile
-                    if (threadIdx.x == 0) wait_at_least(words + items + slot, (unsigned)(cc / ring));
+                    if (threadIdx.x == 0) {  // (that tile waits for a count the producer may not have published yet)
+                        red_release_max_gpu(word, (unsigned)cc);
+                        wait_at_least(words + items + slot, (unsigned)(cc / ring));
+                    }
                     math_sync();
                 }
                 // the chunk's S_prev and prep into the slot, then counted
-                T* prev = ws_prev + slot * UE;
-                walk_pairs<NB1>(S, [&](int r, int n, float v0, float v1) { st_pair(prev + r * SSD_N + n, v0, v1); });
+                walk_store_prev<NB1>(S, reinterpret_cast<unsigned char*>(s.Cs), ws_prev + slot * UE);
                 ssd_chunk_prep<1>(a, s, pipe, ctok, l, u0);
                 ssd_prep_save<1>(s, ws_prep + slot * 2 * SSD_Q);
                 math_sync();  // every thread's S_prev and prep stores before the count
-                if (threadIdx.x == 0) {
-                    __threadfence();
-                    st_release_gpu(word, (unsigned)cc + 1u);
-                }
+                if (threadIdx.x == 0) st_release_cta(walk_stored(s), (unsigned)cc + 1u);  // for the producer to publish
                 // S <- fma(decay, S, S_loc)
                 WalkSink<NB1> sink{S, s.dec[0]};
                 ssd_chunk_state<1, NBUF, NB1, 1>(a, s, pipe, l, 0, sink);
@@ -563,7 +599,10 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
             if (fi >= 0 && a.final_out) walk_store_states<NB1>(a, S, a.final_out, fi, h, p0);
             if (vi >= 0 && a.varlen_out) walk_store_states<NB1>(a, S, a.varlen_out, vi, h, p0);
+            fence_proxy_async_shared();  // the staging's generic writes before the producer's tensor-map copies of C
+            math_sync();
         }
+        if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_EPOCH);  // the producer may take tiles
         // phase 3's tiles, as the producer hands them over
         const long long ntiles = (long long)a.total_chunks * units;
         const unsigned* tw = reinterpret_cast<const unsigned*>(s.bar + SSD_NBARS);

@@ -159,7 +159,7 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_TILE_FULL 17   // the walk schedule: the producer's drawn tile in the tile word (count 1)
 #define BAR_TILE_EMPTY 18  // the math warpgroup has read it (count 1)
 #define SSD_NBARS 19
-#define SSD_PIPE_SLOTS 21  // and two pairs of tile words (tile, ring slot)
+#define SSD_PIPE_SLOTS 22  // and two pairs of tile words (tile, ring slot), the walker's count of stored chunks
 #else
 #define SSD_NBARS 17
 #define SSD_PIPE_SLOTS 17
@@ -923,6 +923,7 @@ __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s
 __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
     if (threadIdx.x == 0) {
         for (int b = 0; b < SSD_NBARS; ++b) mbarrier_init(s.bar + b, b >= BAR_EPOCH ? 1 : SSD_THREADS);
+        for (int w = 2 * SSD_NBARS; w < 2 * SSD_PIPE_SLOTS; ++w) reinterpret_cast<unsigned*>(s.bar)[w] = 0u;  // words
     }
     __syncthreads();
 }
