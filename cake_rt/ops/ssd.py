@@ -49,6 +49,7 @@ KERNELS = ("ssd_exact", "ssd_chunkpar")  # the kernel of a program, by SSD_FAMIL
 THREADS = 128                   # the math warpgroup: 4 warps (kernel: SSD_THREADS)
 WG_THREADS = 256                # sm_90a: the math warpgroup and the producer warpgroup (kernel: SSD_CTA_THREADS)
 PIPE_WORDS = 17                 # sm_90a: the load pipeline's 16 mbarriers and the slice epoch (kernel: SSD_NBARS + 1)
+WALK_PIPE_WORDS = 9             # the walk's: two tile mbarriers, four of its prep sets, two pairs of tile words, a count
 UNIT_ROWS = 64                  # headdim rows of one unit (a head's 64-row block; kernel: SSD_PB, units per head SSD_PBLKS)
 SUB = 64                        # tokens per sub-block (kernel: SSD_SUB)
 SCAN_VEC = 4                    # chunk-parallel scan: adjacent state columns per thread (kernel: SV)
@@ -221,11 +222,12 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
 
 # The walk schedule of the chunk-parallel kernel (SSD_WALK, docs/ssd.md "The walk schedule"): one CTA a (segment,
 # unit) item walks its chunks (the state pass and the recurrence), the others take the output tiles as their chunks'
-# round_T(S_prev) are published. Measured on the H200 (twenty-eighth session): an item's walk alone takes about
-# WALK_CHAIN of its exact scan, and the output tiles spread over the grid WALK_TILES x the exact scan's chunk time each
-# (nemotron-h 824 us, m2-2.7b 252 us against 813 / 266 predicted).
-WALK_CHAIN = 0.5
-WALK_TILES = 1.78
+# round_T(S_prev) are published. Measured on the H200 (twenty-ninth session, clock traces of the walk): a walk takes
+# WALK_CHAIN of the exact scan's time a chunk (nemotron-h 3.0 us a chunk of 128, m2-2.7b 4.7 a chunk of 256), an output
+# tile WALK_TILES of it in CTA time; the walks hold their CTAs, so the tiles and the walks share the grid's CTA time
+# (nemotron-h 712 us, m2-2.7b 228 us against 728 / 237 predicted).
+WALK_CHAIN = 0.40
+WALK_TILES = 1.14
 WALK_MIN_RING = 16   # the ring's least depth (or the items' chunks, when fewer) for the walk to be planned
 _SCHEDULE = None     # tests and `cake-rt calibrate`: "phases" or "walk" forces the chunk-parallel schedule
 _WALK_RING = None    # tests: the walk's ring depth (to make it wrap)
@@ -233,11 +235,12 @@ _WALK_RING = None    # tests: the walk's ring depth (to make it wrap)
 
 def predict_walk_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate: int, chunk: int,
                     max_chunks: int, total_chunks: int, slots: int) -> float:
-    """Predicted microseconds of the walk schedule: its longest walk or its output tiles over the grid, whichever is
-    longer (the exact scan's chunk time, e_step * steps + e_chunk, is the unit of both)."""
+    """Predicted microseconds of the walk schedule: its longest walk, or the CTA time of every walk and every output
+    tile over the grid, whichever is longer (the exact scan's chunk time, e_step * steps + e_chunk, is the unit)."""
     units = nheads * (headdim // UNIT_ROWS)
     per_chunk = model.e_step * _steps_per_chunk(chunk, dstate, 1) + model.e_chunk
-    return model.p0 + max(WALK_CHAIN * max_chunks * per_chunk, WALK_TILES * total_chunks * units * per_chunk / slots)
+    cta_time = (WALK_TILES + WALK_CHAIN) * total_chunks * units * per_chunk  # (walks: an item's chunks, as the tiles)
+    return model.p0 + max(WALK_CHAIN * max_chunks * per_chunk, cta_time / slots)
 
 
 def walk_layout(c: "_Problem", ring: int) -> tuple:
@@ -675,9 +678,11 @@ _SMEM = {"sm_80": (166912, 167936), "sm_86": (101376, 102400), "sm_89": (101376,
          "sm_90a": (232448, 233472), "sm_100a": (232448, 233472)}   # (per block opt-in, per SM) by target
 
 
-def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool, wg: bool = False) -> int:
+def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact: bool, wg: bool = False,
+               walk: bool = False) -> int:
     """Dynamic shared memory of a program (mirrors ``SsdLayout`` in ssd_tile.cuh; ``wg``: the sm_90a warpgroup
-    layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it)."""
+    layout, swizzled unpadded tiles from a 1024-byte aligned base, plus 1024 bytes to align it; ``walk``: a
+    chunk-parallel program of the walk schedule, with a second prep set and the walk's barriers and words)."""
     arrays = 4 * 4 * hb * chunk + 4 * hb * (chunk // 32) + 4 * hb
     if wg:  # in place of the off-diagonal factors: chunk-parallel, the raw dt staged by the producer, twice as large
         # (phase 3's saved cs and dt'); exact, the second prep set (cs, dt', w and the decays) that the producer fills;
@@ -685,8 +690,10 @@ def smem_bytes(itemsize: int, dstate: int, chunk: int, hb: int, nbuf: int, exact
         tile_n = SUB * dstate * 2
         tiles = tile_n + nbuf * tile_n + (nbuf + 1) * hb * SUB * UNIT_ROWS * 2 + hb * tile_n  # + the z tiles
         extra = hb * UNIT_ROWS * (dstate + 8) * 4 + 2 * 4 * hb * chunk + 4 * hb if exact else 4 * hb * chunk
+        if walk:  # the second prep set's cs, dt', w (the staged dt's part holds two of the three) and decays
+            extra += 4 * hb * chunk + 4 * hb
         body = tiles + extra + arrays
-        return 1024 + (body + 7) // 8 * 8 + 8 * PIPE_WORDS
+        return 1024 + (body + 7) // 8 * 8 + 8 * (PIPE_WORDS + (WALK_PIPE_WORDS if walk else 0))
     pad = 4 if itemsize == 4 else 8
     ldn, ldx, ldf = dstate + pad, UNIT_ROWS + pad, dstate + 8
     c_off = (arrays + 15) // 16 * 16
@@ -801,8 +808,8 @@ def program_smem(itemsize: int, defs: dict) -> int:
     wg = bool(defs["SSD_WG"])
     if defs["SSD_FAMILY"] == 0:
         return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HBX"], defs["SSD_NBUFX"], True, wg)
-    walk = 8 * 5 if defs.get("SSD_WALK") else 0  # the walk's two tile mbarriers, two pairs of tile words, a count
-    return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg) + walk
+    return smem_bytes(itemsize, defs["SSD_N"], defs["SSD_Q"], defs["SSD_HB"], defs["SSD_NBUF"], False, wg,
+                      bool(defs.get("SSD_WALK")))
 
 
 def cap_slice_units(c: _Problem, hb: int, cap: int) -> int:

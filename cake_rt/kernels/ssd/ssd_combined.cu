@@ -416,7 +416,7 @@ __device__ __forceinline__ void walk_store_prev(const float (*S)[4], unsigned ch
 // warpgroup also counts, before it waits for a ring slot.)
 __device__ __forceinline__ unsigned* walk_stored(const SsdSmem& s) { return reinterpret_cast<unsigned*>(s.bar + SSD_NBARS) + 4; }
 __device__ __forceinline__ void walk_publish(const SsdSmem& s, unsigned* word) {
-    red_release_max_gpu(word, ld_acquire_cta(walk_stored(s)));
+    red_release_max_gpu(word, read_acquire_cta(walk_stored(s)));
 }
 // A returned state from the walker's registers.
 template <int NB>
@@ -466,16 +466,31 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             const int items = a.nseg * units, ring = slice_units;  // (the walk's kernel argument: the ring depth)
             unsigned* words = reinterpret_cast<unsigned*>(ws_local);
             const int ptid = threadIdx.x & (SSD_THREADS - 1);
-            if ((int)blockIdx.x < items) {  // a walker: phase 1's loads of its item's chunks
+            if ((int)blockIdx.x < items) {  // a walker: phase 1's loads of its item's chunks and their preps
                 const long long* seg = a.table + (long long)(blockIdx.x / units) * 8;
                 const int u0 = blockIdx.x % units, len = (int)seg[SEG_LEN];
+                const int grp = unit_head(u0) / (a.nheads / a.ngroups);
+                float raw[SSD_PREP_TASKS(1)];
+                if (len > 0) {
+                    load_prep_dt<1>(a, raw, seg[SEG_TOK0], min(SSD_Q, len), u0);
+                    produce_chunk_prep<1>(a, s, pipe, raw, min(SSD_Q, len), u0);
+                }
                 for (int cc = 0; cc * SSD_Q < len; ++cc) {
                     const long long ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
                     const int l = min(SSD_Q, len - cc * SSD_Q);
-                    produce_dt<1>(a, s, pipe, ctok, l, u0);
-                    produce_state<1, NBUF, NB1, 1>(a, s, pipe, ctok, l, u0, 0);
+                    const int ln = min(SSD_Q, len - (cc + 1) * SSD_Q);  // the next chunk's tokens (<= 0: none)
+                    if (ln > 0) load_prep_dt<1>(a, raw, ctok + SSD_Q, ln, u0);
+                    const int nsub = (l + SSD_SUB - 1) / SSD_SUB;
+                    for (int j = 0; j < nsub; ++j) {  // produce_state's loads, the next chunk's prep among them
+                        produce_bx<1, NBUF, NB1>(a, s, pipe.bx, ctok + j * SSD_SUB, min(SSD_SUB, l - j * SSD_SUB), grp,
+                                                 u0, 0);
+                        // once the ring is full (the next load waits for the math warpgroup): its prep set was
+                        // released with the previous chunk's state pass
+                        if (j == min(NBUF, nsub) - 1 && ln > 0) produce_chunk_prep<1>(a, s, pipe, raw, ln, u0);
+                    }
                     if (ptid == 0) walk_publish(s, words + blockIdx.x);
                 }
+                pipe.dt = 0;  // (the tiles' staged prep: its own barriers, from their first phase)
             }
             // Phase-3 tiles from the ticket: thread 0 draws one, finds its ring slot, hands both to the math warpgroup
             // in tile k's pair of words (pair k % 2: rewritten for tile k + 2, after the math warpgroup has read tile
@@ -585,15 +600,19 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                     }
                     math_sync();
                 }
-                // the chunk's S_prev and prep into the slot, then counted
+                // the chunk's S_prev and prep (the producer's, in prep set `set`) into the slot, then counted
                 walk_store_prev<NB1>(S, reinterpret_cast<unsigned char*>(s.Cs), ws_prev + slot * UE);
-                ssd_chunk_prep<1>(a, s, pipe, ctok, l, u0);
-                ssd_prep_save<1>(s, ws_prep + slot * 2 * SSD_Q);
+                const int set = ring_slot<2>(pipe.dt);
+                const SsdSmem sc = prep_set<1>(s, set);
+                use_begin(s, BAR_FULL_PREP + set, ring_phase<2>(pipe.dt), false);
+                ssd_prep_save<1>(sc, ws_prep + slot * 2 * SSD_Q);
                 math_sync();  // every thread's S_prev and prep stores before the count
-                if (threadIdx.x == 0) st_release_cta(walk_stored(s), (unsigned)cc + 1u);  // for the producer to publish
+                if (threadIdx.x == 0) exch_release_cta(walk_stored(s), (unsigned)cc + 1u);  // for the producer to publish
                 // S <- fma(decay, S, S_loc)
-                WalkSink<NB1> sink{S, s.dec[0]};
-                ssd_chunk_state<1, NBUF, NB1, 1>(a, s, pipe, l, 0, sink);
+                WalkSink<NB1> sink{S, sc.dec[0]};
+                ssd_chunk_state<1, NBUF, NB1, 1>(a, sc, pipe, l, 0, sink);
+                use_end(s, BAR_EMPTY_PREP + set);
+                ++pipe.dt;
                 if (a.chunk_out != nullptr && l == SSD_Q) walk_store_states<NB1>(a, S, a.chunk_out, seg[SEG_CKPT0] + cc, h, p0);
             }
             const long long fi = seg[SEG_FINAL], vi = seg[SEG_VARLEN];
@@ -601,6 +620,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             if (vi >= 0 && a.varlen_out) walk_store_states<NB1>(a, S, a.varlen_out, vi, h, p0);
             fence_proxy_async_shared();  // the staging's generic writes before the producer's tensor-map copies of C
             math_sync();
+            pipe.dt = 0;  // (the tiles' staged prep: its own barriers, from their first phase)
         }
         if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_EPOCH);  // the producer may take tiles
         // phase 3's tiles, as the producer hands them over

@@ -150,19 +150,26 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_EMPTY_S 13
 #define BAR_FULL_DT 14  // chunk-parallel: the chunk's raw dt (as float), read by the prep
 #define BAR_EMPTY_DT 15
-// Exact scan: its two prep sets, each computed by the producer (full) and released by the math warpgroup (empty), on
-// the four barriers of the S_prev tile and the staged dt, which only the chunk-parallel kernel loads.
-#define BAR_FULL_PREP 12   // [2]
-#define BAR_EMPTY_PREP 14  // [2]
+// Exact scan and the walk schedule's walk: two prep sets, each computed by the producer (full) and released by the
+// math warpgroup (empty). The exact scan's are the four barriers of the S_prev tile and the staged dt, which only the
+// chunk-parallel kernel loads; the walk's, four of its own (its output tiles load both).
 #define BAR_EPOCH 16    // chunk-parallel: this slice's phase 2 is done grid-wide (count 1: the math thread 0)
 #if defined(SSD_WALK) && SSD_WALK
 #define BAR_TILE_FULL 17   // the walk schedule: the producer's drawn tile in the tile word (count 1)
 #define BAR_TILE_EMPTY 18  // the math warpgroup has read it (count 1)
-#define SSD_NBARS 19
-#define SSD_PIPE_SLOTS 22  // and two pairs of tile words (tile, ring slot), the walker's count of stored chunks
+#define BAR_FULL_PREP 19   // [2]
+#define BAR_EMPTY_PREP 21  // [2]
+#define SSD_NBARS 23
+#define SSD_ONE_BARS 19    // barriers BAR_EPOCH.. below this one take one arrival
+#define SSD_PIPE_SLOTS 26  // and two pairs of tile words (tile, ring slot), the walker's count of stored chunks
+#define SSD_PREP_SETS 2    // (the exact scan's layout has two as well)
 #else
+#define BAR_FULL_PREP 12   // [2]
+#define BAR_EMPTY_PREP 14  // [2]
 #define SSD_NBARS 17
+#define SSD_ONE_BARS 17
 #define SSD_PIPE_SLOTS 17
+#define SSD_PREP_SETS 1
 #endif
 // Element tiles first, from a 1024-byte aligned base (the swizzle is a function of the address), each a
 // whole number of 8 KiB panels; then the exact scan's fp32 states and the chunk arrays.
@@ -181,10 +188,11 @@ struct SsdLayout {
     static constexpr int w = dtv + 4 * HB * SSD_Q;
     static constexpr int dtr = w + 4 * HB * SSD_Q;                 // chunk-parallel: float [HB][2][Q]  the raw dt
                                                                    // staged by the producer; phase 3's cs and dt'
-                                                                   // exact: the second prep set's cs, dtv, w
-    static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT ? 3 : 2);
-    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);         // float [HB] (exact: [2][HB], a set's each)
-    static constexpr int bar = (dec + 4 * HB * (EXACT ? 2 : 1) + 7) / 8 * 8;  // uint64 [SSD_NBARS] mbarriers
+                                                                   // exact, the walk: the second prep set's cs,
+                                                                   // dtv, w
+    static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT || SSD_PREP_SETS == 2 ? 3 : 2);
+    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);         // float [HB] (exact, walk: [2][HB], a set's each)
+    static constexpr int bar = (dec + 4 * HB * (EXACT || SSD_PREP_SETS == 2 ? 2 : 1) + 7) / 8 * 8;  // uint64 mbarriers
     static constexpr int bytes = bar + 8 * SSD_PIPE_SLOTS;
 };
 #else
@@ -254,7 +262,7 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     return s;
 }
 #if SSD_WG
-// Exact scan: the view of prep set b (0 or 1): cs, dtv, w and dec of set 1 follow set 0's (the layout's dtr part and
+// Exact scan and the walk: the view of prep set b (0 or 1): cs, dtv, w and dec of set 1 follow set 0's (the layout's dtr part and
 // the second half of dec). The producer computes chunk c + 1's set while the math warpgroup reads chunk c's.
 template <int HB>
 __device__ __forceinline__ SsdSmem prep_set(const SsdSmem& s, int b) {
@@ -771,7 +779,7 @@ __device__ __forceinline__ void ssd_chunk_prep(const SsdArgs& a, const SsdSmem& 
 }
 
 #if SSD_WG
-// Exact scan, the producer: this thread's raw dt of a chunk for its stage-1 groups of produce_chunk_prep (task k: group
+// Exact scan and the walk, the producer: this thread's raw dt of a chunk for its stage-1 groups of produce_chunk_prep (task k: group
 // warp + 4k of the block's units), loaded a chunk ahead of its use so that the loads land under the chunk's tile loads.
 #define SSD_PREP_TASKS(HB) (((HB) * SSD_PREP_G + 3) / 4)  // stage-1 groups a producer warp, at most
 template <int HB>
@@ -788,7 +796,7 @@ __device__ __forceinline__ void load_prep_dt(const SsdArgs& a, float (&raw)[SSD_
 __device__ __forceinline__ void producer_sync() {
     asm volatile("bar.sync 2, %0;\n" ::"n"(SSD_THREADS) : "memory");
 }
-// Exact scan, the producer: the prep of a chunk of l tokens (its raw dt in `raw`, load_prep_dt) into prep set
+// Exact scan and the walk, the producer: the prep of a chunk of l tokens (its raw dt in `raw`, load_prep_dt) into prep set
 // ring_slot<2>(p.dt), once the math warpgroup has released that set's previous chunk (two chunks back), completing a
 // phase of the set's full barrier. Its stages are those of ssd_chunk_prep on the same thread positions (producer
 // thread 128 + i where the math thread i would be), so the same bits; the set is the math warpgroup's to read after
@@ -922,7 +930,7 @@ __device__ __forceinline__ void produce_state(const SsdArgs& a, const SsdSmem& s
 // Every barrier expects the 128 threads of one warpgroup (the producer's copies or the math threads' arrivals).
 __device__ __forceinline__ void ssd_pipe_init(const SsdSmem& s) {
     if (threadIdx.x == 0) {
-        for (int b = 0; b < SSD_NBARS; ++b) mbarrier_init(s.bar + b, b >= BAR_EPOCH ? 1 : SSD_THREADS);
+        for (int b = 0; b < SSD_NBARS; ++b) mbarrier_init(s.bar + b, b >= BAR_EPOCH && b < SSD_ONE_BARS ? 1 : SSD_THREADS);
         for (int w = 2 * SSD_NBARS; w < 2 * SSD_PIPE_SLOTS; ++w) reinterpret_cast<unsigned*>(s.bar)[w] = 0u;  // words
     }
     __syncthreads();
