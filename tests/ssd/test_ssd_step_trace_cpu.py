@@ -23,7 +23,7 @@ def test_every_stamp_finds_its_anchor(load_script):
             assert f"ssd_st(tr, {base} + {20} * i + {k});" in tile
     assert tile.count("ssd_st(tr, ") >= 3 + 2 * 4 + 4 + 4  # ... and the producer's per-step copies
     assert "produce_bx_tr<HB, NBUF, SSD_N>(tr, i, j," in tile
-    assert "ssd_step_rec(1)" in kernel and "ssd_step_rec(0)" in kernel
+    assert kernel.count("ssd_step_rec(1)") == 2 and kernel.count("ssd_step_rec(0)") == 2  # phase 3 and the walk's tiles
 
 
 @pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
@@ -37,3 +37,6 @@ def test_the_patched_kernel_compiles(patched_kernels, load_script):
         defs = ssd.program_defines(0, 2, 2, 64, 128, 256, 8, "sm_90a", family="chunkpar", rows=rows)
         rep = compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)
         assert set(rep) == {"ssd_chunkpar"}
+    # the walk schedule's output tiles (nemotron-h's walk program)
+    defs = {**ssd.program_defines(0, 2, 2, 64, 128, 128, 16, "sm_90a", family="chunkpar"), "SSD_WALK": 1}
+    assert set(compile_report(text, name="ssd_combined.cu", target="sm_90a", defines=defs)) == {"ssd_chunkpar"}
