@@ -162,7 +162,7 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define SSD_NBARS 23
 #define SSD_ONE_BARS 19    // barriers BAR_EPOCH.. below this one take one arrival
 #define SSD_PIPE_SLOTS 26  // and two pairs of tile words (tile, ring slot), the walker's count of stored chunks
-#define SSD_PREP_SETS 2    // (the exact scan's layout has two as well)
+#define SSD_PREP_SETS 2    // the chunk-parallel layout's prep sets (the exact scan's has two anyway)
 #else
 #define BAR_FULL_PREP 12   // [2]
 #define BAR_EMPTY_PREP 14  // [2]
@@ -190,9 +190,10 @@ struct SsdLayout {
                                                                    // staged by the producer; phase 3's cs and dt'
                                                                    // exact, the walk: the second prep set's cs,
                                                                    // dtv, w
-    static constexpr int gt = dtr + 4 * HB * SSD_Q * (EXACT || SSD_PREP_SETS == 2 ? 3 : 2);
-    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);         // float [HB] (exact, walk: [2][HB], a set's each)
-    static constexpr int bar = (dec + 4 * HB * (EXACT || SSD_PREP_SETS == 2 ? 2 : 1) + 7) / 8 * 8;  // uint64 mbarriers
+    static constexpr int SETS = EXACT ? 2 : SSD_PREP_SETS;        // prep sets (a second one: cs, dtv, w in dtr)
+    static constexpr int gt = dtr + 4 * HB * SSD_Q * (SETS == 2 ? 3 : 2);
+    static constexpr int dec = gt + 4 * HB * (SSD_Q / 32);         // float [SETS][HB] chunk decays, a set's each
+    static constexpr int bar = (dec + 4 * HB * SETS + 7) / 8 * 8;  // uint64 [SSD_NBARS] mbarriers, then the words
     static constexpr int bytes = bar + 8 * SSD_PIPE_SLOTS;
 };
 #else
