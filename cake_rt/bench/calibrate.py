@@ -13,6 +13,10 @@ bandwidth (the one constant ``predict_us`` divides by) is searched on a log grid
 the linear fit is made at each candidate, and the one whose predictions are nearest the measurements in
 relative terms is kept.
 
+The walk schedule (the chunk-parallel kernel's other schedule) is timed too, on the rows where the planner weighs it (a
+ring, and a tile for every CTA), and its two constants (``w_chain``, ``w_tiles``: ``predict_walk_us`` is the larger of two terms, so not affine)
+are fitted after the families' by a search over a log grid, in the same relative terms.
+
 The fit is saved as JSON at ``cake_rt.ops.ssd.cost_model_path(gpu name)`` (under the cache directory) and
 used by ``ssd_combined`` / ``ssd_plan`` on every GPU of that model from then on.
 """
@@ -139,6 +143,36 @@ def fit_linear(model, samples: list) -> tuple:
     return dataclasses.replace(model, **updates), how
 
 
+WALK_FIELDS = ("w_chain", "w_tiles")
+WALK_GRID = [2.0 ** (k / 8.0) for k in range(-64, 25)]  # 1/256 .. 8, 9% apart
+WALK_FINE = [2.0 ** (k / 64.0) for k in range(-8, 9)]   # then around the best, 1% apart
+
+
+def fit_walk(model, samples: list) -> tuple:
+    """Fit ``model``'s walk constants to ``samples`` = [(predict_walk_us's keyword inputs, measured us)]: the pair of
+    ``WALK_GRID`` values with the smallest sum of squared log ratios of predicted to measured time, then refined by
+    ``WALK_FINE`` around it. No sample: the constants are kept.
+
+    Returns (new model, how it was fitted)."""
+    from cake_rt.ops.ssd import predict_walk_us
+
+    samples = [(q, us) for q, us in samples if us > 0]
+    if not samples:
+        return model, "not measured: constants kept"
+
+    def err(c, t):
+        m = dataclasses.replace(model, w_chain=c, w_tiles=t)
+        return sum(math.log(predict_walk_us(m, **q) / us) ** 2 for q, us in samples)
+
+    best = min((err(c, t), c, t) for c in WALK_GRID for t in WALK_GRID)
+    _, c0, t0 = best
+    best = min((err(c0 * fc, t0 * ft), c0 * fc, t0 * ft) for fc in WALK_FINE for ft in WALK_FINE)
+    e, c, t = best
+    new = dataclasses.replace(model, w_chain=c, w_tiles=t)
+    return new, (f"w_chain / w_tiles searched on {len(samples)} rows (rms log ratio "
+                 f"{math.sqrt(e / len(samples)):.3f})")
+
+
 def save_fit(doc: dict, path, *, in_cache: bool) -> None:
     """Write a fit document to ``path`` atomically (``write_atomic``). ``in_cache``: ``path`` is the cache's
     ``cost_model_path``; the cache directory is then made (``0700``) and checked as for the cubins, and a
@@ -153,6 +187,28 @@ def save_fit(doc: dict, path, *, in_cache: bool) -> None:
             raise ValueError("the cache directory is not trusted (see the warning); pass --output PATH")
         path.parent.mkdir(mode=0o700, exist_ok=True)
     write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def _time_walk(op, args, kw, y, stream, timer, out, name):
+    """(predict_walk_us's inputs, measured us) of the walk schedule on a row where the planner would weigh it (a ring,
+    and a tile for every CTA), else None."""
+    schedule, op._SCHEDULE = op._SCHEDULE, "walk"
+    try:
+        with stream:
+            plan = op.ssd_plan(*args, **kw, family="chunkpar")
+            units = plan.nheads * (plan.model_inputs["headdim"] // op.UNIT_ROWS)
+            if not plan.walk_ring or plan.total_chunks * units < plan.grid:
+                return None  # (fewer tiles than CTAs: forced only; the planner never takes the walk there)
+            us = timer.time(lambda: op.ssd_combined(*args, **kw, family="chunkpar", out=y, stream=stream))["median"]
+        stream.synchronize()
+    except Exception as exc:  # no cooperative launch, or the walk's clusters do not fit
+        out(f"{name}: the walk not runnable ({exc.__class__.__name__}: {exc})")
+        return None
+    finally:
+        op._SCHEDULE = schedule
+    q = {k: plan.model_inputs[k] for k in ("nseg", "nheads", "headdim", "dstate", "chunk", "max_chunks",
+                                          "total_chunks")}
+    return {**q, "slots": int(plan.grid)}, us * 1e3
 
 
 def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | None = None, out=print) -> int:
@@ -171,7 +227,7 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
     model, _ = op.cost_model_for(info.name, info.capability)
     stream = cupy.cuda.Stream(non_blocking=True)
     timer = Timer(stream, repeats=repeats, warmup=2, l2_bytes=info.l2_bytes, budget_s=1.0, min_repeats=3)
-    samples, table = [], []
+    samples, table, walk_samples = [], [], []
     want = set(rows) if rows else None
     for p in suite_rows("ssd"):
         if want and p["name"] not in want:
@@ -204,19 +260,28 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
             return op.predict_us(m, **q)
 
         samples.append((predict, measured))
-        table.append((p["name"], measured, predict(model), q))
+        walk = _time_walk(op, args, kw, y, stream, timer, out, p["name"])
+        if walk is not None:
+            walk_samples.append(walk)
+        table.append((p["name"], measured, predict(model), q, walk))
         del inp, y
         cupy.get_default_memory_pool().free_all_blocks()
     if not samples:
         out("cake-rt calibrate: no row could be measured")
         return 1
     new, how = fit(model, samples)
-    out(f"{'row':<12} {'exact us':>9} {'chunkpar us':>12}   predicted before -> after (exact / chunkpar)")
-    for name, meas, before, _ in table:
+    new, how["walk"] = fit_walk(new, walk_samples)
+    out(f"{'row':<12} {'exact us':>9} {'chunkpar us':>12} {'walk us':>8}   predicted before -> after "
+        f"(exact / chunkpar / walk)")
+    for name, meas, before, _, walk in table:
         after = [pr for pr, mm in samples if mm is meas][0](new)
         cell = lambda d, k: f"{d[k]:.1f}" if k in d else "-"  # noqa: E731
-        out(f"{name:<12} {cell(meas, 'exact'):>9} {cell(meas, 'chunkpar'):>12}   "
-            f"{before['exact']:.1f} / {before['chunkpar']:.1f} -> {after['exact']:.1f} / {after['chunkpar']:.1f}")
+        wcell = f"{walk[1]:.1f}" if walk else "-"
+        wpred = (f" / {op.predict_walk_us(model, **walk[0]):.1f} -> {op.predict_walk_us(new, **walk[0]):.1f}"
+                 if walk else "")
+        out(f"{name:<12} {cell(meas, 'exact'):>9} {cell(meas, 'chunkpar'):>12} {wcell:>8}   "
+            f"{before['exact']:.1f} / {before['chunkpar']:.1f} -> {after['exact']:.1f} / {after['chunkpar']:.1f}"
+            + wpred)
     for fam, h in how.items():
         out(f"{fam}: {h}")
     new = dataclasses.replace(new, source=f"{info.name}, cake-rt calibrate "
@@ -232,7 +297,8 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
         return 1
     doc = {"schema": op.COST_MODEL_SCHEMA, "gpu": info.name, "capability": list(info.capability),
            "sm_count": info.sm_count, "model": dataclasses.asdict(new),
-           "rows": [{"row": n, "measured_us": m, "model_inputs": q} for n, m, _, q in table]}
+           "rows": [{"row": n, "measured_us": m, "model_inputs": q,
+                     **({"walk_us": w[1], "walk_inputs": w[0]} if w else {})} for n, m, _, q, w in table]}
     try:
         save_fit(doc, path, in_cache=output is None)
     except (OSError, ValueError) as exc:

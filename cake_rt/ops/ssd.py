@@ -79,6 +79,8 @@ _F_D, _F_DP, _F_Z, _F_BIAS, _F_SOFTPLUS, _F_CLAMP, _F_INIT = 1, 2, 4, 8, 16, 32,
 #              reads it and writes S_prev, phase 3 reads S_prev; each slice adds grid barriers)
 #     item steps = a tile's longest phase-1 item and longest phase-3 item (``_item_steps``): the whole tile's
 #              steps, but for a call of few tiles whose program splits them (SSD_COLS, SSD_ROWS)
+#   walk     = p0 + max(w_chain * longest segment's chunks, (w_tiles + w_chain) * chunk tiles / resident CTAs)
+#              * the exact scan's chunk time (e_step * steps + e_chunk)                      (``predict_walk_us``)
 # Built-in constants per compute capability, fitted to H200 measurements (docs/ssd.md: the run, the rows,
 # the residuals); ``cake-rt calibrate`` fits and saves them for another GPU model (``cost_model_for``).
 @dataclasses.dataclass(frozen=True)
@@ -92,20 +94,24 @@ class CostModel:
     p1: float
     p2: float
     bw_bytes_per_us: float
+    w_chain: float        # the walk schedule: a walk's chunk, in the exact scan's chunk time
+    w_tiles: float        # the walk schedule: an output tile's CTA time, in the same unit
     source: str
 
 
 COST_MODELS = {
     (9, 0): CostModel(e0=8.849, e_step=0.5249, e_chunk=3.041, e_pair=0.1622, p_slice=0.0, p0=11.27, p1=0.773,
-                      p2=0.0, bw_bytes_per_us=4.242e6,
+                      p2=0.0, bw_bytes_per_us=4.242e6, w_chain=0.2268, w_tiles=1.283,
                       source="H200, 2026-12-04: `cake-rt calibrate --repeats 5` on the six suite rows, both families, "
                              "tree cdc510a (the 12-04c record's kernels), the non-negative fit with the split-aware "
-                             "item steps (docs/ssd.md)"),
+                             "item steps; the walk's w_chain / w_tiles fitted to the walk's times on seed, m2-2.7b and "
+                             "nemotron-h by `cake-rt calibrate` on tree 0e04462 (the 12-04f kernels; docs/ssd.md)"),
 }
 _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 
-COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/2"
+COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/3"
+_WALK_FIELDS = ("w_chain", "w_tiles")  # what schema 2 (saved before the walk's constants were fitted) lacks
 _saved_models: dict = {}   # GPU name -> (CostModel, note): read once per process
 
 
@@ -140,9 +146,12 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
             import json
 
             doc = json.loads(path.read_text())
-            if doc.get("schema") != COST_MODEL_SCHEMA:
-                raise ValueError(f"schema {doc.get('schema')!r}, expected {COST_MODEL_SCHEMA!r}")
             vals = doc["model"]
+            if doc.get("schema") == "cake-rt-ssd-cost-model/2":  # its walk constants: the built-in ones
+                builtin = COST_MODELS.get(tuple(capability), _DEFAULT_MODEL)
+                vals = {**vals, **{n: getattr(builtin, n) for n in _WALK_FIELDS}}
+            elif doc.get("schema") != COST_MODEL_SCHEMA:
+                raise ValueError(f"schema {doc.get('schema')!r}, expected {COST_MODEL_SCHEMA!r}")
             model = CostModel(**{f.name: (str(vals[f.name]) if f.name == "source" else float(vals[f.name]))
                                  for f in dataclasses.fields(CostModel)})
             bad = [f.name for f in dataclasses.fields(CostModel)
@@ -222,12 +231,10 @@ def predict_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, dstate
 
 # The walk schedule of the chunk-parallel kernel (SSD_WALK, docs/ssd.md "The walk schedule"): one CTA a (segment,
 # unit) item walks its chunks (the state pass and the recurrence), the others take the output tiles as their chunks'
-# round_T(S_prev) are published. Measured on the H200 (twenty-ninth session, clock traces of the walk): a walk takes
-# WALK_CHAIN of the exact scan's time a chunk (nemotron-h 3.0 us a chunk of 128, m2-2.7b 4.7 a chunk of 256), an output
-# tile WALK_TILES of it in CTA time; the walks hold their CTAs, so the tiles and the walks share the grid's CTA time
-# (nemotron-h 712 us, m2-2.7b 228 us against 728 / 237 predicted).
-WALK_CHAIN = 0.40
-WALK_TILES = 1.14
+# round_T(S_prev) are published. A walk takes the cost model's w_chain of the exact scan's time a chunk, an output
+# tile w_tiles of it in CTA time; the walks hold their CTAs, so the tiles and the walks share the grid's CTA time.
+# `cake-rt calibrate` fits both (H200, thirtieth session: seed 451.8 / m2-2.7b 233.4 / nemotron-h 713.1 us measured,
+# 450.0 / 232.5 / 714.2 predicted).
 WALK_MIN_RING = 16   # the ring's least depth (or the items' chunks, when fewer) for the walk to be planned
 _SCHEDULE = None     # tests and `cake-rt calibrate`: "phases" or "walk" forces the chunk-parallel schedule
 _WALK_RING = None    # tests: the walk's ring depth (to make it wrap)
@@ -239,8 +246,8 @@ def predict_walk_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, d
     tile over the grid, whichever is longer (the exact scan's chunk time, e_step * steps + e_chunk, is the unit)."""
     units = nheads * (headdim // UNIT_ROWS)
     per_chunk = model.e_step * _steps_per_chunk(chunk, dstate, 1) + model.e_chunk
-    cta_time = (WALK_TILES + WALK_CHAIN) * total_chunks * units * per_chunk  # (walks: an item's chunks, as the tiles)
-    return model.p0 + max(WALK_CHAIN * max_chunks * per_chunk, cta_time / slots)
+    cta_time = (model.w_tiles + model.w_chain) * total_chunks * units * per_chunk  # (walks: an item's chunks, as the
+    return model.p0 + max(model.w_chain * max_chunks * per_chunk, cta_time / slots)  # tiles)
 
 
 def walk_layout(c: "_Problem", ring: int) -> tuple:

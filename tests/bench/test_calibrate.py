@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from cake_rt.bench.calibrate import fit, linear_fields, nonnegative_lstsq
+from cake_rt.bench.calibrate import fit, fit_walk, linear_fields, nonnegative_lstsq
 from cake_rt.ops import ssd as op
 
 QUANTITIES = [  # (nseg, nheads, headdim, dstate, chunk, max_chunks, total_chunks, ws_bytes): suite-like calls
@@ -128,4 +128,59 @@ def test_saved_fit_is_used_for_its_gpu_model_only(monkeypatch, tmp_path):
     with pytest.warns(UserWarning, match="ignoring the SSD cost model"):
         model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
     assert model == op.COST_MODELS[(9, 0)] and note
+    op.forget_cost_models()
+
+
+WALK_QUANTITIES = [  # predict_walk_us's inputs: nemotron-h, m2-2.7b (tile-bound) and seed (its long walks bind)
+    dict(nseg=1, nheads=128, headdim=64, dstate=128, chunk=128, max_chunks=128, total_chunks=128, slots=264),
+    dict(nseg=1, nheads=80, headdim=64, dstate=128, chunk=256, max_chunks=32, total_chunks=32, slots=264),
+    dict(nseg=1, nheads=8, headdim=64, dstate=128, chunk=256, max_chunks=128, total_chunks=128, slots=264),
+]
+
+
+def test_fit_walk_recovers_known_constants():
+    start = op.COST_MODELS[(9, 0)]
+    truth = dataclasses.replace(start, w_chain=0.3, w_tiles=1.7)
+    samples = [(q, op.predict_walk_us(truth, **q)) for q in WALK_QUANTITIES]
+    new, how = fit_walk(start, samples)
+    assert "3 rows" in how
+    assert new.w_chain == pytest.approx(0.3, rel=0.02) and new.w_tiles == pytest.approx(1.7, rel=0.02), how
+    for q, us in samples:
+        assert op.predict_walk_us(new, **q) == pytest.approx(us, rel=0.02)
+    # every other constant as it was
+    assert dataclasses.replace(new, w_chain=start.w_chain, w_tiles=start.w_tiles) == start
+
+
+def test_fit_walk_without_samples_keeps_the_constants():
+    start = op.COST_MODELS[(9, 0)]
+    new, how = fit_walk(start, [])
+    assert new == start and "kept" in how
+
+
+def test_the_families_fit_leaves_the_walk_constants():
+    # predict_us does not read them: the least squares keeps them, whatever the rows say
+    start = op.COST_MODELS[(9, 0)]
+    truth = dataclasses.replace(start, e0=7.0, e_step=2.2, p1=2.5)
+    samples = [(pr, pr(truth)) for pr in map(_predictor, QUANTITIES)]
+    new, _ = fit(start, samples)
+    assert (new.w_chain, new.w_tiles) == (start.w_chain, start.w_tiles)
+
+
+def test_a_fit_saved_before_the_walk_constants_keeps_its_own_and_the_builtin_walk(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    op.forget_cost_models()
+    builtin = op.COST_MODELS[(9, 0)]
+    old = {k: v for k, v in dataclasses.asdict(dataclasses.replace(builtin, e0=2.5, source="old fit")).items()
+           if k not in ("w_chain", "w_tiles")}
+    path = op.cost_model_path("NVIDIA H100 80GB HBM3")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/2", "model": old}))
+    model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
+    assert note == "" and model.e0 == 2.5 and model.source == "old fit"
+    assert (model.w_chain, model.w_tiles) == (builtin.w_chain, builtin.w_tiles)
+    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/1", "model": old}))
+    op.forget_cost_models()
+    with pytest.warns(UserWarning, match="schema"):
+        model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
+    assert model == builtin and note
     op.forget_cost_models()
