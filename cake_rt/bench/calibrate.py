@@ -13,9 +13,10 @@ bandwidth (the one constant ``predict_us`` divides by) is searched on a log grid
 the linear fit is made at each candidate, and the one whose predictions are nearest the measurements in
 relative terms is kept.
 
-The walk schedule (the chunk-parallel kernel's other schedule) is timed too, on the rows where the planner weighs it (a
-ring, and a tile for every CTA), and its two constants (``w_chain``, ``w_tiles``: ``predict_walk_us`` is the larger of two terms, so not affine)
-are fitted after the families' by a search over a log grid, in the same relative terms.
+The walk schedule (the chunk-parallel kernel's other schedule) is timed too, on the rows where the planner weighs it
+(a ring, and a tile for every CTA). Its two constants (``w_chain``, ``w_tiles``; ``predict_walk_us`` is the larger of
+two terms, so not affine in them) are fitted after the families' by a search over a log grid, in the same relative
+terms.
 
 The fit is saved as JSON at ``cake_rt.ops.ssd.cost_model_path(gpu name)`` (under the cache directory) and
 used by ``ssd_combined`` / ``ssd_plan`` on every GPU of that model from then on.
@@ -143,7 +144,6 @@ def fit_linear(model, samples: list) -> tuple:
     return dataclasses.replace(model, **updates), how
 
 
-WALK_FIELDS = ("w_chain", "w_tiles")
 WALK_GRID = [2.0 ** (k / 8.0) for k in range(-64, 25)]  # 1/256 .. 8, 9% apart
 WALK_FINE = [2.0 ** (k / 64.0) for k in range(-8, 9)]   # then around the best, 1% apart
 
@@ -201,7 +201,7 @@ def _time_walk(op, args, kw, y, stream, timer, out, name):
                 return None  # (fewer tiles than CTAs: forced only; the planner never takes the walk there)
             us = timer.time(lambda: op.ssd_combined(*args, **kw, family="chunkpar", out=y, stream=stream))["median"]
         stream.synchronize()
-    except Exception as exc:  # no cooperative launch, or the walk's clusters do not fit
+    except Exception as exc:  # no cooperative launch here
         out(f"{name}: the walk not runnable ({exc.__class__.__name__}: {exc})")
         return None
     finally:
