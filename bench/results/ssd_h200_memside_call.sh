@@ -2,18 +2,19 @@
 # The thirty-first session's SSD arms (docs/ssd.md, "The walk rows against memory-side levers ..."), staged and run.
 #   stage (CPU):  bash bench/results/ssd_h200_memside_call.sh stage     (trees under .dev/ms/, programs prewarmed)
 #   run (H200):   bash bench/results/ssd_h200_memside_call.sh CALL      (CALL: pf, ring3, lookback, noout_evict,
-#                                                                        ring4, smem; carry [".dev/ms"])
+#                                                                        ring4, smem, recompute; carry [".dev/ms"])
 # Each arm is main (cfe2283) + bench/results/ssd_h200_<arm>_arm.diff; the probe is ssd_h200_walk2_probe.py +
 # ssd_h200_probe_ring_checks.diff (RING: the walk's ring depth for the timed rows; CHECK_RING: for the bitwise checks,
 # which add three batched shapes at chunks 64, 128 and 256). Arms that read an env switch: memside_pf (PF bits: 1 the
 # tile's boxes asked of L2 at its draw, 2 the walker's next chunk but one, 4 the walker's copies replaced by plain
 # arrivals, 8 the tiles' copies so replaced; 4 and 8 give wrong results, timing only), evict (EV bits: 1 x / z
 # evict_first, 2 y streaming stores, 4 round_T(S_prev) evict_last, 8 C / B evict_last), lookback (LBNO=1 no output
-# tiles, timing only; LBDRAW=1 a tile drawn only once the CTA's previous tile is published).
+# tiles, timing only; LBDRAW=1 a tile drawn only once the CTA's previous tile is published). The probe's SCHED=walk
+# and FAMILY=chunkpar force the walk program on rows the planner gives to the three phases (short, for recompute).
 set -e
 cd "$(dirname "$0")/../.."
 R=$PWD M=$R/.dev/ms
-arms="memside_pf walkring3 walkring4 lookback evict smem_pad16"
+arms="memside_pf walkring3 walkring4 lookback evict smem_pad16 recompute"
 if [ "$1" = stage ]; then
   PY=${PY:-python3}
   for t in base $arms; do
@@ -34,7 +35,8 @@ for case, fam in itertools.product(cases, ("exact", "chunkpar")):
         _compile_one((ssd.KERNEL_PATH, {**d, "SSD_WALK": 1}, "sm_90a"))
 PY
   pre() { (cd $M/$1 && shift && env "$@" CAKE_RT_CACHE_DIR=$PWD/cache PYTHONPATH=$PWD $PY ../prewarm.py); }
-  for t in base walkring3 walkring4 smem_pad16; do pre $t X=0; done
+  for t in base walkring3 walkring4 smem_pad16 recompute; do pre $t X=0; done
+  (cd $M/base && CAKE_RT_CACHE_DIR=$PWD/cache PYTHONPATH=$PWD $PY -c "from cake_rt.warmup import warmup; warmup(('ssd',), 'sm_90a')")
   for pf in 1 2 3 4 8 12; do pre memside_pf PF=$pf; done
   for ev in 1 2 4 8 15; do pre evict EV=$ev; done
   for v in "0 0" "1 0" "0 1" "1 1"; do set -- $v; pre lookback LBNO=$1 LBDRAW=$2; done
@@ -42,7 +44,7 @@ PY
 fi
 run() {  # tree label checks env...
   local d=$M/$1 arm=$2 ck=$3; shift 3
-  (cd $d && env "$@" CAKE_RT_CACHE_DIR=$d/cache PYTHONPATH=$d MAIN=$d ARM=$arm CHECKS=$ck ROWS=nemotron-h,m2-2.7b \
+  (cd $d && env ROWS=nemotron-h,m2-2.7b CAKE_RT_CACHE_DIR=$d/cache PYTHONPATH=$d MAIN=$d ARM=$arm CHECKS=$ck "$@" \
      timeout 200 python3 $M/probe.py 2>&1 | grep -a "^check\|^time\|rror" | tail -8)
 }
 walk_tests() { (cd $M/$1 && CAKE_RT_CACHE_DIR=$PWD/cache PYTHONPATH=$PWD timeout 300 python3 -m pytest -q -p no:cacheprovider tests/ssd/test_ssd_gpu.py -k walk 2>&1 | tail -2); }
@@ -67,4 +69,10 @@ case "$1" in
     run walkring4 w4r 1 X=0; for r in 1 2 3; do run base base 0 X=0; run walkring4 w4r 0 X=0; done; walk_tests walkring4 ;;
   smem)
     for r in 1 2; do run base base 0 X=0; run smem_pad16 sm16 0 X=0; done; run base base 0 X=0 ;;
+  recompute)
+    run recompute rc 1 CHECK_RING=4 SCHED=walk FAMILY=chunkpar RING=4 ROWS=short
+    for r in 1 2 3; do
+      run base base 0 ROWS=short; run base exact 0 FAMILY=exact ROWS=short
+      run recompute rc 0 SCHED=walk FAMILY=chunkpar RING=4 ROWS=short
+    done ;;
 esac
