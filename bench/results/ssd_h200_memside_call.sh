@@ -2,7 +2,7 @@
 # The thirty-first session's SSD arms (docs/ssd.md, "The walk rows against memory-side levers ..."), staged and run.
 #   stage (CPU):  bash bench/results/ssd_h200_memside_call.sh stage     (trees under .dev/ms/, programs prewarmed)
 #   run (H200):   bash bench/results/ssd_h200_memside_call.sh CALL      (CALL: pf, ring3, lookback, noout_evict,
-#                                                                        ring4, smem, recompute; carry [".dev/ms"])
+#                                                                        ring4, smem, recompute, walkpair; carry [".dev/ms"])
 # Each arm is main (cfe2283) + bench/results/ssd_h200_<arm>_arm.diff; the probe is ssd_h200_walk2_probe.py +
 # ssd_h200_probe_ring_checks.diff (RING: the walk's ring depth for the timed rows; CHECK_RING: for the bitwise checks,
 # which add three batched shapes at chunks 64, 128 and 256). Arms that read an env switch: memside_pf (PF bits: 1 the
@@ -14,7 +14,7 @@
 set -e
 cd "$(dirname "$0")/../.."
 R=$PWD M=$R/.dev/ms
-arms="memside_pf walkring3 walkring4 lookback evict smem_pad16 recompute"
+arms="memside_pf walkring3 walkring4 lookback evict smem_pad16 recompute walkpair_sm"
 if [ "$1" = stage ]; then
   PY=${PY:-python3}
   for t in base $arms; do
@@ -35,7 +35,7 @@ for case, fam in itertools.product(cases, ("exact", "chunkpar")):
         _compile_one((ssd.KERNEL_PATH, {**d, "SSD_WALK": 1}, "sm_90a"))
 PY
   pre() { (cd $M/$1 && shift && env "$@" CAKE_RT_CACHE_DIR=$PWD/cache PYTHONPATH=$PWD $PY ../prewarm.py); }
-  for t in base walkring3 walkring4 smem_pad16 recompute; do pre $t X=0; done
+  for t in base walkring3 walkring4 smem_pad16 recompute walkpair_sm; do pre $t X=0; done
   (cd $M/base && CAKE_RT_CACHE_DIR=$PWD/cache PYTHONPATH=$PWD $PY -c "from cake_rt.warmup import warmup; warmup(('ssd',), 'sm_90a')")
   for pf in 1 2 3 4 8 12; do pre memside_pf PF=$pf; done
   for ev in 1 2 4 8 15; do pre evict EV=$ev; done
@@ -75,4 +75,6 @@ case "$1" in
       run base base 0 ROWS=short; run base exact 0 FAMILY=exact ROWS=short
       run recompute rc 0 SCHED=walk FAMILY=chunkpar RING=4 ROWS=short
     done ;;
+  walkpair)
+    run walkpair_sm wp 1 X=0; for r in 1 2 3; do run base base 0 X=0; run walkpair_sm wp 0 X=0; done; walk_tests walkpair_sm ;;
 esac
