@@ -100,8 +100,15 @@ typedef typename ESD::storage SDT;
 // sm_90a: a second warpgroup is the producer (it issues every tile load; the math warpgroup only waits on
 // mbarriers). setmaxnreg moves its registers to the math warpgroup: 2 CTAs per SM x 256 threads x 128.
 #define SSD_CTA_THREADS 256
+#if defined(SSD_WALK) && SSD_WALK
+// The walk's producer also runs the walker's loads and the chunk preps, which spill at 40 registers; the math warpgroup
+// needs no more than 200 there (docs/ssd.md, "The two families").
+#define SSD_MATH_REGS 200
+#define SSD_LOAD_REGS 56
+#else
 #define SSD_MATH_REGS 216                // 232 / 24: the producer spills (its loops, 64-bit addresses)
 #define SSD_LOAD_REGS 40
+#endif
 #else
 #define SSD_CTA_THREADS 128
 #endif
