@@ -1,5 +1,7 @@
 #!/bin/bash
 # Flow A/B: main (cadfe3a) vs the flow tree (working tree), alternating processes; bitwise checks on both.
+# Run on the flow tree (branch `flow` checked out as the working tree); staged on the CPU: .dev/w13/main = main cadfe3a
+# (git archive) with its seed / short cubins, .dev/w13/cache_flow = the flow tree's `cake-rt warmup` of the SSD programs.
 R=$PWD; W=$R/.dev/w13; export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
 run() {  # arm tree cache [env...]

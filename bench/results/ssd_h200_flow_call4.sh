@@ -1,6 +1,9 @@
 #!/bin/bash
 # Flow polling: main vs flowD (the flow arm: 16 lanes poll with ld.acquire) vs flowS (one thread polls the words in
 # turn, relaxed, then one acquire), front 0 and 2 on seed and short.
+# Staged on the CPU: .dev/w13/flowD = `git archive flow cake_rt scripts tests`, .dev/w13/flowS = the same with the
+# producer's poll `if (ptid < 32) for (w = ptid; ...; w += 32) wait_acquire_at_least(...)` replaced by
+# `if (ptid == 0) for (w = 0; w < HB * NEB; ++w) wait_at_least(...)`; each with its seed / short cubins in cache/.
 W=$PWD/.dev/w13; export PYTHONUNBUFFERED=1
 run() {  # arm tree [env...]
   local arm=$1 tree=$2; shift 2
