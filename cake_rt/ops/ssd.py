@@ -111,7 +111,8 @@ _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 
 COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/3"
-_WALK_FIELDS = ("w_chain", "w_tiles")  # what schema 2 (saved before the walk's constants were fitted) lacks
+_SCHEMA_BEFORE_WALK = "cake-rt-ssd-cost-model/2"  # saved before the walk's constants were fitted: read with the
+_WALK_FIELDS = ("w_chain", "w_tiles")               # built-in ones for these fields
 _saved_models: dict = {}   # GPU name -> (CostModel, note): read once per process
 
 
@@ -147,7 +148,7 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
 
             doc = json.loads(path.read_text())
             vals = doc["model"]
-            if doc.get("schema") == "cake-rt-ssd-cost-model/2":  # its walk constants: the built-in ones
+            if doc.get("schema") == _SCHEMA_BEFORE_WALK:
                 builtin = COST_MODELS.get(tuple(capability), _DEFAULT_MODEL)
                 vals = {**vals, **{n: getattr(builtin, n) for n in _WALK_FIELDS}}
             elif doc.get("schema") != COST_MODEL_SCHEMA:
@@ -246,8 +247,9 @@ def predict_walk_us(model: CostModel, *, nseg: int, nheads: int, headdim: int, d
     tile over the grid, whichever is longer (the exact scan's chunk time, e_step * steps + e_chunk, is the unit)."""
     units = nheads * (headdim // UNIT_ROWS)
     per_chunk = model.e_step * _steps_per_chunk(chunk, dstate, 1) + model.e_chunk
-    cta_time = (model.w_tiles + model.w_chain) * total_chunks * units * per_chunk  # (walks: an item's chunks, as the
-    return model.p0 + max(model.w_chain * max_chunks * per_chunk, cta_time / slots)  # tiles)
+    # the grid's CTA time: every tile and every walk (an item's chunks, as its tiles)
+    cta_time = (model.w_tiles + model.w_chain) * total_chunks * units * per_chunk
+    return model.p0 + max(model.w_chain * max_chunks * per_chunk, cta_time / slots)
 
 
 def walk_layout(c: "_Problem", ring: int) -> tuple:
