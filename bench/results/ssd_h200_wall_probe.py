@@ -1,4 +1,6 @@
-"""Eager wall time from an idle stream (the bench's Timer.sample(idle=True)) minus GPU time, in a process with or
+"""Variants (argv[1]): base, torch, triton, both, peers (both real SSD peers loaded, called once and timed as
+arms), peersonly (loaded and called once, not timed), hostidle (an arm of 1.2 ms of host work and no GPU work).
+Eager wall time from an idle stream (the bench's Timer.sample(idle=True)) minus GPU time, in a process with or
 without torch / Triton loaded: is the SSD records' ~95 us of extra wall the call's or the process's?"""
 import ctypes, os, statistics, sys
 sys.path.insert(0, os.path.join(os.environ.get("MAIN", "."), "scripts"))
@@ -26,8 +28,6 @@ import cake_rt
 from cake_rt.bench.timing import Timer
 from ssd_trace import suite_call
 
-flags = ctypes.c_uint(0)
-ctypes.CDLL("libcuda.so.1").cuCtxGetFlags(ctypes.byref(flags))
 l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
 timer = Timer(st, repeats=20, warmup=3, l2_bytes=l2, budget_s=1.0, min_repeats=20)
 a = cupy.zeros(1 << 20, cupy.float32)
@@ -55,6 +55,16 @@ if variant.startswith("peers"):
             arms.append((peer, f))
     print("threads:", [t.name for t in threading.enumerate()], "tasks:", len(os.listdir("/proc/self/task")),
           "switch interval", sys.getswitchinterval(), flush=True)
+if variant == "hostidle":  # an arm that keeps the GPU idle for a peer's ~1.2 ms of host work, and launches nothing
+    import time
+
+    def host_idle():
+        t = time.perf_counter() + 1.2e-3
+        while time.perf_counter() < t:
+            pass
+    arms.append(("host idle 1.2 ms", host_idle))
+flags = ctypes.c_uint(0)
+ctypes.CDLL("libcuda.so.1").cuCtxGetFlags(ctypes.byref(flags))  # after the peers: did anything change them?
 res = timer.time_arms(arms, wall=True)
 out = []
 for n, _ in arms:
