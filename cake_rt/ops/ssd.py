@@ -111,8 +111,9 @@ _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 
 COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/3"
-_SCHEMA_BEFORE_WALK = "cake-rt-ssd-cost-model/2"  # saved before the walk's constants were fitted: read with the
-_WALK_FIELDS = ("w_chain", "w_tiles")               # built-in ones for these fields
+# A fit saved before the walk's constants were fitted (schema 2) is read with the built-in values of these fields.
+_SCHEMA_BEFORE_WALK = "cake-rt-ssd-cost-model/2"
+_WALK_FIELDS = ("w_chain", "w_tiles")
 _saved_models: dict = {}   # GPU name -> (CostModel, note): read once per process
 
 
