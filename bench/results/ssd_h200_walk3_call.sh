@@ -1,0 +1,32 @@
+#!/bin/bash
+# Device: the walk at three chains an SM (arm: main + ssd_cpu_walk3_arm.diff) against main, staged by
+# ssd_h200_walk3_prepare.sh. First the arm's bitwise checks of the forced walk (a deadlock ends in the probe's timeout),
+# then probe pairs of nemotron-h, m2-2.7b and seed in alternating processes (each tree's own plan: the arm's walk runs
+# one CTA an SM, 132), the arm's walk GPU tests, compute-sanitizer on small forced walks, and ncu of the arm's
+# nemotron-h kernel. Carry [".dev/w15"], timeout_s 600.
+R=$PWD; W=$R/.dev/w15
+export CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+probe() {  # tree checks rows
+  (cd "$W/$1" && CAKE_RT_CACHE_DIR="$W/$1/.cubins" PYTHONPATH="$W/$1" ARM=$1 CHECKS=$2 ROWS=$3 timeout 200 \
+     python3 "$W/ssd_h200_walk3_probe.py" 2>&1 | grep -a "^check\|^time\|rror\|Traceback" | tail -12)
+}
+probe arm 1 nemotron-h,m2-2.7b,seed
+for r in 1 2 3; do
+  probe main 0 nemotron-h,m2-2.7b,seed
+  probe arm 0 nemotron-h,m2-2.7b,seed
+done
+cd "$W/arm"
+export CAKE_RT_CACHE_DIR="$W/arm/.cubins" PYTHONPATH="$W/arm"
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/ssd/test_ssd_gpu.py -k walk > "$OUT/walk_tests.log" 2>&1
+echo "walk GPU tests rc=$?: $(tail -1 "$OUT/walk_tests.log")"
+for tool in memcheck racecheck synccheck; do
+  timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 python3 "$W/ssd_h200_walk3_sanitize.py" \
+    > "$OUT/san_$tool.log" 2>&1
+  echo "compute-sanitizer $tool rc=$?: $(grep -aE 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize checks' "$OUT/san_$tool.log" | tr '\n' ' ')"
+done
+ARM=arm CHECKS=0 ROWS=nemotron-h timeout 120 ncu --kernel-name ssd_chunkpar --launch-skip 2 --launch-count 1 \
+  --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+  python3 "$W/ssd_h200_walk3_probe.py" > "$OUT/ncu_nemotron_arm.txt" 2>&1
+echo "ncu rc=$?"; grep -aE "Duration|Issue Slots Busy|No Eligible|Registers Per|Achieved Occupancy|Stall|Block Limit" \
+  "$OUT/ncu_nemotron_arm.txt" | head -24
