@@ -1,9 +1,10 @@
 #!/bin/bash
-# Device: the walk at three chains an SM (arm: main + ssd_cpu_walk3_arm.diff) against main, staged by
-# ssd_h200_walk3_prepare.sh. First the arm's bitwise checks of the forced walk (a deadlock ends in the probe's timeout),
-# then probe pairs of nemotron-h, m2-2.7b and seed in alternating processes (each tree's own plan: the arm's walk runs
-# one CTA an SM, 132), the arm's walk GPU tests, compute-sanitizer on small forced walks, and ncu of the arm's
-# nemotron-h kernel. Carry [".dev/w15"], timeout_s 600.
+# Device: the walk at three chains an SM (arm: main + ssd_cpu_walk3_arm.diff; armb: the same with one copy of the tile
+# consumers' code, ssd_cpu_walk3b_arm.diff) against main, staged by ssd_h200_walk3_prepare.sh. First both arms'
+# bitwise checks of the forced walk (a deadlock ends in the probe's timeout), then probe rounds of nemotron-h, m2-2.7b
+# and seed in alternating processes (each tree's own plan: the arms' walk runs one CTA an SM, 132), the arm's walk GPU
+# tests, compute-sanitizer on small forced walks, and ncu of the arm's nemotron-h kernel. Carry [".dev/w15"],
+# timeout_s 600.
 R=$PWD; W=$R/.dev/w15
 export CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -12,9 +13,11 @@ probe() {  # tree checks rows
      python3 "$W/ssd_h200_walk3_probe.py" 2>&1 | grep -a "^check\|^time\|rror\|Traceback" | tail -12)
 }
 probe arm 1 nemotron-h,m2-2.7b,seed
+probe armb 1 nemotron-h,m2-2.7b
 for r in 1 2 3; do
   probe main 0 nemotron-h,m2-2.7b,seed
   probe arm 0 nemotron-h,m2-2.7b,seed
+  probe armb 0 nemotron-h,m2-2.7b
 done
 cd "$W/arm"
 export CAKE_RT_CACHE_DIR="$W/arm/.cubins" PYTHONPATH="$W/arm"
