@@ -1,11 +1,13 @@
-"""Spills of the walk-at-three-chains programs (branch walk3: main + ssd_cpu_walk3_arm.diff) by register split, per
-setmaxnreg region of the SASS (CPU, NVRTC 13.0). Run from the arm's tree root:
+"""Spills of the walk-at-three-chains programs (branch walk3: main + ssd_cpu_walk3_arm.diff; walk3c: main +
+ssd_cpu_walk3c_arm.diff) by register split, per setmaxnreg region of the SASS (CPU, NVRTC 13.0). Run from the arm's
+tree root:
 
     PYTHONPATH=. python ssd_cpu_walk3_census.py 128,256,64 168/144/56,184/136/56
 
 Prints, per chunk size (the bf16 walk program of that chunk) and split walker / tiles / producer: ptxas's bytes of spill
-stores / loads, then those of the walker's region, the two tile copies' region and the producer's, from cuobjdump's
-STL / LDL (4, 8 or 16 bytes each). Where walker and tiles get the same count, both land in the tiles' column.
+stores / loads, then those of the walker's region, the tile code's (walk3: its two copies; walk3c: its one copy) and
+the producer's, from cuobjdump's STL / LDL (4, 8 or 16 bytes each). Where walker and tiles get the same count, both land
+in the tiles' column.
 CUOBJDUMP names cuobjdump (default: on PATH)."""
 import os
 import pathlib
@@ -34,7 +36,8 @@ for q in chunks:
         region, b = "pre", {}
         for line in sass.splitlines():
             if "USETMAXREG" in line:
-                region = "producer" if "DEALLOC" in line else "tiles" if f"0x{t:x} ;" in line else "walker"
+                # (walk3c: the walker lowers its count to the tiles' after its walk, a DEALLOC to t)
+                region = "tiles" if f"0x{t:x} ;" in line else "producer" if "DEALLOC" in line else "walker"
                 continue
             m = re.search(r"\b(STL|LDL)(\.LU)?(\.64|\.128)?\b", line)
             if m:

@@ -1,9 +1,10 @@
 #!/bin/bash
-# Device: the walk at three chains an SM (arm: main + ssd_cpu_walk3_arm.diff; armb: the same with one copy of the tile
-# consumers' code, ssd_cpu_walk3b_arm.diff) against main, staged by ssd_h200_walk3_prepare.sh. First both arms'
+# Device: the walk at three chains an SM (arm: main + ssd_cpu_walk3_arm.diff; armc: main + ssd_cpu_walk3c_arm.diff, one
+# copy of the tile code, the walker lowering its registers after its walk) against main, staged by ssd_h200_walk3_prepare.sh. First both arms'
 # bitwise checks of the forced walk (a deadlock ends in the probe's timeout), then probe rounds of nemotron-h, m2-2.7b
 # and seed in alternating processes (each tree's own plan: the arms' walk runs one CTA an SM, 132), the arm's walk GPU
-# tests, compute-sanitizer on small forced walks, and ncu of the arm's nemotron-h kernel. Carry [".dev/w15"],
+# tests, compute-sanitizer on small forced walks, and ncu of nemotron-h's kernel, on the arm of the lower nemotron-h
+# median (ARM=arm or ARM=armc before the command picks one). Carry [".dev/w15"],
 # timeout_s 600.
 R=$PWD; W=$R/.dev/w15
 export CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1
@@ -14,18 +15,28 @@ probe() {  # tree checks rows
 }
 # an arm whose checks do not all pass (a wrong bit, or a hang cut by the timeout) is not timed
 ok=""
-for t in arm armb; do
+for t in arm armc; do
   out=$(probe $t 1 nemotron-h,m2-2.7b); echo "$out"
   echo "$out" | grep -q "^checks $t: 5 of 5 equal" && ok="$ok $t"
 done
 echo "arms timed:${ok:- none}"
 for r in 1 2 3; do
-  probe main 0 nemotron-h,m2-2.7b,seed
-  for t in $ok; do probe $t 0 nemotron-h,m2-2.7b,seed; done
+  probe main 0 nemotron-h,m2-2.7b,seed | tee -a "$OUT/times.txt"
+  for t in $ok; do probe $t 0 nemotron-h,m2-2.7b,seed | tee -a "$OUT/times.txt"; done
 done
-case " $ok " in *" arm "*) ;; *) echo "the arm's checks failed: no tests, sanitizers or ncu"; exit 1;; esac
-cd "$W/arm"
-export CAKE_RT_CACHE_DIR="$W/arm/.cubins" PYTHONPATH="$W/arm"
+# the checks below run on ARM if set, else on the arm of the lower nemotron-h median
+A=${ARM:-$(python3 - "$OUT/times.txt" $ok <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.startswith("time ")]
+med = {t: statistics.median(float(r[r.index("median") + 1]) for r in rows if r[1] == t and r[2] == "nemotron-h")
+       for t in sys.argv[2:] if any(r[1] == t and r[2] == "nemotron-h" for r in rows)}
+print(min(med, key=med.get) if med else "arm")
+PY
+)}
+echo "checks on: $A"
+case " $ok " in *" $A "*) ;; *) echo "$A's checks failed: no tests, sanitizers or ncu"; exit 1;; esac
+cd "$W/$A"
+export CAKE_RT_CACHE_DIR="$W/$A/.cubins" PYTHONPATH="$W/$A"
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/ssd/test_ssd_gpu.py -k walk > "$OUT/walk_tests.log" 2>&1
 echo "walk GPU tests rc=$?: $(tail -1 "$OUT/walk_tests.log")"
 for tool in memcheck racecheck synccheck; do
@@ -33,8 +44,8 @@ for tool in memcheck racecheck synccheck; do
     > "$OUT/san_$tool.log" 2>&1
   echo "compute-sanitizer $tool rc=$?: $(grep -aE 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize checks' "$OUT/san_$tool.log" | tr '\n' ' ')"
 done
-ARM=arm CHECKS=0 ROWS=nemotron-h timeout 120 ncu --kernel-name ssd_chunkpar --launch-skip 2 --launch-count 1 \
+ARM=$A CHECKS=0 ROWS=nemotron-h timeout 120 ncu --kernel-name ssd_chunkpar --launch-skip 2 --launch-count 1 \
   --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
-  python3 "$W/ssd_h200_walk3_probe.py" > "$OUT/ncu_nemotron_arm.txt" 2>&1
+  python3 "$W/ssd_h200_walk3_probe.py" > "$OUT/ncu_nemotron_$A.txt" 2>&1
 echo "ncu rc=$?"; grep -aE "Duration|Issue Slots Busy|No Eligible|Registers Per|Achieved Occupancy|Stall|Block Limit" \
-  "$OUT/ncu_nemotron_arm.txt" | head -24
+  "$OUT/ncu_nemotron_$A.txt" | head -24
