@@ -49,3 +49,11 @@ ARM=$A CHECKS=0 ROWS=nemotron-h timeout 120 ncu --kernel-name ssd_chunkpar --lau
   python3 "$W/ssd_h200_walk3_probe.py" > "$OUT/ncu_nemotron_$A.txt" 2>&1
 echo "ncu rc=$?"; grep -aE "Duration|Issue Slots Busy|No Eligible|Registers Per|Achieved Occupancy|Stall|Block Limit" \
   "$OUT/ncu_nemotron_$A.txt" | head -24
+# if time is left: the walk trace of nemotron-h on the same arm (each chain's tiles and end, the walks' end)
+left=$((580 - SECONDS))
+if [ $left -gt 60 ]; then
+  timeout $left python3 scripts/ssd-walk-trace nemotron-h --runs 1 > "$OUT/walk_trace_$A.txt" 2>&1
+  echo "walk trace rc=$?"; grep -aE "walks' end|tiles a chain|a chunk " "$OUT/walk_trace_$A.txt" | head -6
+else
+  echo "no time left for the walk trace ($SECONDS s used)"
+fi
