@@ -1,11 +1,11 @@
 #!/bin/bash
-# Device: the walk at three chains an SM (arm: main + ssd_cpu_walk3_arm.diff; armc: main + ssd_cpu_walk3c_arm.diff, one
-# copy of the tile code, the walker lowering its registers after its walk) against main, staged by ssd_h200_walk3_prepare.sh. First both arms'
-# bitwise checks of the forced walk (a deadlock ends in the probe's timeout), then probe rounds of nemotron-h, m2-2.7b
-# and seed in alternating processes (each tree's own plan: the arms' walk runs one CTA an SM, 132), the arm's walk GPU
-# tests, compute-sanitizer on small forced walks, and ncu of nemotron-h's kernel, on the arm of the lower nemotron-h
-# median (ARM=arm or ARM=armc before the command picks one). Carry [".dev/w15"],
-# timeout_s 600.
+# Device: the walk at three chains an SM against main, staged by ssd_h200_walk3_prepare.sh. arm: main +
+# ssd_cpu_walk3_arm.diff; armc: main + ssd_cpu_walk3c_arm.diff (one copy of the tile code, the walker lowering its
+# registers after its walk). First both arms' bitwise checks of the forced walk (a deadlock ends in the probe's
+# timeout), then probe rounds of nemotron-h, m2-2.7b and seed in alternating processes (each tree's own plan: the arms'
+# walk runs one CTA an SM, 132). Then, on the arm of the lower nemotron-h median (ARM=arm or ARM=armc before the
+# command picks one): the walk GPU tests, compute-sanitizer on small forced walks, ncu of nemotron-h's kernel, and the
+# walk trace if time is left. Carry [".dev/w15"], timeout_s 600.
 R=$PWD; W=$R/.dev/w15
 export CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
