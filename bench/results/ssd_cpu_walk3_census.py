@@ -10,7 +10,6 @@ the producer's, from cuobjdump's STL / LDL (4, 8 or 16 bytes each). Where walker
 in the tiles' column.
 CUOBJDUMP names cuobjdump (default: on PATH)."""
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import tempfile
 from cake_rt.launch.compile import _full_text, _run_nvrtc, fresh_text, load_source
 from cake_rt.ops import ssd as ops
 
-src = load_source(pathlib.Path(ops.__file__).parent.parent / "kernels" / ops.KERNEL_PATH)
+src = load_source(ops.KERNEL_PATH)
 chunks = [int(q) for q in sys.argv[1].split(",")]
 splits = [tuple(int(v) for v in s.split("/")) for s in sys.argv[2].split(",")]
 cuobjdump = os.environ.get("CUOBJDUMP", "cuobjdump")

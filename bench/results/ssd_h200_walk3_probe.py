@@ -1,19 +1,22 @@
-"""The walk at three chains an SM (branch walk3, bench/results/ssd_cpu_walk3_arm.diff) against main: bitwise checks of
-the forced walk against the exact scan (CHECKS=1), then cold-L2 GPU times of suite rows (ROWS) with each tree's plan.
+"""The walk at three chains an SM (branch walk3, bench/results/ssd_cpu_walk3_arm.diff, and arm c) against main: bitwise
+checks of the forced walk against the exact scan (CHECKS=1), then GPU times of suite rows (ROWS) with each tree's plan
+(the bench's suite call, `scripts/ssd_trace.suite_call`, timed by the bench's Timer: cold L2, 16 samples).
 
 Run from a tree's root with PYTHONPATH and CAKE_RT_CACHE_DIR set to that tree's; ARM names it in the output:
     ARM=walk3 CHECKS=1 ROWS=nemotron-h,m2-2.7b,seed python3 ssd_h200_walk3_probe.py
+ssd_h200_walk3_sanitize.py imports `check` from here.
 """
 import hashlib
 import os
+import pathlib
+import sys
 
 import cupy
 import numpy as np
 
 import cake_rt
 from cake_rt.bench import cases
-from cake_rt.bench.suites import suite_rows
-from cake_rt.bench.timing import L2Flusher
+from cake_rt.bench.timing import Timer
 from cake_rt.launch.arch import device_info
 from cake_rt.ops import ssd as ops
 
@@ -59,7 +62,7 @@ def check(name, p, chunk, ring, cu_lens=None, seed=77):
     return ok
 
 
-if os.environ.get("CHECKS", "1") == "1":
+def run_checks():
     base = dict(dtype="bfloat16", D=True, z=True, batch=1, headdim=64, dstate=128)
     good = [
         check("bf16 9000 x 8 heads, chunk 128, ring 2", {**base, "seqlen": 9000, "nheads": 8, "ngroups": 2}, 128, 2),
@@ -74,28 +77,25 @@ if os.environ.get("CHECKS", "1") == "1":
     ]
     print(f"checks {ARM}: {sum(good)} of {len(good)} equal", flush=True)
 
-st = cupy.cuda.Stream(non_blocking=True)
-flush = L2Flusher(device_info(0).l2_bytes)
-rows = {p["name"]: p for p in suite_rows("ssd")}
-for row in os.environ.get("ROWS", "nemotron-h,m2-2.7b").split(","):
-    p = rows[row]
-    inp = cases.ssd_inputs(p, 1234)
-    y = cupy.empty_like(inp["x"])
-    f = lambda: call(inp, int(p["chunk"]), out=y, stream=st, return_final_states=True)  # noqa: E731
-    outs = f()
-    st.synchronize()
-    h = digest(outs)
-    plan = ops.last_plan()
-    ts = []
-    for _ in range(16):
-        flush(st)
-        e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-        e0.record(st)
-        f()
-        e1.record(st)
-        e1.synchronize()
-        ts.append(cupy.cuda.get_elapsed_time(e0, e1) * 1000.0)
-    ts.sort()
-    sched = f"+walk{plan.walk_ring} grid {plan.grid}" if plan.walk_ring else f" grid {plan.grid}"
-    print(f"time {ARM:6s} {row:11s} {plan.family}{sched} median {ts[8]:8.1f} us (min {ts[0]:.1f}, max {ts[-1]:.1f}) "
-          f"hash {h}", flush=True)
+
+def run_times(rows):
+    sys.path.insert(0, str(pathlib.Path(cake_rt.__file__).resolve().parents[1] / "scripts"))
+    from ssd_trace import suite_call
+
+    st = cupy.cuda.Stream(non_blocking=True)
+    timer = Timer(st, repeats=16, warmup=1, l2_bytes=device_info(0).l2_bytes, min_repeats=16)
+    for row in rows:
+        _, f = suite_call(row, st)
+        h = digest(f())
+        st.synchronize()
+        plan = ops.last_plan()
+        t = timer.time(f, wall=False)
+        sched = f"+walk{plan.walk_ring} grid {plan.grid}" if plan.walk_ring else f" grid {plan.grid}"
+        print(f"time {ARM:6s} {row:11s} {plan.family}{sched} median {t['median'] * 1e3:8.1f} us (min "
+              f"{t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f}) hash {h}", flush=True)
+
+
+if __name__ == "__main__":
+    if os.environ.get("CHECKS", "1") == "1":
+        run_checks()
+    run_times([r for r in os.environ.get("ROWS", "nemotron-h,m2-2.7b").split(",") if r])
