@@ -6,8 +6,10 @@ parallel processes (NVRTC runs on the CPU; no GPU needed when the target is give
 an op finds its program in the cache and compiles nothing. Programs are compiled with the options a call would
 load them with (``-lineinfo`` under CAKE_RT_LINEINFO).
 
-``shapes`` narrows the list to what a workload needs: each entry is ``KEY=VALUE,KEY=VALUE`` (all must
-match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
+Without ``shapes`` the list is each op's own: every SSD program; the DSA programs of the head counts and head dims the
+tests and the bench run (``dsa._PROGRAM_SHAPES``). ``shapes`` narrows it to what a workload needs; shapes that name DSA
+``heads`` or ``head_dim`` narrow the list of every head count and head dim the op takes, so any of them can be
+compiled ahead. Each entry is ``KEY=VALUE,KEY=VALUE`` (all must match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
 or these names: SSD ``family`` (exact, chunkpar: a program holds one family's kernel), ``dtype`` (bfloat16,
 float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA ``heads``, ``head_dim``, ``windows`` (0: the program of
 units within one 65,536-key window, which every call whose blocks see at most 65,536 keys runs; 1: the one of several
@@ -75,7 +77,9 @@ def programs(ops, target: str, shapes=()) -> list:
     ValueError when a --shapes key is known to none of the ops' programs."""
     from .ops import dsa, ssd
 
-    lists = {"ssd": ssd.programs, "dsa": dsa.programs}
+    # DSA: the programs of any head count or head dim a workload names (--shapes heads=40), not only the tested ones
+    named = any(ALIASES["dsa"].get(k, k) in ("DSA_H", "DSA_D") for s in shapes or () for k in s)
+    lists = {"ssd": ssd.programs, "dsa": lambda t: dsa.programs(t, every=named)}
     out = []
     for op in ops:
         if op not in lists:

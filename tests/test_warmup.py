@@ -42,6 +42,23 @@ def test_shapes_narrow_the_list():
             warmup.parse_shapes([bad])
 
 
+def test_dsa_warmup_of_any_head_count_and_dim():
+    """H is any multiple of 8 from 8 to 128 and D 64 or 128 (the contract): a warmup narrowed to a workload's heads
+    and head_dim holds the programs such a call loads (both window variants), tested shape or not. The plain warmup
+    keeps the tested shapes' list, and shapes that name no head count do not widen it."""
+    as_set = lambda progs: {tuple(sorted(d.items())) for _, _, d in progs}
+    for H in dsa.HEADS:
+        for D in dsa.HEAD_DIMS:
+            cfg = dsa.config_for(H, D, dsa.TARGET_SMEM["sm_90a"], "sm_90a")
+            want = {tuple(sorted(cfg.program_defines(w).items())) for w in (False, True)}
+            narrowed = as_set(warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes([f"heads={H},head_dim={D}"])))
+            assert want <= narrowed, (H, D)
+            assert all(dict(d)["DSA_H"] == H and dict(d)["DSA_D"] == D for d in narrowed), (H, D)
+    assert as_set(warmup.programs(("dsa",), "sm_90a")) == {tuple(sorted(d.items())) for _, d in dsa.programs("sm_90a")}
+    one_window = as_set(warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes(["windows=0"])))
+    assert one_window == {tuple(sorted(d.items())) for _, d in dsa.programs("sm_90a") if "DSA_WINDOWS" not in d}
+
+
 def test_warmup_compiles_once_then_finds_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
     shapes = warmup.parse_shapes(["family=exact,dtype=float32,SSD_DT=2,SSD_SD=2,headdim=64,dstate=64,chunk=64"])

@@ -215,14 +215,16 @@ _PROGRAM_SHAPES = ((32, 128), (64, 128), (8, 128), (16, 128), (48, 128), (128, 1
 _SYNC_ON_SM90 = ((32, 128), (64, 128))
 
 
-def programs(target) -> list:
+def programs(target, every: bool = False) -> list:
     """Every (source path relative to ``cake_rt/kernels``, defines) the GPU tests and the bench suite
     compile for ``target``: per (loop, H, D) the program of one-window units and the one of several windows
-    (``DsaPlan.windows``; topk never changes a program, the metadata picks one of the two)."""
+    (``DsaPlan.windows``; topk never changes a program, the metadata picks one of the two). ``every``: those of
+    every (H, D) the op takes (``HEADS`` x ``HEAD_DIMS``) as well, the list ``cake-rt warmup --shapes heads=...`` narrows."""
     smem = TARGET_SMEM.get(target, TARGET_SMEM["sm_80"])
     out, seen = [], set()
     wg = target == "sm_90a"
-    shapes = [(H, D, wg) for H, D in _PROGRAM_SHAPES] + ([(H, D, False) for H, D in _SYNC_ON_SM90] if wg else [])
+    pairs = _PROGRAM_SHAPES + (tuple((H, D) for D in HEAD_DIMS for H in HEADS) if every else ())
+    shapes = [(H, D, wg) for H, D in pairs] + ([(H, D, False) for H, D in _SYNC_ON_SM90] if wg else [])
     for windows in (False, True):
         for H, D, loop in shapes:
             defines = _try_config(H, D, smem, loop).program_defines(windows)
