@@ -23,6 +23,27 @@ def test_dsa_programs_compile_without_spills(target):
         assert 0 < r["registers"] <= 255, (target, defines, r)
 
 
+# sm_86 / sm_89 (99 KiB of shared memory a block: other blocks and capacities) and sm_100a (the mma.sync loop: no wgmma
+# there) run the programs of the same source; compiled here, a sample of their lists: the bench geometries (H 32 / 64,
+# D 128; H 32 in both window variants) and the extreme head counts at D 64.
+OTHER_TARGETS = [t for t in ("sm_86", "sm_89", "sm_100a") if t in available_targets()]
+OTHER_SHAPES = {(32, 128), (64, 128), (8, 64), (128, 64)}
+
+
+@pytest.mark.parametrize("target", OTHER_TARGETS)
+def test_dsa_programs_compile_on_the_other_targets(target):
+    progs = [(p, d) for p, d in dsa.programs(target) if (d["DSA_H"], d["DSA_D"]) in OTHER_SHAPES
+             and ("DSA_WINDOWS" not in d or d["DSA_H"] == 32)]
+    assert {(d["DSA_H"], d["DSA_D"]) for _, d in progs} == OTHER_SHAPES and len(progs) == 5
+    assert not any(d.get("DSA_WGMMA") for _, d in progs)
+    for path, defines in progs:
+        rep = compile_report(load_source(path), name="indexer.cu", target=target, defines=defines)
+        assert set(rep) == {"dsa_scan"}, rep
+        r = rep["dsa_scan"]
+        assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["stack_bytes"] == 0, (target, defines, r)
+        assert 0 < r["registers"] <= 255, (target, defines, r)
+
+
 def test_programs_match_the_configs():
     # per configuration the program of one-window units and the one of several windows (DSA_WINDOWS), nothing else
     for target in ("sm_90a", "sm_80"):

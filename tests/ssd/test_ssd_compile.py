@@ -9,7 +9,7 @@ arguments the host packs for it (``ops.ssd._packed``: the tensor maps of the sm_
 import numpy as np
 import pytest
 
-from cake_rt.launch.compile import compile_report, load_source
+from cake_rt.launch.compile import available_targets, compile_report, load_source
 from cake_rt.ops import ssd as ops
 
 TARGETS = ("sm_90a", "sm_80")
@@ -32,6 +32,50 @@ def test_program_compiles_without_spills(target, index):
     assert ops.program_smem(itemsize, defs) <= optin
     (r,) = rep.values()
     assert r["params"] == packed_sizes(defs), (defs, r["params"])
+
+
+# sm_86 / sm_89 (99 KiB of shared memory a block: the shapes that fit, in smaller layouts) and sm_100a (the mma.sync
+# path: no wgmma there) run the programs of the same source; compiled here, a sample of their lists under sm_80's
+# ceiling: the first program of each (family, input dtype), and of each family at chunk 256.
+OTHER_TARGETS = [t for t in ("sm_86", "sm_89", "sm_100a") if t in available_targets()]
+
+
+def other_target_programs(target) -> list:
+    out, seen = [], set()
+    for path, d in ops.programs(target):
+        for key in ((d["SSD_FAMILY"], "T", d["SSD_T"]), (d["SSD_FAMILY"], "Q", d["SSD_Q"]) if d["SSD_Q"] == 256 else None):
+            if key is not None and key not in seen:
+                seen.add(key)
+                out.append((path, d))
+                break
+    return out
+
+
+@pytest.mark.parametrize("target", OTHER_TARGETS)
+def test_programs_compile_on_the_other_targets(target):
+    progs = other_target_programs(target)
+    assert {d["SSD_FAMILY"] for _, d in progs} == {0, 1} and {d["SSD_T"] for _, d in progs} == {0, 1, 2}
+    assert {d["SSD_FAMILY"] for _, d in progs if d["SSD_Q"] == 256} == {0, 1}
+    assert not any(d["SSD_WG"] for _, d in progs)
+    optin = ops._SMEM.get(target, ops._SMEM["sm_90a"])[0]
+    for path, defs in progs:
+        rep = compile_report(load_source(path), name="ssd_combined.cu", target=target, defines=defs)
+        assert set(rep) == {ops.KERNELS[defs["SSD_FAMILY"]]}
+        for name, r in rep.items():
+            assert r["spill_stores"] <= MAX_SPILL["sm_80"] and r["spill_loads"] <= 2 * MAX_SPILL["sm_80"], (defs, r)
+            assert r["shared_bytes"] == 0, (defs, name, r)
+        assert ops.program_smem(4 if defs["SSD_T"] == 2 else 2, defs) <= optin
+
+
+def test_programs_of_a_small_shared_memory_target_skip_the_shapes_that_do_not_fit():
+    """sm_86 / sm_89 hold 99 KiB a block: the list keeps the cases that fit (what ``cake-rt warmup --target sm_86``
+    compiles), where a shape that fits nowhere raised for the whole list."""
+    for target in ("sm_86", "sm_89"):
+        progs = ops.programs(target)
+        assert progs and all(ops.program_smem(4 if d["SSD_T"] == 2 else 2, d) <= ops._SMEM[target][0]
+                             for _, d in progs)
+        assert not any(d["SSD_N"] == 256 and d["SSD_Q"] == 256 and d["SSD_T"] != 2 for _, d in progs)
+        assert len(progs) < len(ops.programs("sm_80"))
 
 
 def packed_sizes(defs: dict) -> list:
