@@ -41,6 +41,20 @@ def test_include_inlining_resolves_each_header_once(tmp_path, monkeypatch):
     assert "#include" not in text
 
 
+@pytest.mark.parametrize("tail", [" // the value", "  /* the value */", "\r"])
+def test_an_include_with_a_trailing_comment_is_inlined_and_keyed(tmp_path, monkeypatch, tail):
+    # The include form tests/test_architecture_rules_cpu.py allows: left for NVRTC to resolve, the header's text would
+    # not be in the cache key (an edit of it would load the stale cubin) and would be read relative to the cwd.
+    (tmp_path / "a.cuh").write_text("#define VAL 1.0f\n")
+    (tmp_path / "k.cu").write_text(f'#include "a.cuh"{tail}\nextern "C" __global__ void k(float* a) {{ a[0] = VAL; }}\n')
+    monkeypatch.setattr(cc, "KERNEL_ROOT", tmp_path)
+    first = cc.load_source("k.cu")
+    assert "#include" not in first and "#define VAL 1.0f" in first
+    (tmp_path / "a.cuh").write_text("#define VAL 2.0f\n")
+    assert cc.cache_key(cc.load_source("k.cu"), name="k.cu", target="sm_80") != cc.cache_key(first, name="k.cu",
+                                                                                            target="sm_80")
+
+
 def test_missing_include_is_a_clear_error(tmp_path, monkeypatch):
     (tmp_path / "k.cu").write_text('#include "nope.cuh"\n')
     monkeypatch.setattr(cc, "KERNEL_ROOT", tmp_path)

@@ -40,7 +40,8 @@ SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a")
 # FMA allowed (it is deterministic for a fixed program), C++17.
 DEFAULT_OPTIONS = ("-std=c++17", "--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--fmad=true")
 
-_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"\s*$', re.MULTILINE)
+# A quoted include, with an optional trailing comment: every such line is inlined, so the key covers its text.
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"[ \t]*(?://[^\n]*|/\*.*?\*/)?\s*$', re.MULTILINE)
 
 
 class CompileError(RuntimeError):
