@@ -148,7 +148,7 @@ def run(args, argv) -> int:
                 try:
                     old = json.load(f)
                     validate_doc(old)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:  # RecursionError: nesting json cannot read
                     raise ValueError(f"--compare: {args.compare} is not a cake-rt bench JSON file: {exc}") from None
         for flag, path in (("--json", args.json), ("--plot", args.plot), ("--speedup-plot", args.speedup_plot),
                            ("--markdown", args.markdown)):
@@ -258,7 +258,7 @@ def _render_saved(args, old) -> int:
         with open(args.from_json, encoding="utf-8") as f:
             doc = json.load(f)
         validate_doc(doc)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         print(f"cake-rt bench: --from-json: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json and os.path.abspath(args.json) == os.path.abspath(args.from_json):

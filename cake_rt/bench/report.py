@@ -313,7 +313,14 @@ def write_json(doc: dict, path: str) -> None:
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """An int or float that float arithmetic takes (JSON reads 1e999 as inf, but 10**400 as an int no float holds)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        float(v)
+    except OverflowError:
+        return False
+    return True
 
 
 # The dimensions each table's rows print (``_sections``).

@@ -68,6 +68,10 @@ MALFORMED = {
     "a row that is a list": _set(("records", 0, "row"), ["S1"]),
     "argv a string": _set(("config", "argv"), "bench ssd"),
     "a compare block without rows": _set(("compare",), {"path": "old.json"}),
+    # integers JSON reads exactly that no float holds (float arithmetic on them raises OverflowError)
+    "flops beyond the float range": _set(("records", 0, "flops"), 10 ** 400),
+    "times beyond the float range": lambda d: _set(("records", 0, "ms", "p80"), 10 ** 401)(
+        _set(("records", 0, "ms", "median"), 10 ** 400)(d)),
 }
 
 
@@ -86,6 +90,18 @@ def test_from_json_malformed_document_is_a_usage_error(tmp_path, capsys, monkeyp
     assert cli.main(["--from-json", str(good), "--compare", str(bad)]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("cake-rt bench: --compare: ") and "Traceback" not in err, err
+
+
+def test_json_nested_deeper_than_the_parser_reads_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "gpu_problem", lambda: "no GPU (test)")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    good = _write(tmp_path / "good.json", _doc())
+    for argv, flag in ((["--from-json", str(deep)], "--from-json"), (["--from-json", good, "--compare", str(deep)],
+                                                                      "--compare")):
+        assert cli.main(argv) == cli.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith(f"cake-rt bench: {flag}: ") and "Traceback" not in err, err
 
 
 def test_from_json_derives_the_figures_again_from_the_raw_times(tmp_path, capsys, monkeypatch):
