@@ -81,6 +81,7 @@ def programs(ops, target: str, shapes=()) -> list:
     named = any(ALIASES["dsa"].get(k, k) in ("DSA_H", "DSA_D") for s in shapes or () for k in s)
     lists = {"ssd": ssd.programs, "dsa": lambda t: dsa.programs(t, every=named)}
     out = []
+    used = set()  # the shapes entries some op's programs know every key of
     for op in ops:
         if op not in lists:
             raise ValueError(f"op: expected one of {', '.join(OPS)}, got {op!r}")
@@ -89,6 +90,7 @@ def programs(ops, target: str, shapes=()) -> list:
             keys = {k for s in shapes for k in s}
             known = set(ALIASES[op]) | {k for _, d in progs for k in d}
             relevant = [s for s in shapes if set(s) <= known]
+            used.update(i for i, s in enumerate(shapes) if set(s) <= known)
             if not relevant:
                 if len(ops) == 1:
                     raise ValueError(f"--shapes: {op} programs know {', '.join(sorted(known))}; "
@@ -96,6 +98,12 @@ def programs(ops, target: str, shapes=()) -> list:
                 continue
             progs = [(p, d) for p, d in progs if any(_matches(op, d, s) for s in relevant)]
         out += [(op, p, d) for p, d in progs]
+    unused = [s for i, s in enumerate(shapes or ()) if i not in used]
+    if unused:  # an entry no op's programs know: a misspelt key, never "warm nothing for it"
+        raise ValueError(f"--shapes: no {' or '.join(ops)} program knows "
+                         + "; ".join(",".join(f"{k}={v}" for k, v in s.items()) for s in unused)
+                         + f" (names: ssd {', '.join(sorted(ALIASES['ssd']))}; dsa {', '.join(sorted(ALIASES['dsa']))}; "
+                         "or a program's defines)")
     return out
 
 

@@ -28,6 +28,10 @@ def test_shapes_narrow_the_list():
     assert both and all(op == "dsa" and d["DSA_H"] == 64 for op, _, d in both)
     with pytest.raises(ValueError, match="--shapes"):
         warmup.programs(("ssd",), "sm_90a", warmup.parse_shapes(["heads=64"]))
+    # an entry no listed op knows (a misspelt key) is an error for several ops too, not "warm nothing for it"
+    for entries in (["headim=64"], ["heads=64", "headim=64"], ["headdim=64,heads=64"]):
+        with pytest.raises(ValueError, match="--shapes: no ssd or dsa program knows"):
+            warmup.programs(("ssd", "dsa"), "sm_90a", warmup.parse_shapes(entries))
     # DSA windows: 0 the program of one-window units (no DSA_WINDOWS define), 1 the other; both without the key
     all64 = warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes(["heads=64,head_dim=128"]))
     for val in (0, 1):
