@@ -159,6 +159,20 @@ def test_table_and_compare():
         assert needle in text, needle
 
 
+def test_compare_gives_no_speedup_for_a_row_of_another_problem():
+    """A row of the old run with the same key but other dimensions (its suite file edited in between) is another
+    problem: its time is no baseline. The row is left out of the compare table with a note saying what differs."""
+    plan = build_plan("all", rows=["seed", "S1"], heads=(32,), side_stream=())
+    new = report.finalize(fake_doc(plan))
+    old = report.finalize(fake_doc(plan, scale=2.0))
+    old["records"][0]["dims"]["seqlen"] = 16384
+    block = report.compare(new, old, "old.json")
+    assert [c["key"] for c in block["rows"]] == ["dsa/S1/H32/prepared", "dsa/S1/H32/eager"]
+    report.validate_doc(new)
+    text = report.format_tables(new)
+    assert "ssd/seed/ours: not compared with old.json: another problem there (seqlen 16384 there, 32768 here)" in text
+
+
 def test_error_records_reported():
     plan = build_plan("ssd", suite="quick")
     doc = fake_doc(plan)
