@@ -158,8 +158,8 @@ def cmd_warmup(args) -> int:
         return EXIT_FAILED
     print(f"{res['programs']} programs for {target}: {res['cached']} already cached, {res['compiled']} compiled "
           f"in {res['seconds']:.1f} s" + (f", {len(res['failed'])} FAILED" if res["failed"] else ""))
-    for label, err in res["failed"]:
-        print(f"  {label}: {err.splitlines()[0]}", file=sys.stderr)
+    for label, err in res["failed"]:  # the whole message: a CompileError's NVRTC log says why
+        print(f"  {label}: " + "\n    ".join(err.splitlines()), file=sys.stderr)
     return EXIT_FAILED if res["failed"] else EXIT_OK
 
 

@@ -80,6 +80,20 @@ def test_cache_and_warmup_without_gpu(monkeypatch, tmp_path, capsys):
     assert cli.main(["cache", "--clear"]) == 0
 
 
+def test_warmup_shows_the_nvrtc_log_of_a_failed_compile_and_keeps_no_file(monkeypatch, tmp_path, capsys):
+    from cake_rt import warmup
+
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path / "cache"))
+    broken = tmp_path / "broken.cu"
+    broken.write_text('extern "C" __global__ void k() { undefined_thing_xyz(); }\n')
+    monkeypatch.setattr(warmup, "programs", lambda ops, target, shapes=(): [("ssd", str(broken), {})])
+    assert cli.main(["warmup", "ssd", "--target", "sm_80", "--jobs", "1"]) == cli.EXIT_FAILED
+    captured = capsys.readouterr()
+    assert "1 FAILED" in captured.out
+    assert "broken.cu" in captured.err and "undefined_thing_xyz" in captured.err, captured.err  # the log's line
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
 def test_interop_bf16_as_the_docs_write_it():
     r = subprocess.run([sys.executable, "-c", "import cake_rt; print(cake_rt.interop.BF16)"], capture_output=True,
                        text=True, timeout=60)
