@@ -74,7 +74,7 @@ def _matches(op: str, defines: dict, want: dict) -> bool:
 
 def programs(ops, target: str, shapes=()) -> list:
     """[(op, source path, defines)] of ``ops`` for ``target``, narrowed by ``shapes`` (see the module docstring).
-    ValueError when a --shapes key is known to none of the ops' programs."""
+    ValueError when a --shapes key is known to none of the ops' programs, or when the shapes match no program."""
     from .ops import dsa, ssd
 
     # DSA: the programs of any head count or head dim a workload names (--shapes heads=40), not only the tested ones
@@ -104,6 +104,9 @@ def programs(ops, target: str, shapes=()) -> list:
                          + "; ".join(",".join(f"{k}={v}" for k, v in s.items()) for s in unused)
                          + f" (names: ssd {', '.join(sorted(ALIASES['ssd']))}; dsa {', '.join(sorted(ALIASES['dsa']))}; "
                          "or a program's defines)")
+    if shapes and not out:  # known keys, values no program has (heads=99): say so, never "0 programs" and success
+        raise ValueError("--shapes: no " + " or ".join(ops) + f" program for {target} matches "
+                         + "; ".join(",".join(f"{k}={v}" for k, v in s.items()) for s in shapes))
     return out
 
 
