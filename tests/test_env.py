@@ -37,6 +37,20 @@ def test_choice_and_byte_count(monkeypatch):
     assert env.byte_count("CAKE_RT_SSD_WORKSPACE_CAP", 7) == 7
 
 
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80", "sm_86", "sm_100a"])
+def test_a_bad_dsa_mma_value_is_named_on_every_target(monkeypatch, target):
+    """CAKE_RT_DSA_MMA picks a program on Hopper only, but a value it does not know is an error wherever it is read."""
+    from cake_rt.ops import dsa
+
+    monkeypatch.setenv("CAKE_RT_DSA_MMA", "fast")
+    with pytest.raises(ValueError, match="CAKE_RT_DSA_MMA"):
+        dsa.wgmma_allowed(target)
+    monkeypatch.setenv("CAKE_RT_DSA_MMA", "sync")
+    assert dsa.wgmma_allowed(target) is False
+    monkeypatch.delenv("CAKE_RT_DSA_MMA")
+    assert dsa.wgmma_allowed(target) is (target == "sm_90a")
+
+
 def test_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
     assert env.cache_dir() == tmp_path

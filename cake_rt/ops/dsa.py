@@ -174,7 +174,8 @@ def wgmma_allowed(target) -> bool:
     """The Hopper wgmma scan is used on sm_90a unless ``CAKE_RT_DSA_MMA=sync`` asks for the mma.sync
     program (a testing / A-B knob: it runs the sm_80 tile loop on a Hopper; the two programs may differ in
     the last bits of a score)."""
-    return target == "sm_90a" and env.choice("CAKE_RT_DSA_MMA", ("", "wgmma", "sync"), "") != "sync"
+    mma = env.choice("CAKE_RT_DSA_MMA", ("", "wgmma", "sync"), "")  # read on every target: a bad value is refused
+    return target == "sm_90a" and mma != "sync"
 
 
 def check_heads(H, D, name="q"):
