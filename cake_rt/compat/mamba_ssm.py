@@ -71,8 +71,9 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         initial_states = initial_states.to(f32)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (_contig(t) for t in (x, dt, A, B, C, D, z, dt_bias,
                                                                          initial_states))
-    if seq_idx is not None:
-        seq_idx = _contig(seq_idx)
+    if isinstance(seq_idx, torch.Tensor):
+        # ssd_combined takes host metadata as NumPy: a CPU tensor's values, read without a copy
+        seq_idx = _contig(seq_idx) if seq_idx.is_cuda else seq_idx.numpy()
     out = torch.empty_like(x)
     stream = torch.cuda.current_stream(x.device).cuda_stream
     with torch.cuda.device(x.device):
