@@ -505,3 +505,10 @@ def test_walk_ring_and_layout():
     o1, o2, total = ops.walk_layout(nem, ring)
     assert o1 % 256 == 0 and o2 % 256 == 0 and o1 >= (128 * (ring + 1) + 1) * 4
     assert o2 - o1 >= 128 * ring * 64 * 128 * 2 and total - o2 == 128 * ring * 2 * 128 * 4
+
+
+def test_device_seq_idx_on_another_device_is_named():
+    sidx = FakeDev((2, 300), np.int32)
+    sidx.device = type("Device1", (), {"id": 1})()
+    with pytest.raises(ValueError, match="^seq_idx: expected an array on device 0"):
+        _validate(seq_idx=sidx)
