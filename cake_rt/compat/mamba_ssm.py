@@ -15,6 +15,8 @@ Differences: forward only (a call that needs autograd raises); chunk_size 64, 12
 mamba_ssm computes them when given the matching ``seq_idx``; ``seq_idx`` / ``cu_seqlens`` are read on the host (a
 device-to-host copy on torch's current stream for CUDA tensors), so under ``torch.cuda.graph`` they must be CPU tensors
 or NumPy arrays (a CUDA one is a ``ValueError`` naming it: the copy would break the capture).
+``initial_states`` together with ``return_varlen_states`` is a ``ValueError`` (cake-rt takes one initial state per
+sequence: call ``cake_rt.ssd_combined`` with ``cu_seqlens`` and ``initial_states`` of shape ``[nseq, ...]``).
 """
 from __future__ import annotations
 
