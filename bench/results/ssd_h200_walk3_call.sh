@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device: the walk at three chains an SM against main, staged by ssd_h200_walk3_prepare.sh. arm: main +
 # ssd_cpu_walk3_arm.diff; armc: main + ssd_cpu_walk3c_arm.diff (one copy of the tile code, the walker lowering its
-# registers after its walk). First both arms' bitwise checks of the forced walk (a deadlock ends in the probe's
+# registers after its walk); armd: main + ssd_cpu_walk3d_arm.diff (arm c, its chunk-256 chain step in column halves). First both arms' bitwise checks of the forced walk (a deadlock ends in the probe's
 # timeout), then probe rounds of nemotron-h, m2-2.7b and seed in alternating processes (each tree's own plan: the arms'
 # walk runs one CTA an SM, 132). Then, on the arm of the lower nemotron-h median (ARM=arm or ARM=armc before the
 # command picks one): the walk GPU tests, compute-sanitizer on small forced walks, ncu of nemotron-h's kernel, and the
@@ -15,14 +15,19 @@ probe() {  # tree checks rows
 }
 # an arm whose checks do not all pass (a wrong bit, or a hang cut by the timeout) is not timed
 ok=""
-for t in arm armc; do
-  out=$(probe $t 1 nemotron-h,m2-2.7b); echo "$out"
+for t in arm armc armd; do
+  out=$(probe $t 1 ""); echo "$out"
   echo "$out" | grep -q "^checks $t: 5 of 5 equal" && ok="$ok $t"
 done
-echo "arms timed:${ok:- none}"
+echo "arms timed:${ok:- none} ($SECONDS s)"
+# armd differs from armc only in the chunk-256 programs: timed on the chunk-256 rows alone
 for r in 1 2 3; do
   probe main 0 nemotron-h,m2-2.7b,seed | tee -a "$OUT/times.txt"
-  for t in $ok; do probe $t 0 nemotron-h,m2-2.7b,seed | tee -a "$OUT/times.txt"; done
+  for t in $ok; do
+    if [ $t = armd ]; then probe $t 0 m2-2.7b,seed | tee -a "$OUT/times.txt"
+    else probe $t 0 nemotron-h,m2-2.7b,seed | tee -a "$OUT/times.txt"; fi
+  done
+  echo "round $r done ($SECONDS s)"
 done
 # the checks below run on ARM if set, else on the arm of the lower nemotron-h median
 A=${ARM:-$(python3 - "$OUT/times.txt" $ok <<'PY'
