@@ -106,7 +106,8 @@ def as_device_array(x, name: str, *, output: bool = False):
     ``__cuda_array_interface__``. A NumPy array or a CPU tensor is a ``TypeError`` naming ``name``.
     A PyTorch tensor with ``requires_grad`` is read through ``detach()`` as an input (no gradient flows
     through cake-rt); as an output (``output=True``) it is a ``ValueError``, as is any read-only export
-    (a JAX array, a read-only CUDA array interface).
+    (a JAX array, a read-only CUDA array interface, a DLPack 1.0 export flagged read-only) and a DLPack export the
+    producer flags as a copy (the results would not reach the caller's array).
     """
     import cupy
 
@@ -134,7 +135,11 @@ def as_device_array(x, name: str, *, output: bool = False):
                             f"non-CUDA device (DLPack device type {kind})")
         refuse_export_joining_a_capture(x, name)
         try:
-            return cupy.from_dlpack(x)
+            # An output's export is checked for DLPack 1.0's read-only and is-copied flags, which cupy.from_dlpack
+            # does not look at: a write into either would be lost or forbidden, and come back as no error.
+            return cupy.from_dlpack(_WritableExport(x, name) if output else x)
+        except _NotWritable as exc:
+            raise ValueError(str(exc)) from None
         except Exception as exc:
             if not hasattr(x, "__cuda_array_interface__"):
                 raise TypeError(f"{name}: could not take {type(x).__name__} through DLPack: {exc}") from None
@@ -146,6 +151,71 @@ def as_device_array(x, name: str, *, output: bool = False):
                             f"{exc}") from None
     raise TypeError(f"{name}: expected a CUDA device array (CuPy array, or an object with __dlpack__ or "
                     f"__cuda_array_interface__), got {type(x).__name__}")
+
+
+_DLPACK_FLAG_READ_ONLY, _DLPACK_FLAG_IS_COPIED = 1, 2  # DLManagedTensorVersioned.flags bits (DLPack 1.0)
+
+
+class _NotWritable(ValueError):
+    """An output's DLPack export that may not, or need not, be written in place (raised inside its export)."""
+
+
+def _capsule_flags(capsule) -> int:
+    """The ``flags`` of a versioned DLPack capsule (``dltensor_versioned``, major version 1), else 0: an unversioned
+    capsule carries none. Read through private ctypes prototypes: the shared ``ctypes.pythonapi`` functions' argtypes
+    are not changed under other code."""
+    import ctypes
+
+    api = _capsule_api()
+    if not api[0](capsule, b"dltensor_versioned"):
+        return 0
+    ptr = api[1](capsule, b"dltensor_versioned")
+    if not ptr or ctypes.c_uint32.from_address(ptr).value != 1:  # DLPackVersion.major: the layout below is 1.x's
+        return 0
+    # DLManagedTensorVersioned: DLPackVersion (2 x uint32), manager_ctx, deleter, then the uint64 flags
+    return ctypes.c_uint64.from_address(ptr + 8 + 2 * ctypes.sizeof(ctypes.c_void_p)).value
+
+
+_capsule_fns: list = []
+
+
+def _capsule_api():
+    if not _capsule_fns:
+        import ctypes
+
+        is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_IsValid", ctypes.pythonapi))
+        get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+        _capsule_fns[:] = [is_valid, get]
+    return _capsule_fns
+
+
+class _WritableExport:
+    """``x`` as ``cupy.from_dlpack`` sees it, for an output: the same device and the same export (CuPy names the stream
+    and version, and its fallback for producers without ``max_version`` still works: their ``TypeError`` passes
+    through), but a capsule flagged read-only (the producer forbids writes) or is-copied (the producer made a copy:
+    the kernel's results would land in memory the caller never sees) raises ``_NotWritable`` naming the argument. The
+    refused capsule is dropped unconsumed, so its destructor releases it (DLPack's rule for capsules)."""
+
+    __slots__ = ("x", "name")
+
+    def __init__(self, x, name):
+        self.x, self.name = x, name
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+    def __dlpack__(self, *args, **kwargs):
+        capsule = self.x.__dlpack__(*args, **kwargs)
+        flags = _capsule_flags(capsule)
+        why = ("its DLPack export is read-only" if flags & _DLPACK_FLAG_READ_ONLY else
+               "its DLPack export is a copy (results written there would not reach it)"
+               if flags & _DLPACK_FLAG_IS_COPIED else None)
+        if why is not None:
+            raise _NotWritable(f"{self.name}: cannot be written in place: {why}; pass a writable array (CuPy, "
+                               f"PyTorch) or None to get a new one")
+        return capsule
 
 
 def refuse_export_joining_a_capture(x, name: str) -> None:

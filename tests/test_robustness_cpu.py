@@ -294,6 +294,95 @@ def test_requires_grad_input_is_a_read_only_view_output_is_refused():
         as_device_array(_GradTensor(inner), "out", output=True)
 
 
+
+class _DLPackExporter:
+    """A CUDA producer of DLPack capsules built with ctypes: versioned (DLPack 1.0, with ``flags``) when the consumer
+    asks with ``max_version``, unversioned when ``versioned`` is False (an older producer: ``max_version`` is a
+    ``TypeError``, as CuPy's fallback expects)."""
+
+    def __init__(self, flags=0, versioned=True, shape=(32, 8)):
+        self.flags, self.versioned, self.shape = flags, versioned, shape
+        self.capsules, self.keep = [], []
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, copy=None, dl_device=None):
+        import ctypes
+
+        if max_version is not None and not self.versioned:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+
+        class Tensor(ctypes.Structure):  # DLTensor
+            _fields_ = [("data", ctypes.c_void_p), ("device", ctypes.c_int32 * 2), ("ndim", ctypes.c_int32),
+                        ("dtype", ctypes.c_uint8 * 4), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                        ("byte_offset", ctypes.c_uint64)]
+
+        class Versioned(ctypes.Structure):  # DLManagedTensorVersioned
+            _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                        ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", Tensor)]
+
+        class Managed(ctypes.Structure):  # DLManagedTensor
+            _fields_ = [("dl_tensor", Tensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+        shape = (ctypes.c_int64 * len(self.shape))(*self.shape)
+        t = Tensor(_BASE + (5 << 24), (ctypes.c_int32 * 2)(2, 0), len(self.shape), (ctypes.c_uint8 * 4)(0, 32, 1, 0),
+                   ctypes.addressof(shape), None, 0)  # int32
+        if max_version is not None:
+            m, name = Versioned(1, 0, None, None, self.flags, t), b"dltensor_versioned"
+        else:
+            m, name = Managed(t, None, None), b"dltensor"
+        new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+            ("PyCapsule_New", ctypes.pythonapi))
+        self.keep += [shape, m]
+        capsule = new(ctypes.addressof(m), name, None)
+        self.capsules.append(capsule)
+        return capsule
+
+
+def _from_dlpack_as_cupy_14(obj, **kw):
+    """``cupy.from_dlpack`` without a GPU: CuPy 14's calls of the producer (``__dlpack_device__``, then ``__dlpack__``
+    with the stream and ``max_version``, again with the stream alone on a ``TypeError``), then a stand-in array; like
+    CuPy, it reads no ``flags``."""
+    assert obj.__dlpack_device__()[0] == 2
+    try:
+        capsule = obj.__dlpack__(stream=1, max_version=(1, 0), copy=None)
+    except TypeError:
+        capsule = obj.__dlpack__(stream=1)
+    assert type(capsule).__name__ == "PyCapsule"
+    return fake((32, 8), np.int32, offset=5 << 24)
+
+
+def test_a_read_only_or_copied_dlpack_export_is_refused_as_an_output(monkeypatch):
+    # cupy.from_dlpack ignores DLPack 1.0's flags: an output flagged read-only (the producer forbids writes) or
+    # is-copied (the kernel would write a copy the caller never sees) must be refused by cake-rt, naming it.
+    from cake_rt.interop import as_device_array
+
+    monkeypatch.setattr(cupy, "from_dlpack", _from_dlpack_as_cupy_14)
+    for flags, why in ((1, "read-only"), (2, "a copy"), (3, "read-only")):
+        with pytest.raises(ValueError, match=f"^indices: cannot be written in place: its DLPack export is {why}"):
+            as_device_array(_DLPackExporter(flags), "indices", output=True)
+    # a writable export (versioned or not) is taken; a read-only one may be read as an input
+    assert as_device_array(_DLPackExporter(0), "indices", output=True).shape == (32, 8)
+    old = _DLPackExporter(0, versioned=False)
+    assert as_device_array(old, "out", output=True).shape == (32, 8) and len(old.capsules) == 1
+    assert as_device_array(_DLPackExporter(1), "q").shape == (32, 8)
+
+
+def test_dsa_refuses_a_read_only_dlpack_output_before_any_launch(monkeypatch):
+    import contextlib
+
+    import cake_rt.ops.dsa as dsa
+    from cake_rt.launch import grid
+
+    monkeypatch.setattr(cupy, "from_dlpack", _from_dlpack_as_cupy_14)
+    monkeypatch.setattr(dsa, "_intake", lambda *a, **k: contextlib.nullcontext())  # no device to make current here
+    q, k, w = _dsa_inputs()
+    with grid.record_launches() as launches:
+        with pytest.raises(ValueError, match="^indices: cannot be written in place: its DLPack export is read-only"):
+            dsa.dsa_indexer_det_topk(q, k, w, 8, indices=_DLPackExporter(1))
+    assert launches == []
+
 def _dsa_inputs(T=32, Tkv=100, H=32, D=64, q_off=0):
     q = fake((T, H, D), BF16, offset=q_off)
     k = fake((Tkv, D), BF16, offset=1 << 24)
