@@ -144,8 +144,14 @@ def as_device_array(x, name: str, *, output: bool = False):
             if not hasattr(x, "__cuda_array_interface__"):
                 raise TypeError(f"{name}: could not take {type(x).__name__} through DLPack: {exc}") from None
     if hasattr(x, "__cuda_array_interface__"):
+        _refuse_interface_sync_breaking_a_capture(x, name)
+        from .launch.streams import relaxed_capture_mode
+
         try:
-            return cupy.asarray(x)
+            # CuPy synchronizes the interface's stream (version 3's rule): a host wait, made in relaxed capture mode
+            # like the library's other host work, so that a capture on another stream is not invalidated by it.
+            with relaxed_capture_mode():
+                return cupy.asarray(x)
         except Exception as exc:
             raise TypeError(f"{name}: could not take {type(x).__name__} through the CUDA array interface: "
                             f"{exc}") from None
@@ -216,6 +222,34 @@ class _WritableExport:
             raise _NotWritable(f"{self.name}: cannot be written in place: {why}; pass a writable array (CuPy, "
                                f"PyTorch) or None to get a new one")
         return capsule
+
+
+def _refuse_interface_sync_breaking_a_capture(x, name: str) -> None:
+    """``ValueError`` naming ``name``, before ``cupy.asarray`` takes ``x``, when its ``__cuda_array_interface__`` names a
+    stream whose synchronization (CuPy makes it, as version 3 of the interface asks) would break a CUDA graph capture:
+    that stream captures, or it is the legacy default stream while a blocking stream captures
+    (``launch.streams.copy_breaks_capture``). The driver refuses such a wait and invalidates the caller's capture."""
+    try:
+        cai = x.__cuda_array_interface__
+        stream = cai.get("stream") if isinstance(cai, dict) else None
+    except Exception:
+        return  # read again by cupy.asarray, whose error names the argument
+    if stream is None or isinstance(stream, bool) or not isinstance(stream, int):
+        return
+    try:
+        from cupy import _util
+
+        if not getattr(_util, "CUDA_ARRAY_INTERFACE_SYNC", True):  # CUPY_CUDA_ARRAY_INTERFACE_SYNC=0: no wait made
+            return
+    except ImportError:
+        pass
+    from .launch.streams import copy_breaks_capture
+
+    if copy_breaks_capture(stream):
+        raise ValueError(f"{name}: its __cuda_array_interface__ names stream {stream:#x}, which is capturing a CUDA "
+                         f"graph (or joined to one): taking the array synchronizes that stream (the interface's rule, "
+                         f"which CuPy follows) and a capture forbids it; pass a CuPy array or a DLPack one "
+                         f"(__dlpack__), or call outside the capture")
 
 
 def refuse_export_joining_a_capture(x, name: str) -> None:

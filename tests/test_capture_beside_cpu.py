@@ -228,3 +228,71 @@ def test_torch_export_joining_a_capture_is_refused():
     PyTorch's capturing stream, or on a stream already joined to a capture, exports as before, and without a capture
     PyTorch's stream is not asked. Fails on main (no refusal: the export is made)."""
     run_with_cpu_stubs(EXPORT_SCRIPT)
+
+
+INTERFACE_SCRIPT = STUBS + CAPTURE_MODE_STAND_IN + r'''
+import cupy
+from cupy_backends.cuda.api import runtime
+import cake_rt
+from cake_rt.interop import BF16, as_device_array
+
+# cupy.asarray of an object with __cuda_array_interface__ as CuPy 14 takes it (its Cython calls reach no stand-in):
+# the named stream synchronized (version 3's rule), then an array over the pointer.
+syncs = []  # (stream, this thread's capture mode) of each synchronization
+real_asarray = cupy.asarray
+def asarray(obj, *a, **k):
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if isinstance(obj, cupy.ndarray) or cai is None:
+        return real_asarray(obj, *a, **k)
+    if cai.get("stream") is not None:
+        syncs.append((cai["stream"], mode()))
+    return obj.arr
+cupy.asarray = asarray
+capturing = set()
+runtime.streamIsCapturing = lambda h: (runtime.streamCaptureStatusActive if h in capturing
+                                       else runtime.streamCaptureStatusNone)
+
+class Interface:
+    """A producer of the CUDA array interface, version 3 (Numba, RMM, ...): its array and the stream it names."""
+    def __init__(self, arr, stream):
+        self.arr = arr
+        self.__cuda_array_interface__ = {"shape": arr.shape, "typestr": arr.dtype.str, "version": 3,
+                                         "data": (arr.data.ptr, False), "strides": None, "stream": stream}
+
+t = Interface(make(np.empty(16, np.float32)), 0x7000)
+# Its stream not capturing: taken, the synchronization made in relaxed capture mode (a capture on another stream
+# survives it), the caller's mode (global) restored.
+assert as_device_array(t, "x") is t.arr and syncs == [(0x7000, 2)] and mode() == 0
+# Its stream capturing: refused, naming the argument, before any synchronization (the driver would refuse it and
+# invalidate the capture); an interface without a stream is taken as before.
+capturing.add(0x7000)
+refused(lambda: as_device_array(t, "x"), "x: its __cuda_array_interface__ names stream 0x7000, which is capturing")
+assert len(syncs) == 1
+u = Interface(t.arr, None)
+assert as_device_array(u, "x") is t.arr and len(syncs) == 1
+
+# Through the entries: an input, an output and device metadata.
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32))
+refused(lambda: cake_rt.ssd_combined(Interface(x, 0x7000), dt, A, B, B, 64, stream=s), "x: its __cuda_array_interface__")
+refused(lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=Interface(make(np.empty(x.shape, BF16)), 0x7000),
+                                     stream=s), "out: its __cuda_array_interface__")
+T, Tkv, Hh, D, K = 64, 300, 32, 128, 16
+q = make(np.empty((T, Hh, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, Hh), np.float32))
+refused(lambda: cake_rt.dsa_indexer_det_topk(q, Interface(k, 0x7000), w, K, stream=s), "k: its __cuda_array_interface__")
+refused(lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, cu_seqlens_q=np.array([0, T], np.int32),
+                                             cu_seqlens_k=Interface(make(np.array([0, Tkv], np.int32)), 0x7000),
+                                             stream=s), "cu_seqlens_k: its __cuda_array_interface__")
+assert len(syncs) == 1
+print("ok")
+'''
+
+
+def test_an_interface_stream_that_captures_is_refused_and_others_are_synced_relaxed():
+    """An object with ``__cuda_array_interface__`` (version 3) naming a stream: ``cupy.asarray`` synchronizes that
+    stream. When it captures a CUDA graph the driver refuses the wait and invalidates the capture, so the intake refuses
+    it first (``ValueError`` naming the argument, through every entry); otherwise the wait is made in relaxed capture
+    mode, so that a capture on another stream survives it. Fails on main (no refusal: the wait is made, in the caller's
+    mode)."""
+    run_with_cpu_stubs(INTERFACE_SCRIPT)

@@ -342,3 +342,62 @@ def test_torch_tensors_on_a_capturing_stream_are_captured(where):
     torch.cuda.synchronize()
     assert got[0].cpu().numpy().tobytes() == ref[0].cpu().numpy().tobytes()
     assert got[1].cpu().numpy().tobytes() == ref[1].cpu().numpy().tobytes()
+
+
+class _Interface:
+    """A CUDA array interface producer (version 3, as Numba's or RMM's) over a CuPy array, naming ``stream``."""
+
+    def __init__(self, arr, stream):
+        self.arr = arr
+        d = dict(arr.__cuda_array_interface__)
+        d["stream"] = stream
+        self.__cuda_array_interface__ = d
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["refused", "plain"])
+def test_an_interface_naming_the_capturing_stream_is_refused_and_the_capture_survives(check, monkeypatch):
+    """An SSD call captured on a CuPy stream whose ``x`` is a ``__cuda_array_interface__`` object naming that stream:
+    taking it synchronizes that stream (CuPy follows the interface's version 3), which a capture forbids.
+    ``refused``: a ``ValueError`` naming ``x`` before any wait, and the capture ends and replays (a counter kernel
+    captured around the call). ``plain``: the check removed (as before the fix): xfail where the capture breaks (the
+    premise)."""
+    cupy = _cp()
+    import cake_rt
+    from cake_rt import interop
+
+    _, ssd = _ssd_inputs(63)
+    y = cupy.empty_like(ssd[0])
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        cake_rt.ssd_combined(*ssd, 64, out=y, stream=s)  # plan, table, program: nothing left to make under capture
+    s.synchronize()
+    if not check:
+        monkeypatch.setattr(interop, "_refuse_interface_sync_breaking_a_capture", lambda x, name: None)
+    counter = cupy.zeros(1, cupy.int32)
+    with s:
+        counter += 1  # the kernel compiled and loaded before the capture
+    s.synchronize()
+    got = {}
+    graph = None
+    with _no_gc(), s:
+        s.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeGlobal)
+        try:
+            counter += 1
+            try:
+                cake_rt.ssd_combined(_Interface(ssd[0], s.ptr), *ssd[1:], 64, out=y, stream=s)
+            except Exception as exc:
+                got["call"] = exc
+            counter += 1
+        finally:
+            try:
+                graph = s.end_capture()
+            except Exception as exc:
+                got["capture"] = exc
+    monkeypatch.undo()
+    if not check and ("capture" in got or not isinstance(got.get("call"), ValueError)):
+        pytest.xfail(f"plain: the call -> {got.get('call')!r}; the capture -> {got.get('capture')!r}")
+    assert "capture" not in got, f"the capture broke: {got['capture']!r}"
+    assert isinstance(got.get("call"), ValueError) and str(got["call"]).startswith("x:"), got
+    graph.launch(s)
+    s.synchronize()
+    assert int(counter.get()[0]) == 3  # the eager add and the replay's two
