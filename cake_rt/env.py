@@ -3,7 +3,8 @@
     CAKE_RT_CACHE_DIR            where compiled cubins and calibrated cost models are kept (``~`` expanded, a
                                  relative path taken from the working directory); ``off`` disables the disk
                                  cache. Default ``$XDG_CACHE_HOME/cake-rt`` (when absolute), else
-                                 ``~/.cache/cake-rt``.
+                                 ``~/.cache/cake-rt``. A ``~`` that no home directory expands (HOME unset, no
+                                 passwd entry) leaves the disk cache bypassed, with a warning.
     CAKE_RT_QUIET                on: no compile-progress line on stderr (``cake-rt`` prints one when a
                                  program takes more than a second to compile).
     CAKE_RT_SSD_CHUNK_PARALLEL   ``auto`` (default), ``always``, ``never``: overrides the SSD family choice
@@ -115,8 +116,18 @@ def cache_dir() -> pathlib.Path | None:
     if v is not None:
         if v.lower() in ("off", "0", "none", ""):
             return None
-        return pathlib.Path(v).expanduser()
+        try:
+            return pathlib.Path(v).expanduser()
+        except RuntimeError:  # no home directory to expand "~" to (see below)
+            return pathlib.Path(v)
     base = os.environ.get("XDG_CACHE_HOME")
     if not base or not os.path.isabs(base):  # a relative one is invalid (XDG base directory spec): ignored
+        # With HOME unset and no passwd entry for this uid (a container's arbitrary --user), "~" stays as is: a path
+        # starting with "~" is never used (``launch.compile.trusted_cache_dir``), not taken from the working directory.
         base = os.path.join(os.path.expanduser("~"), ".cache")
     return pathlib.Path(base) / "cake-rt"
+
+
+def home_unknown(path: pathlib.Path) -> bool:
+    """Whether ``cache_dir()`` gave ``path`` with a leading ``~`` it could not expand (no home directory known)."""
+    return bool(path.parts) and path.parts[0].startswith("~")

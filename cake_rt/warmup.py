@@ -146,7 +146,7 @@ def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=Non
 
     if trusted_cache_dir() is None:  # every compile would bypass it (CacheWarning says why)
         raise RuntimeError(f"warmup: the cache directory {env.cache_dir()} is not used (owned by another user, "
-                           "writable by group or others, or not a directory): nothing would be kept")
+                           "writable by group or others, not a directory, or under an unknown home): nothing would be kept")
     progs = programs(ops, target, shapes)
     todo = [(op, p, d) for op, p, d in progs if not is_cached(p, d, target)]
     res = {"programs": len(progs), "cached": len(progs) - len(todo), "compiled": 0, "failed": [], "seconds": 0.0}

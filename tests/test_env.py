@@ -66,6 +66,46 @@ def test_cache_dir(monkeypatch, tmp_path):
     assert env.cache_dir() == tmp_path / "home" / "kernels"
 
 
+
+def _no_home(monkeypatch):
+    """No home directory to expand ``~`` to: HOME unset and no passwd entry for this uid (a container run with an
+    arbitrary ``--user``, a service started with an empty environment)."""
+    import pwd
+
+    def unknown(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+
+
+def test_a_cache_dir_under_an_unknown_home_is_bypassed_with_a_warning(monkeypatch, tmp_path):
+    # pathlib raised RuntimeError ("Could not determine home directory") out of every compile for CAKE_RT_CACHE_DIR=~/x,
+    # and the default became the relative ~/.cache/cake-rt: cubins written under the working directory.
+    import warnings
+
+    import cake_rt.launch.compile as cc
+
+    _no_home(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cc, "_cubin_cache", {})
+    monkeypatch.setattr(cc, "_warned_dirs", set())
+    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] *= 3.0f; }'
+    for value in ("~/cubins", None):
+        if value is None:
+            monkeypatch.delenv("CAKE_RT_CACHE_DIR", raising=False)
+        else:
+            monkeypatch.setenv("CAKE_RT_CACHE_DIR", value)
+        assert str(env.cache_dir()).startswith("~")  # named as given, never raised out of
+        cc._cubin_cache.clear()
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            assert cc.compile_cubin(src, name="k.cu", target="sm_80")[:4] == b"\x7fELF"
+        assert any(issubclass(w.category, cc.CacheWarning) and "home directory" in str(w.message) for w in got), \
+            [str(w.message) for w in got]
+    assert list(tmp_path.iterdir()) == []  # nothing made under the working directory
+
 def test_every_switch_the_package_names_is_documented():
     root = pathlib.Path(env.__file__).parent
     named = set()

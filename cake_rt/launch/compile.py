@@ -231,13 +231,23 @@ def _warn(msg: str) -> None:
     warnings.warn(msg, CacheWarning, stacklevel=4)
 
 
+class _Untrusted(Exception):
+    """Why a cache directory is not used, found before it is touched."""
+
+
 def trusted_cache_dir():
     """``cache_dir()`` created ``0700`` when missing, or None (with one warning per directory) when it is
-    owned by another user, writable by group or others, not a directory, or cannot be created."""
+    owned by another user, writable by group or others, not a directory, or cannot be created, or starts with a ``~``
+    that no home directory expands (``env.home_unknown``: never a directory under the working directory)."""
+    from .. import env
+
     cdir = cache_dir()
     if cdir is None:
         return None
     try:
+        if env.home_unknown(cdir):
+            raise _Untrusted("starts with '~' but no home directory is known to expand it to (HOME is unset and "
+                             "this user has no passwd entry)")
         if not cdir.exists():
             cdir.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -247,6 +257,8 @@ def trusted_cache_dir():
             else:
                 os.chmod(cdir, 0o700)  # the umask must not widen it
         st = os.stat(cdir)
+    except _Untrusted as exc:
+        reason = str(exc)
     except OSError as exc:
         reason = f"cannot be created or read ({exc.__class__.__name__}: {exc})"
     else:
