@@ -599,3 +599,58 @@ def test_a_re_zero_captured_into_a_graph_leaves_the_ticket_words_dirty_for_eager
     capturing["on"] = False
     assert w.before_launch(7) and memsets == [7, 7]   # the eager launch after the capture re-zeroes them itself
     assert not w.dirty and not w.before_launch(7)
+
+
+OOM_SCRIPT = r'''
+import cupy
+import cake_rt
+from cake_rt.interop import BF16
+from cake_rt.launch import grid, streams, workspace
+
+real = workspace.pool_empty
+fail = []
+def pool_empty(size, dtype, st):  # the workspace's growth out of memory while ``fail`` holds a token
+    if fail:
+        fail.pop()
+        raise cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
+    return real(size, dtype, st)
+workspace.pool_empty = pool_empty
+writes = []  # device addresses the library's own copies and memsets write
+streams.runtime.memsetAsync = lambda ptr, *a: writes.append(ptr)
+streams.runtime.memcpyAsync = lambda dst, *a: writes.append(dst)
+
+L, H, P, N = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, N), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+T, Tkv, Hh, D, K = 64, 300, 32, 128, 16
+q = make(np.empty((T, Hh, D), BF16)); k = make(np.empty((Tkv, D), BF16)); w = make(np.empty((T, Hh), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+calls = (lambda: cake_rt.ssd_combined(x, dt, A, B, B, 64, out=y, family="chunkpar", stream=s),
+         lambda: cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, key_split=64, stream=s))
+for call in calls:
+    fail.append(1)
+    with grid.record_launches() as launches:
+        try:
+            call()
+        except cupy.cuda.memory.OutOfMemoryError:
+            pass
+        else:
+            raise AssertionError("the out-of-memory growth was not raised")
+    assert launches == [] and not fail
+    assert not {y.data.ptr, idx.data.ptr, sc.data.ptr} & set(writes)  # the caller's outputs untouched
+    state = streams.stream_state(0, s.ptr, False, s)
+    assert state._inflight == 0  # the call ended on its state: a later growth waits for no phantom call
+    with grid.record_launches() as launches:
+        call()  # memory again: the same call runs
+    assert len(launches) == 1
+print("ok")
+'''
+
+
+def test_an_out_of_memory_workspace_is_a_clear_error_before_any_launch():
+    """The workspace's growth out of memory (SSD chunk-parallel, DSA with a key split): CuPy's ``OutOfMemoryError`` out
+    of the call, no launch, the caller's outputs unwritten, the stream's state not left in flight, and the same call
+    runs once memory is there (CPU stand-ins)."""
+    from test_host_path_cpu import STUBS, run_with_cpu_stubs
+
+    run_with_cpu_stubs(STUBS + OOM_SCRIPT)
