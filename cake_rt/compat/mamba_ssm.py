@@ -25,6 +25,9 @@ import torch
 __all__ = ["mamba_chunk_scan_combined"]
 
 
+_REQUIRED = ("x", "dt", "A", "B", "C")  # None is refused for these (the others are optional)
+
+
 def _contig(t):
     # mamba_ssm takes any strided tensor; the kernels read 16-byte vectors from contiguous, 16-byte aligned rows.
     if t is None or (t.is_contiguous() and t.data_ptr() % 16 == 0):
@@ -52,7 +55,7 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         raise RuntimeError("cake_rt.compat.mamba_ssm.mamba_chunk_scan_combined is forward only: an input requires "
                            "grad; call it under torch.no_grad() / torch.inference_mode(), or use mamba_ssm to train")
     for name, t in tensors.items():
-        if t is not None and not isinstance(t, torch.Tensor):
+        if (t is not None or name in _REQUIRED) and not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
         if t is not None and not t.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor, got one on {t.device}")

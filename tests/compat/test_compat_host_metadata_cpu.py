@@ -83,3 +83,15 @@ def test_cuda_seq_idx_is_passed_as_is(compat):
     seq_idx = _Tensor("int32")
     mod.mamba_chunk_scan_combined(*_args(), seq_idx=seq_idx)
     assert calls[-1]["seq_idx"] is seq_idx
+
+
+@pytest.mark.parametrize("missing", ["x", "dt", "A", "B", "C"])
+def test_a_required_tensor_given_as_none_is_a_type_error_naming_it(compat, missing):
+    # The tensor checks skipped None (right for D, z, dt_bias, initial_states): a None x, dt, A, B or C reached
+    # attribute reads (x.dtype, A.to) and raised AttributeError naming nothing.
+    mod, calls = compat
+    args = list(_args())
+    args[["x", "dt", "A", "B", "C"].index(missing)] = None
+    with pytest.raises(TypeError, match=f"^{missing}: expected a torch.Tensor, got NoneType"):
+        mod.mamba_chunk_scan_combined(*args)
+    assert calls == []
