@@ -163,6 +163,30 @@ def test_compile_report_parses_registers_and_spills():
     assert set(rep2) == {"big"} and rep2["big"]["stack_bytes"] > 0, rep2
 
 
+def test_compile_report_names_a_kernel_whose_wgmma_ptxas_serialized(monkeypatch):
+    """ptxas's C7512-style note (every wgmma of a function waits for the one before) lands in that kernel's report
+    alone; a kernel without one reports None."""
+    src = ('extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }\n'
+           'extern "C" __global__ void j(float* a) { a[threadIdx.x] *= 2.0f; }')
+    plain = cc.compile_report(src, name="k.cu", target="sm_80")
+    assert plain["k"]["wgmma_serialized"] is None and plain["j"]["wgmma_serialized"] is None
+    run = cc._run_nvrtc
+
+    def noted(text, name, target, options, verbose=False):
+        cubin, log = run(text, name, target, options, verbose=verbose)
+        note = ("ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
+                "to insufficient register resources for the function 'j'\n"
+                "ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
+                "to the presence of Extern calls in the function 'absent'\n")
+        return cubin, note + log
+
+    monkeypatch.setattr(cc, "_run_nvrtc", noted)
+    rep = cc.compile_report(src, name="k.cu", target="sm_80")
+    assert rep["k"]["wgmma_serialized"] is None
+    assert rep["j"]["wgmma_serialized"].startswith("C7512: wgmma.mma_async instructions are serialized due to "
+                                                   "insufficient register resources")
+
+
 @pytest.mark.parametrize("target", cc.available_targets())
 def test_kernel_params_are_the_signature_in_order(target):
     """Each entry function's parameter sizes in declaration order, a by-value struct whole (a tensor map)."""

@@ -469,6 +469,10 @@ _FUNC_RE = re.compile(r"Compiling entry function '([^']+)'")
 _PROPS_RE = re.compile(r"Function properties for (\S+)")
 _STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGS_RE = re.compile(r"Used (\d+) registers")
+# ptxas's notes that it serialized a function's wgmma (each waits for the one before: e.g. C7512, too few registers
+# to keep the accumulators of several in flight)
+_WGMMA_SERIAL_RE = re.compile(r"\((C\d+)\) Potential Performance Loss: (wgmma\.mma_async instructions are serialized"
+                              r"[^\n]*?) (?:for|in) the function '([^']+)'")
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
 
 
@@ -491,8 +495,9 @@ def cold_compile_seconds(source: str, *, name: str, target: str, defines=None, o
 def compile_report(source: str, *, name: str, target: str, defines=None, options=()) -> dict:
     """Resource report of every entry function, from ptxas: registers, spills, stack and static smem.
 
-    Returns ``{kernel_name: {"registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "params"}}``
-    (``params``: ``kernel_params``' parameter sizes).
+    Returns ``{kernel_name: {"registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes", "params",
+    "wgmma_serialized"}}`` (``params``: ``kernel_params``' parameter sizes; ``wgmma_serialized``: ptxas's note, code and
+    reason, when it made every ``wgmma`` of the kernel wait for the one before, else None).
     Works without a GPU (CI uses it to fail on a kernel that stops compiling or starts spilling). A kernel's figures are
     those of its own "Function properties" block: an out-of-line device function's block (the sm_90a SSD producer's
     ``load_tile_async``) follows the kernel's in the log and is not the kernel's.
@@ -514,7 +519,7 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
             current = report.setdefault(
                 m.group(1),
                 {"registers": 0, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0, "shared_bytes": 0,
-                 "params": params.get(m.group(1))},
+                 "params": params.get(m.group(1)), "wgmma_serialized": None},
             )
             continue
         m = _PROPS_RE.search(line)
@@ -533,6 +538,9 @@ def compile_report(source: str, *, name: str, target: str, defines=None, options
             current["registers"] = int(m.group(1))
             s = _SMEM_RE.search(line)
             current["shared_bytes"] = int(s.group(1)) if s else 0
+    for m in _WGMMA_SERIAL_RE.finditer(log):  # (printed before the function's own block)
+        if m.group(3) in report:
+            report[m.group(3)]["wgmma_serialized"] = f"{m.group(1)}: {m.group(2)}"
     return report
 
 

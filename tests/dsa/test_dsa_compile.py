@@ -1,5 +1,5 @@
 """CPU: every DSA program the GPU tests and the bench compile (``dsa.programs``) builds for sm_90a and sm_80
-without spills (no GPU needed)."""
+without spills and with no `wgmma` serialized by ptxas (no GPU needed)."""
 import pytest
 
 from cake_rt.launch.compile import available_targets, compile_report, load_source
@@ -19,6 +19,7 @@ def test_dsa_programs_compile_without_spills(target):
         assert set(rep) == {"dsa_scan"}, rep
         r = rep["dsa_scan"]
         assert r["spill_stores"] == 0 and r["spill_loads"] == 0, (target, defines, r)
+        assert r["wgmma_serialized"] is None, (target, defines, r)
         assert r["stack_bytes"] == 0, (target, defines, r)
         assert 0 < r["registers"] <= 255, (target, defines, r)
 

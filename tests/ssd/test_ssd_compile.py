@@ -3,7 +3,8 @@ for sm_90a and sm_80 (no GPU needed), with its resource report read from ptxas: 
 spills under a ceiling (ptxas keeps long-lived values of the kernels in local memory: on sm_90a, where the math
 warpgroup runs at 216 registers, up to 132 bytes of spill stores and 252 of loads, the dstate-256 programs most; the
 split programs are in the list with the others, every SSD_ROWS a chunk allows (with its SSD_COLS); the ceiling is ``MAX_SPILL`` bytes of stores and twice that of loads, 136 / 272 on sm_90a and 64 / 128 on sm_80: a change
-that spills more fails here), no static shared memory
+that spills more fails here), no ``wgmma`` that ptxas serialized (C7512: every product waits for the one before),
+no static shared memory
 (the host sizes it), the dynamic layout fits the target's opt-in limit, and the kernel's parameters are the
 arguments the host packs for it (``ops.ssd._packed``: the tensor maps of the sm_90a programs last)."""
 import numpy as np
@@ -25,6 +26,7 @@ def test_program_compiles_without_spills(target, index):
     for name, r in rep.items():
         assert r["spill_stores"] <= MAX_SPILL[target] and r["spill_loads"] <= 2 * MAX_SPILL[target], (defs, name, r)
         assert r["shared_bytes"] == 0, (defs, name, r)  # all shared memory is dynamic (sized by the host)
+        assert r["wgmma_serialized"] is None, (defs, name, r)  # each wgmma waiting for the last: the products' time
     itemsize = 4 if defs["SSD_T"] == 2 else 2
     optin = ops._SMEM[target][0]
     wg = bool(defs["SSD_WG"])
