@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import weakref
 
 import numpy as np
 
@@ -24,9 +25,10 @@ from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, call_intake, check_aligned,
                        check_array, check_disjoint_spans, contiguous_span, is_device_metadata,
                        refuse_device_metadata_under_capture)
-from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, copy_breaks_capture,
-                              current_device, end_call, external_stream, is_capturing, pool_empty,
-                              relaxed_capture_mode, stream_event, stream_key, stream_state, UploadedTable)
+from ..launch.streams import (MAX_STREAM_STATES, PER_THREAD, CaptureError, Guarded, GuardedLRU, begin_call, collect,
+                              copy_breaks_capture, current_device, end_call, external_stream, is_capturing,
+                              owns_handle, pool_empty, relaxed_capture_mode, stream_event, stream_key, stream_state,
+                              UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -1014,6 +1016,25 @@ def _allocate_outputs(p: _Problem, indices, scores) -> tuple:
     return indices, scores
 
 
+class _StreamMemory(Guarded):
+    """A runner's ticket word and library workspace of one further stream (``memory``), freed after the runs queued on
+    that stream (its call event) once the runner releases it, and only while no run of the runner is between its
+    lookup and its event record (``busy``: such a run may hold it without having recorded the event yet)."""
+
+    __slots__ = ("memory", "busy", "captured", "watch")
+
+    def __init__(self, memory, busy):
+        super().__init__()
+        self.memory, self.busy = memory, busy
+        self.captured = False
+        self.watch = None
+
+    def idle(self) -> bool:
+        # Captured: a graph may replay with it (``_release`` keeps it with the runner; a capture that took it while
+        # another thread released it leaves it here, never freed).
+        return not self.captured and not self.busy and super().idle()
+
+
 class DSAIndexerRunner:
     """A prepared call: bound to its arrays' shapes, dtypes and pointers and to the metadata values.
 
@@ -1026,13 +1047,14 @@ class DSAIndexerRunner:
     writes (the table, the zeroed ticket word) is written on the prepare stream and waited for before
     prepare returns, so it is ordered before the first run on any stream. A completed call leaves the ticket
     word at zero; a launch that raised has it re-zeroed on the next run's stream. When the runner is
-    dropped, its memory is freed after the kernels queued by its runs have completed.
+    dropped, its memory is freed after the kernels queued by its runs have completed. A further stream's memory
+    is released (freed after that stream's queued runs) when its ``cupy.cuda.Stream`` object is collected, and the
+    runner keeps that of at most ``MAX_STREAM_STATES`` further streams (the oldest released first: a released
+    stream's next run makes its memory again); memory a graph captured is kept while the runner lives.
     """
 
     def __init__(self, p: _Problem, dp: _DevicePlan, indices, scores, workspace, schedule, tickets,
                  caller_ws=False):
-        import weakref
-
         self._p, self._dp = p, dp
         self._qkw = (p.q.data.ptr, p.k.data.ptr, p.w.data.ptr)
         self.indices, self.scores = indices, scores
@@ -1048,25 +1070,62 @@ class DSAIndexerRunner:
         self._per_stream = {}
         self._per_stream_lock = threading.Lock()
         self._home = (tickets, workspace)
-        dp.owned = self._per_stream
+        # A further stream's memory is released when its CuPy stream object is collected (``_dead``) or, past
+        # ``MAX_STREAM_STATES`` further streams, when it is the oldest: the rule every stream's state follows, so a
+        # runner run on many short-lived streams does not keep a workspace for each. ``_busy`` holds one item per run
+        # between its lookup of a stream's memory and its event record (a released entry is freed only once it is
+        # empty); ``_kept``: released entries a graph captured, kept with the runner.
+        self._further = 0
+        self._dead = []
+        self._busy = []
+        self._kept = []
+        dp.owned = (self._per_stream, self._kept)
         weakref.finalize(self, dp.retire)
 
-    def _stream_memory(self, handle: int, capturing: bool):
-        """``(launch, tickets, event, workspace)`` of the stream ``handle``, made on its first run: dsa_scan's
+    def _stream_memory(self, handle: int, capturing: bool, released: list, stream_obj=None):
+        """``(launch, tickets, event, workspace, guard)`` of the stream ``handle``, made on its first run: dsa_scan's
         launch with every pointer bound (None without work units), the stream's ticket word (or None), the
-        stream's call event, recorded after each run (the plan, and the memory it owns, is freed after it), and
-        the workspace the bound launch points at (held here, never read)."""
+        stream's call event, recorded after each run (the plan, and the memory it owns, is freed after it), the
+        workspace the bound launch points at (held here, never read) and, for a further stream, the ``_StreamMemory``
+        that frees its memory once it is released (None for the prepare-time memory). Call it with an item in
+        ``_busy``; the guards of the entries it releases meanwhile go to ``released``, for ``_release`` after the
+        run (also when this raises: an entry out of the table and not retired would be freed under its runs)."""
         key = handle if handle != PER_THREAD else stream_key(self._p.device, handle)
         mem = self._per_stream.get(key)
-        if mem is not None:
+        if mem is not None and not self._dead:
             return mem
         with self._per_stream_lock:
+            while self._dead:  # further streams whose CuPy stream object was collected
+                dkey, gref = self._dead.pop()
+                guard = gref()
+                if guard is not None and self._per_stream.get(dkey, (None,) * 5)[4] is guard:
+                    released.append(self._drop(dkey))
             mem = self._per_stream.get(key)
             if mem is None:
-                mem = self._per_stream[key] = self._new_stream_memory(handle, capturing)
+                mem = self._per_stream[key] = self._new_stream_memory(handle, capturing, key, stream_obj)
+                if mem[4] is not None:
+                    self._further += 1
+                    while self._further > MAX_STREAM_STATES:  # the oldest further stream's (dicts keep their order)
+                        released.append(self._drop(next(k for k, m in self._per_stream.items() if m[4] is not None)))
         return mem
 
-    def _new_stream_memory(self, handle: int, capturing: bool):
+    def _drop(self, key):
+        mem = self._per_stream.pop(key)
+        self._further -= 1
+        return mem[4]
+
+    def _release(self, released, capturing: bool) -> None:
+        """Free the memory of released further streams after their runs (a graph captured one: kept with the runner).
+        Called after the run's ``_busy`` item is gone, so the retirement's collect can free what no run holds (no
+        collect under capture: its event queries would break a global or thread-local capture)."""
+        for guard in released:
+            if guard.captured:
+                self._kept.append(guard)
+            else:
+                guard.retire(collect_now=not capturing)
+
+    def _new_stream_memory(self, handle: int, capturing: bool, key=None, stream_obj=None):
+        guard = None
         if not self._per_stream:
             tickets, ws = self._home
         else:
@@ -1083,11 +1142,21 @@ class DSAIndexerRunner:
             ws = self.workspace
             if ws is not None and not self._caller_ws:
                 ws = pool_empty(ws.nbytes, np.uint8, s)
+            guard = _StreamMemory((tickets, ws), self._busy)
         args = _launch_args(self._dp, self._qkw, self.indices, self.scores, ws, tickets, self.schedule)
         launch = None if args is None else self._dp.packed(self.schedule, args)
-        key, ev = stream_event(self._p.device, handle)
-        self._dp._events[key] = ev
-        return launch, tickets, ev, ws
+        ekey, ev = stream_event(self._p.device, handle)
+        self._dp._events[ekey] = ev
+        if guard is not None:
+            guard._events[ekey] = ev
+            if stream_obj is not None and handle not in (0, 1, PER_THREAD) and owns_handle(stream_obj):
+                # Released when the caller's stream object is collected (it destroys its handle, which a later stream
+                # may take again). The callback holds the list and a weak reference to the guard (a strong one would
+                # make a cycle through ``watch``, freed by the cyclic collector only), not the runner.
+                dead = self._dead
+                guard.watch = weakref.ref(stream_obj,
+                                          lambda _ref, key=key, g=weakref.ref(guard): dead.append((key, g)))
+        return launch, tickets, ev, ws, guard
 
     @property
     def launches_per_call(self) -> int:
@@ -1104,21 +1173,35 @@ class DSAIndexerRunner:
                 isinstance(stream, _Stream) and getattr(stream, "device_id", -1) == p.device
                 and getattr(stream, "_foreign_stream_ref", None) is None)):
             handle = (_cupy.cuda.get_current_stream(p.device) if stream is None else stream).ptr
-            mem = self._per_stream.get(handle) if handle != PER_THREAD else None
-            if mem is not None and rt.streamIsCapturing(handle) != rt.streamCaptureStatusActive:
-                launch, tickets, ev, _ = mem
+            busy = self._busy
+            busy.append(None)  # before the lookup: a release of this stream's memory in between waits for the run
+            try:
+                mem = self._per_stream.get(handle) if handle != PER_THREAD and not self._dead else None
+                if mem is not None and rt.streamIsCapturing(handle) != rt.streamCaptureStatusActive:
+                    launch, tickets, ev = mem[0], mem[1], mem[2]
+                    if launch is not None:
+                        _run_bound(launch, tickets, handle)
+                    rt.eventRecord(ev.ptr, handle)
+                    return self.indices, self.scores
+            finally:
+                busy.pop()
+        released = []
+        with current_device(p.device):
+            st, handle = resolve_handle(stream, p.device)
+            capturing = is_capturing(handle)
+            self._busy.append(None)
+            try:
+                launch, tickets, ev, _, guard = self._stream_memory(handle, capturing, released, st)
+                if capturing and guard is not None:
+                    guard.captured = True  # the graph points at this stream's memory: kept while the runner lives
                 if launch is not None:
                     _run_bound(launch, tickets, handle)
-                rt.eventRecord(ev.ptr, handle)
-                return self.indices, self.scores
-        with current_device(p.device):
-            _, handle = resolve_handle(stream, p.device)
-            capturing = is_capturing(handle)
-            launch, tickets, ev, _ = self._stream_memory(handle, capturing)
-            if launch is not None:
-                _run_bound(launch, tickets, handle)
-            if not capturing:
-                rt.eventRecord(ev.ptr, handle)
+                if not capturing:
+                    rt.eventRecord(ev.ptr, handle)
+            finally:
+                self._busy.pop()
+                if released:
+                    self._release(released, capturing)
         return self.indices, self.scores
 
     run = __call__
