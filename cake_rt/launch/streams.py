@@ -454,11 +454,44 @@ def end_call(objs, device: int, handle: int, capturing: bool, pin: bool = True) 
             key, ev = stream_event(device, handle)
         runtime.eventRecord(ev.ptr, handle)
         for o in objs:
-            o._events[key] = ev
+            evs = o._events
+            if evs.get(key) is not ev:  # after the record: see drop_completed_events
+                evs[key] = ev
+                n = len(evs)
+                if n >= EVENTS_KEPT and not n & (n - 1):
+                    drop_completed_events(evs)
     finally:
         # The counts drop after the event is recorded and kept (or the objects pinned): an object is judged idle by
         # its count first, so another thread's collect never sees it idle before the event covers this call's work.
         _drop_inflight(objs)
+
+
+# An object's release events (one per stream it was used on) are pruned of completed ones each time their count reaches
+# a power of two from this one on: a process that makes a stream per request keeps a bounded number per object, at
+# O(1) amortized queries per new stream.
+EVENTS_KEPT = 4 * MAX_STREAM_STATES
+
+
+def drop_completed_events(evs: dict, keep=None) -> None:
+    """Drop from ``evs`` (an object's release events by stream key) the events that have completed: the work of their
+    streams on the object is done. Each entry is taken out first and queried after, and put back when not complete (or
+    when the query fails): a call on that stream records the event before it looks the entry up (``end_call``), so a
+    record this query misses finds the entry gone and puts it back itself. ``keep(ev)``: events never dropped. In
+    relaxed capture mode, as ``collect``'s queries."""
+    with relaxed_capture_mode():
+        for key, ev in list(evs.items()):
+            if keep is not None and keep(ev):
+                continue
+            if evs.pop(key, None) is not ev:
+                if ev is not None:
+                    evs.setdefault(key, ev)  # replaced meanwhile: the newer one stays (setdefault keeps it)
+                continue
+            try:
+                done = ev.done
+            except Exception as exc:  # a destroyed context's event: its work can no longer run
+                done = getattr(exc, "status", None) not in CAPTURE_ERRORS
+            if not done:
+                evs.setdefault(key, ev)
 
 
 def _drop_inflight(objs) -> None:

@@ -25,10 +25,10 @@ from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, call_intake, check_aligned,
                        check_array, check_disjoint_spans, contiguous_span, is_device_metadata,
                        refuse_device_metadata_under_capture)
-from ..launch.streams import (MAX_STREAM_STATES, PER_THREAD, CaptureError, Guarded, GuardedLRU, begin_call, collect,
-                              copy_breaks_capture, current_device, end_call, external_stream, is_capturing,
-                              owns_handle, pool_empty, relaxed_capture_mode, stream_event, stream_key, stream_state,
-                              UploadedTable)
+from ..launch.streams import (EVENTS_KEPT, MAX_STREAM_STATES, PER_THREAD, CaptureError, Guarded, GuardedLRU,
+                              begin_call, collect, copy_breaks_capture, current_device, drop_completed_events, end_call,
+                              external_stream, is_capturing, owns_handle, pool_empty, relaxed_capture_mode,
+                              stream_event, stream_key, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
 from ..launch.workspace import state_workspace
@@ -1076,6 +1076,7 @@ class DSAIndexerRunner:
         # between its lookup of a stream's memory and its event record (a released entry is freed only once it is
         # empty); ``_kept``: released entries a graph captured, kept with the runner.
         self._further = 0
+        self._prune_at = EVENTS_KEPT
         self._dead = []
         self._busy = []
         self._kept = []
@@ -1107,7 +1108,20 @@ class DSAIndexerRunner:
                     self._further += 1
                     while self._further > MAX_STREAM_STATES:  # the oldest further stream's (dicts keep their order)
                         released.append(self._drop(next(k for k, m in self._per_stream.items() if m[4] is not None)))
+                    self._prune_plan_events()
         return mem
+
+    def _prune_plan_events(self) -> None:
+        """Drop from the plan's release events (one per stream the runner ran on) those of released streams whose runs
+        have completed, once they reach ``_prune_at``: bounded for a runner run on a stream per request. Only while no
+        other run is in flight (a run that looked up a stream's memory before its release records that stream's event
+        after it; the plan must keep it), else at the next new stream. Under the runner's lock."""
+        evs = self._dp._events
+        if len(evs) < self._prune_at or len(self._busy) > 1:
+            return
+        live = {id(m[2]) for m in self._per_stream.values()}
+        drop_completed_events(evs, keep=lambda ev: id(ev) in live)
+        self._prune_at = max(EVENTS_KEPT, 2 * len(evs))
 
     def _drop(self, key):
         mem = self._per_stream.pop(key)
