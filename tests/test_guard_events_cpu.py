@@ -95,3 +95,62 @@ def test_an_event_recorded_while_it_is_queried_is_kept():
     evs = {"u": Done(), "t": other}
     streams.drop_completed_events(evs)
     assert evs == {"t": other}
+
+
+HANDLES_SCRIPT = STUBS + r'''
+import cake_rt
+import cake_rt.ops.dsa as dsa
+import cake_rt.ops.ssd as ssd
+from cupy_backends.cuda.api import runtime
+from cake_rt.interop import BF16
+from cake_rt.launch import streams
+from cake_rt.launch.streams import StreamHandle
+
+dsa.external_stream = streams.external_stream = lambda handle: type(s).from_external(StreamHandle(handle))
+owners = []
+def new_stream():
+    owners.append(bytearray(64))
+    return type(s).from_external(StreamHandle(id(owners[-1])))
+
+waits = []
+runtime.streamWaitEvent = lambda handle, event, flags: waits.append(handle)
+
+T, Tkv, K = 64, 300, 16
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+L, H, P, Nst = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, Nst), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+cu = np.array([0, 100, L], np.int32)
+
+def run_all(stream):
+    cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=stream)
+    cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=cu, out=y, stream=stream)
+
+first = new_stream()
+run_all(first)
+tables = (dsa._plan_cache.values()[0], ssd._tables.values()[0])
+for _ in range(12 * streams.MAX_STREAM_STATES):
+    run_all(new_stream())
+bound = 4 * streams.MAX_STREAM_STATES
+assert len(streams._validated) <= bound, len(streams._validated)
+for t in tables:
+    assert len(t.ordered) <= bound, (type(t).__name__, len(t.ordered))
+
+# A stream whose entry was dropped waits for the upload again (never skips it); one still known does not.
+waits.clear()
+run_all(first)
+assert waits.count(first.ptr) == 2, waits
+last = owners[-1]
+waits.clear()
+run_all(type(s).from_external(StreamHandle(id(last))))
+assert waits == [], waits
+print("ok")
+'''
+
+
+def test_handle_bookkeeping_is_bounded():
+    """The handles the driver check passed and the streams a cached plan or table knows to be ordered after its upload
+    are bounded for a process that calls on a new stream per request; a stream dropped from them is checked or ordered
+    again on its next call."""
+    run_with_cpu_stubs(HANDLES_SCRIPT)

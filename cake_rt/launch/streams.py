@@ -57,6 +57,10 @@ CAPTURE_ERRORS = frozenset(range(900, 909))
 # ----------------------------------------------------------------------------------------------------
 
 _validated: dict = {}  # (device, handle) -> context, for handles that passed the driver check
+# Handles kept in per-handle bookkeeping (``_validated``, an uploaded table's ``ordered``): past this many the set starts
+# over, so a process that makes a stream per request keeps a bounded number; a handle dropped is checked (or ordered
+# after the upload) again on its next use.
+HANDLES_KEPT = 256
 
 
 def _context_of_current_device():
@@ -121,6 +125,8 @@ def check_handle(handle: int, device: int, name: str = "stream") -> int:
     if sctx != ctx:
         raise ValueError(f"{name}: handle {handle:#x} is a stream of another device or context, not of "
                          f"device {device} (the inputs' device)")
+    if len(_validated) >= HANDLES_KEPT:
+        _validated.clear()
     _validated[(device, handle)] = ctx
     return handle
 
@@ -573,7 +579,10 @@ class UploadedTable(Guarded):
         # Under capture the wait becomes an external-event node of the graph (cudaEventWaitExternal).
         runtime.streamWaitEvent(handle, self.ready.ptr, 1 if capturing else 0)
         if not capturing:  # a graph node orders the replays, not later eager calls on the stream
-            self.ordered.add(key)
+            ordered = self.ordered
+            if len(ordered) >= HANDLES_KEPT:
+                ordered.clear()  # a stream dropped waits again: a wait for a completed upload costs the device nothing
+            ordered.add(key)
 
 
 def _ordered_key(handle: int):
