@@ -186,6 +186,20 @@ def test_saved_cost_model_with_a_non_finite_or_negative_constant_is_ignored(cost
     assert model == ssd.COST_MODELS[(9, 0)]
 
 
+def test_saved_cost_model_with_a_zero_bandwidth_is_ignored(cost_cache):
+    # predict_us divides by the workspace bandwidth: a saved 0 must not fail the plan of every SSD call
+    from cake_rt.ops import ssd
+
+    cost_cache.mkdir(mode=0o700)
+    _saved_fit(cost_cache, bw_bytes_per_us=0.0)
+    with pytest.warns(UserWarning, match="ignoring the SSD cost model .*bw_bytes_per_us"):
+        model, _ = ssd.cost_model_for("NVIDIA Test GPU", (9, 0))
+    assert model == ssd.COST_MODELS[(9, 0)]
+    q = dict(nseg=1, nheads=8, headdim=64, dstate=128, chunk=256, max_chunks=8, total_chunks=8, sm_count=132,
+             ws_bytes=1 << 20)
+    assert all(math.isfinite(v) for v in ssd.predict_us(model, **q).values())
+
+
 def _fit_doc():
     import dataclasses
 

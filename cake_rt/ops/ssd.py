@@ -160,6 +160,8 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
                    if f.name != "source" and not (math.isfinite(getattr(model, f.name)) and getattr(model, f.name) >= 0)]
             if bad:
                 raise ValueError(f"constants {bad} are not finite non-negative numbers")
+            if not model.bw_bytes_per_us > 0:  # predict_us divides by it: 0 would fail every call's plan
+                raise ValueError(f"bw_bytes_per_us is {model.bw_bytes_per_us!r}, not a positive number")
         except Exception as exc:
             import warnings
 
