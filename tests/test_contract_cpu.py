@@ -118,7 +118,7 @@ def _saved_fit(d, **over):
     path = ssd.cost_model_path("NVIDIA Test GPU")
     assert path.parent.parent == d
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"schema": ssd.COST_MODEL_SCHEMA, "model": vals}))
+    path.write_text(json.dumps({"schema": ssd.COST_MODEL_SCHEMA, "gpu": "NVIDIA Test GPU", "model": vals}))
 
 
 @pytest.fixture

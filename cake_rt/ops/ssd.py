@@ -154,6 +154,8 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
                 vals = {**vals, **{n: getattr(builtin, n) for n in _WALK_FIELDS}}
             elif doc.get("schema") != COST_MODEL_SCHEMA:
                 raise ValueError(f"schema {doc.get('schema')!r}, expected {COST_MODEL_SCHEMA!r}")
+            if doc.get("gpu") != gpu_name:  # a file copied or renamed, or two names of one slug: another GPU's times
+                raise ValueError(f"it was fitted on {doc.get('gpu')!r}, not on {gpu_name!r}")
             model = CostModel(**{f.name: (str(vals[f.name]) if f.name == "source" else float(vals[f.name]))
                                  for f in dataclasses.fields(CostModel)})
             bad = [f.name for f in dataclasses.fields(CostModel)

@@ -120,7 +120,8 @@ def test_saved_fit_is_used_for_its_gpu_model_only(monkeypatch, tmp_path):
     fitted = dataclasses.replace(model, e0=1.5, source="test fit")
     path = op.cost_model_path("NVIDIA H100 80GB HBM3")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"schema": op.COST_MODEL_SCHEMA, "model": dataclasses.asdict(fitted)}))
+    path.write_text(json.dumps({"schema": op.COST_MODEL_SCHEMA, "gpu": "NVIDIA H100 80GB HBM3",
+                                "model": dataclasses.asdict(fitted)}))
     op.forget_cost_models()
     assert op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0)) == (fitted, "")
     path.write_text("{broken")
@@ -174,13 +175,28 @@ def test_a_fit_saved_before_the_walk_constants_keeps_its_own_and_the_builtin_wal
            if k not in ("w_chain", "w_tiles")}
     path = op.cost_model_path("NVIDIA H100 80GB HBM3")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/2", "model": old}))
+    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/2", "gpu": "NVIDIA H100 80GB HBM3", "model": old}))
     model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
     assert note == "" and model.e0 == 2.5 and model.source == "old fit"
     assert (model.w_chain, model.w_tiles) == (builtin.w_chain, builtin.w_tiles)
-    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/1", "model": old}))
+    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/1", "gpu": "NVIDIA H100 80GB HBM3", "model": old}))
     op.forget_cost_models()
     with pytest.warns(UserWarning, match="schema"):
         model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
     assert model == builtin and note
+    op.forget_cost_models()
+
+
+def test_a_saved_fit_of_another_gpu_model_is_ignored(monkeypatch, tmp_path):
+    # the file at this GPU's path holds another GPU's times (copied over, or another name of the same slug)
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    op.forget_cost_models()
+    fitted = dataclasses.replace(op.COST_MODELS[(9, 0)], e0=1.5, source="an A100's fit")
+    path = op.cost_model_path("NVIDIA H100 80GB HBM3")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": op.COST_MODEL_SCHEMA, "gpu": "NVIDIA A100-SXM4-80GB",
+                                "model": dataclasses.asdict(fitted)}))
+    with pytest.warns(UserWarning, match="fitted on 'NVIDIA A100-SXM4-80GB', not on 'NVIDIA H100 80GB HBM3'"):
+        model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
+    assert model == op.COST_MODELS[(9, 0)] and note
     op.forget_cost_models()
