@@ -118,7 +118,8 @@ def _saved_fit(d, **over):
     path = ssd.cost_model_path("NVIDIA Test GPU")
     assert path.parent.parent == d
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"schema": ssd.COST_MODEL_SCHEMA, "gpu": "NVIDIA Test GPU", "model": vals}))
+    path.write_text(json.dumps({"schema": ssd.COST_MODEL_SCHEMA, "gpu": "NVIDIA Test GPU",
+                                "kernels": ssd.kernels_fingerprint(), "model": vals}))
 
 
 @pytest.fixture
@@ -206,7 +207,8 @@ def _fit_doc():
     from cake_rt.ops import ssd
 
     vals = dict(dataclasses.asdict(ssd.COST_MODELS[(9, 0)]), source="saved by the test")
-    return {"schema": ssd.COST_MODEL_SCHEMA, "gpu": "NVIDIA Test GPU", "model": vals}
+    return {"schema": ssd.COST_MODEL_SCHEMA, "gpu": "NVIDIA Test GPU", "kernels": ssd.kernels_fingerprint(),
+            "model": vals}
 
 
 def test_calibrate_save_makes_a_private_cache_and_writes_atomically(cost_cache):

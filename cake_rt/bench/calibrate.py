@@ -189,6 +189,20 @@ def save_fit(doc: dict, path, *, in_cache: bool) -> None:
     write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
+def fit_document(info, model, table: list) -> dict:
+    """The saved form of a fit: ``model`` fitted on the GPU ``info`` (``device_info``) from the rows of ``table``
+    (name, measured us, predicted us, model inputs, walk sample or None). ``cost_model_for`` uses it only on a GPU of
+    the name it holds and with the kernels it was measured on (``kernels_fingerprint``)."""
+    from .. import __version__
+    from ..ops import ssd as op
+
+    return {"schema": op.COST_MODEL_SCHEMA, "gpu": info.name, "capability": list(info.capability),
+            "sm_count": info.sm_count, "kernels": op.kernels_fingerprint(), "cake_rt": __version__,
+            "model": dataclasses.asdict(model),
+            "rows": [{"row": n, "measured_us": m, "model_inputs": q,
+                      **({"walk_us": w[1], "walk_inputs": w[0]} if w else {})} for n, m, _, q, w in table]}
+
+
 def _time_walk(op, args, kw, y, stream, timer, out, name):
     """(predict_walk_us's inputs, measured us) of the walk schedule on a row where the planner would weigh it (a ring,
     and a tile for every CTA), else None."""
@@ -295,10 +309,7 @@ def calibrate(*, rows=None, repeats: int = 7, save: bool = True, output: str | N
         out("cake-rt calibrate: the disk cache is off (CAKE_RT_CACHE_DIR=off): the fit was not saved; "
             "pass --output PATH to keep it")
         return 1
-    doc = {"schema": op.COST_MODEL_SCHEMA, "gpu": info.name, "capability": list(info.capability),
-           "sm_count": info.sm_count, "model": dataclasses.asdict(new),
-           "rows": [{"row": n, "measured_us": m, "model_inputs": q,
-                     **({"walk_us": w[1], "walk_inputs": w[0]} if w else {})} for n, m, _, q, w in table]}
+    doc = fit_document(info, new, table)
     try:
         save_fit(doc, path, in_cache=output is None)
     except (OSError, ValueError) as exc:

@@ -111,10 +111,21 @@ _DEFAULT_MODEL = COST_MODELS[(9, 0)]
 
 
 COST_MODEL_SCHEMA = "cake-rt-ssd-cost-model/3"
-# A fit saved before the walk's constants were fitted (schema 2) is read with the built-in values of these fields.
-_SCHEMA_BEFORE_WALK = "cake-rt-ssd-cost-model/2"
-_WALK_FIELDS = ("w_chain", "w_tiles")
 _saved_models: dict = {}   # GPU name -> (CostModel, note): read once per process
+_kernels_hash: list = []
+
+
+def kernels_fingerprint() -> str:
+    """SHA-256 of the SSD kernel source, its headers inlined: the kernels a fit was measured on. ``cake-rt calibrate``
+    saves it with the fit, and a fit of other kernels (made before an upgrade changed them) is not used: its
+    constants time kernels that no longer run."""
+    if not _kernels_hash:
+        import hashlib
+
+        from ..launch.compile import load_source
+
+        _kernels_hash.append(hashlib.sha256(load_source(KERNEL_PATH).encode()).hexdigest())
+    return _kernels_hash[0]
 
 
 def cost_model_path(gpu_name: str):
@@ -149,13 +160,13 @@ def cost_model_for(gpu_name: str, capability) -> tuple:
 
             doc = json.loads(path.read_text())
             vals = doc["model"]
-            if doc.get("schema") == _SCHEMA_BEFORE_WALK:
-                builtin = COST_MODELS.get(tuple(capability), _DEFAULT_MODEL)
-                vals = {**vals, **{n: getattr(builtin, n) for n in _WALK_FIELDS}}
-            elif doc.get("schema") != COST_MODEL_SCHEMA:
+            if doc.get("schema") != COST_MODEL_SCHEMA:
                 raise ValueError(f"schema {doc.get('schema')!r}, expected {COST_MODEL_SCHEMA!r}")
             if doc.get("gpu") != gpu_name:  # a file copied or renamed, or two names of one slug: another GPU's times
                 raise ValueError(f"it was fitted on {doc.get('gpu')!r}, not on {gpu_name!r}")
+            if doc.get("kernels") != kernels_fingerprint():
+                raise ValueError("it was measured on other SSD kernels than this cake-rt's (a fit made before an "
+                                 "upgrade changed them, or by a cake-rt that did not record them)")
             model = CostModel(**{f.name: (str(vals[f.name]) if f.name == "source" else float(vals[f.name]))
                                  for f in dataclasses.fields(CostModel)})
             bad = [f.name for f in dataclasses.fields(CostModel)

@@ -121,7 +121,7 @@ def test_saved_fit_is_used_for_its_gpu_model_only(monkeypatch, tmp_path):
     path = op.cost_model_path("NVIDIA H100 80GB HBM3")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"schema": op.COST_MODEL_SCHEMA, "gpu": "NVIDIA H100 80GB HBM3",
-                                "model": dataclasses.asdict(fitted)}))
+                                "kernels": op.kernels_fingerprint(), "model": dataclasses.asdict(fitted)}))
     op.forget_cost_models()
     assert op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0)) == (fitted, "")
     path.write_text("{broken")
@@ -167,7 +167,8 @@ def test_the_families_fit_leaves_the_walk_constants():
     assert (new.w_chain, new.w_tiles) == (start.w_chain, start.w_tiles)
 
 
-def test_a_fit_saved_before_the_walk_constants_keeps_its_own_and_the_builtin_walk(monkeypatch, tmp_path):
+def test_a_fit_saved_before_the_walk_constants_is_ignored(monkeypatch, tmp_path):
+    # schema 2 (no w_chain / w_tiles) was measured on kernels before the walk schedule: none of those run now
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
     op.forget_cost_models()
     builtin = op.COST_MODELS[(9, 0)]
@@ -175,15 +176,12 @@ def test_a_fit_saved_before_the_walk_constants_keeps_its_own_and_the_builtin_wal
            if k not in ("w_chain", "w_tiles")}
     path = op.cost_model_path("NVIDIA H100 80GB HBM3")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/2", "gpu": "NVIDIA H100 80GB HBM3", "model": old}))
-    model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
-    assert note == "" and model.e0 == 2.5 and model.source == "old fit"
-    assert (model.w_chain, model.w_tiles) == (builtin.w_chain, builtin.w_tiles)
-    path.write_text(json.dumps({"schema": "cake-rt-ssd-cost-model/1", "gpu": "NVIDIA H100 80GB HBM3", "model": old}))
-    op.forget_cost_models()
-    with pytest.warns(UserWarning, match="schema"):
-        model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
-    assert model == builtin and note
+    for schema in ("cake-rt-ssd-cost-model/2", "cake-rt-ssd-cost-model/1"):
+        path.write_text(json.dumps({"schema": schema, "gpu": "NVIDIA H100 80GB HBM3", "model": old}))
+        op.forget_cost_models()
+        with pytest.warns(UserWarning, match="schema"):
+            model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
+        assert model == builtin and note
     op.forget_cost_models()
 
 
@@ -195,8 +193,44 @@ def test_a_saved_fit_of_another_gpu_model_is_ignored(monkeypatch, tmp_path):
     path = op.cost_model_path("NVIDIA H100 80GB HBM3")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"schema": op.COST_MODEL_SCHEMA, "gpu": "NVIDIA A100-SXM4-80GB",
-                                "model": dataclasses.asdict(fitted)}))
+                                "kernels": op.kernels_fingerprint(), "model": dataclasses.asdict(fitted)}))
     with pytest.warns(UserWarning, match="fitted on 'NVIDIA A100-SXM4-80GB', not on 'NVIDIA H100 80GB HBM3'"):
         model, note = op.cost_model_for("NVIDIA H100 80GB HBM3", (9, 0))
     assert model == op.COST_MODELS[(9, 0)] and note
+    op.forget_cost_models()
+
+
+def test_a_saved_fit_of_other_kernels_is_ignored(monkeypatch, tmp_path):
+    # a fit made before an upgrade changed the SSD kernels times kernels that no longer run: the built-in constants
+    # (refitted with the kernels) are used, and the warning asks for `cake-rt calibrate` again
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path))
+    op.forget_cost_models()
+    fitted = dataclasses.replace(op.COST_MODELS[(9, 0)], e0=1.5, source="a fit of the old kernels")
+    path = op.cost_model_path("NVIDIA H200")
+    path.parent.mkdir(parents=True)
+    doc = {"schema": op.COST_MODEL_SCHEMA, "gpu": "NVIDIA H200", "model": dataclasses.asdict(fitted)}
+    for kernels in ("0" * 64, None):  # other kernels; a fit that does not say
+        path.write_text(json.dumps(dict(doc, **({"kernels": kernels} if kernels else {}))))
+        op.forget_cost_models()
+        with pytest.warns(UserWarning, match="other SSD kernels.*calibrate"):
+            model, _ = op.cost_model_for("NVIDIA H200", (9, 0))
+        assert model == op.COST_MODELS[(9, 0)]
+    op.forget_cost_models()
+
+
+def test_calibrate_saves_what_the_planner_reads(monkeypatch, tmp_path):
+    from cake_rt.bench.calibrate import fit_document, save_fit
+    from cake_rt.launch.arch import DeviceInfo
+
+    monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path / "cache"))
+    op.forget_cost_models()
+    fitted = dataclasses.replace(op.COST_MODELS[(9, 0)], e0=1.5, source="test fit")
+    info = DeviceInfo(index=0, name="NVIDIA H100 80GB HBM3", capability=(9, 0), sm_count=132,
+                      smem_per_block_optin=232448, smem_per_sm=233472, regs_per_sm=65536, cooperative_launch=True,
+                      l2_bytes=50 << 20, target="sm_90a")
+    q = dict(nseg=1, nheads=8, headdim=64, dstate=128, chunk=256, max_chunks=8, total_chunks=8, sm_count=132,
+             ws_bytes=1 << 20)
+    doc = fit_document(info, fitted, [("seed", {"exact": 10.0}, {}, q, None)])
+    save_fit(doc, op.cost_model_path(info.name), in_cache=True)
+    assert op.cost_model_for(info.name, (9, 0)) == (fitted, "")
     op.forget_cost_models()
