@@ -115,12 +115,23 @@ def cmd_selftest(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
+    rows = None
+    if args.rows is not None:  # checked before the GPU, as bench's rows: a misspelt row is not a GPU problem
+        from .bench.suites import suite_rows
+
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+        known = [p["name"] for p in suite_rows("ssd")]
+        unknown = [r for r in rows if r not in known]
+        if not rows or unknown:
+            print("cake-rt calibrate: --rows: " + (f"unknown SSD row {', '.join(map(repr, unknown))}" if unknown
+                                                    else "expected at least one row name")
+                  + f" (the SSD suite's rows: {', '.join(known)})", file=sys.stderr)
+            return EXIT_USAGE
     rc = _need_gpu("calibrate", "calibration measures kernels and")
     if rc is not None:
         return rc
     from .bench.calibrate import calibrate
 
-    rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
     return calibrate(rows=rows, repeats=args.repeats, save=not args.no_save, output=args.output)
 
 

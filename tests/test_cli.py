@@ -39,9 +39,20 @@ def test_bad_numbers_and_names_are_usage_errors(argv):
     assert cli.main(argv) == cli.EXIT_USAGE
 
 
+@pytest.mark.parametrize("rows, named", [("seed,shrot", "'shrot'"), ("S1", "'S1'"), (",", "at least one row")])
+def test_calibrate_rows_are_checked_before_the_gpu(monkeypatch, capsys, rows, named):
+    # a misspelt row is a usage error naming it (was: status 3 here, and on a GPU the row silently left out, or
+    # "no row could be measured", status 1, after timing nothing)
+    probed = []
+    monkeypatch.setattr(cli, "gpu_problem", lambda: probed.append(1) or "no CUDA GPU found (test)")
+    assert cli.main(["calibrate", "--rows", rows]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--rows" in err and named in err and "nemotron-h" in err and not probed
+
+
 def test_no_gpu_is_status_3_for_every_gpu_subcommand(monkeypatch, capsys):
     monkeypatch.setattr(cli, "gpu_problem", lambda: "no CUDA GPU found (test)")
-    for argv in (["bench", "ssd"], ["selftest"], ["calibrate"], ["warmup"]):
+    for argv in (["bench", "ssd"], ["selftest"], ["calibrate"], ["calibrate", "--rows", "seed,short"], ["warmup"]):
         assert cli.main(argv) == cli.EXIT_NO_GPU, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "no CUDA GPU found" in err[0]
