@@ -245,8 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "uses them from then on (other GPU models keep theirs).", epilog=EXIT_TEXT)
     s.add_argument("--rows", metavar="seed,short,...", help="SSD suite rows to measure (default: all)")
     s.add_argument("--repeats", type=_positive_int, default=7, metavar="N", help="timed calls per family (default 7)")
-    s.add_argument("--output", metavar="PATH", help="write the fit here instead of the cache directory")
-    s.add_argument("--no-save", action="store_true", dest="no_save", help="print the fit, save nothing")
+    where = s.add_mutually_exclusive_group()  # --no-save would drop the fit that --output asks for
+    where.add_argument("--output", metavar="PATH", help="write the fit here instead of the cache directory")
+    where.add_argument("--no-save", action="store_true", dest="no_save", help="print the fit, save nothing")
     s.set_defaults(func=cmd_calibrate)
     s = sub.add_parser("warmup", help="compile the programs a workload needs into the cache ahead of time",
                        description="Compile each op's programs for this GPU's target (or --target, no GPU needed) "

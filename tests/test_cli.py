@@ -32,7 +32,8 @@ def test_every_subcommand_has_real_help(capsys, sub, flag):
 
 
 @pytest.mark.parametrize("argv", [["bench", "--time-limit", "-1", "--dry-run"], ["bench", "--repeats", "0"],
-                                  ["calibrate", "--repeats", "0"], ["warmup", "--jobs", "-2"], ["nope"],
+                                  ["calibrate", "--repeats", "0"], ["calibrate", "--no-save", "--output", "f.json"],
+                                  ["warmup", "--jobs", "-2"], ["nope"],
                                   ["warmup", "--target", "sm_90a", "--shapes", "headdim"],
                                   ["warmup", "--target", "sm_42"], ["warmup", "dsa", "--target", "sm_90"]])
 def test_bad_numbers_and_names_are_usage_errors(argv):
