@@ -750,14 +750,19 @@ def choose_config(itemsize: int, dstate: int, chunk: int, units_per_group: int, 
 
 
 def program_defines(x_code: int, dt_code: int, sd_code: int, headdim: int, dstate: int, chunk: int,
-                    units_per_group: int, target: str = "sm_90a", *, family: str, rows: int = 1) -> dict:
+                    units_per_group: int, target: str = "sm_90a", *, family: str, rows: int = 1,
+                    smem: tuple | None = None) -> dict:
     """The defines of the ``family`` program ("exact" or "chunkpar") that serves these dtypes (codes 0 bf16, 1 fp16,
     2 fp32) and shape: the shared ones and the family kernel's own, none of the other's (programs that differ only in
     what their kernel does not read would be identical twins in the cache). ``rows``: the chunk-parallel program's
     phase-3 items a tile (``row_parts``; a compile-time choice, so the programs of one item a tile carry no code of
-    the split); its phase-1 items a tile follow from it (``col_parts``)."""
+    the split); its phase-1 items a tile follow from it (``col_parts``). ``smem``: the device's (opt-in bytes a
+    block, bytes an SM), which bound the target's table (a GPU of a target the table does not name, sm_87 or
+    sm_120, has less than the sm_90a figures it falls back to)."""
     itemsize = 4 if x_code == 2 else 2
     optin, per_sm = _SMEM.get(target, _SMEM["sm_90a"])
+    if smem is not None:
+        optin, per_sm = min(optin, int(smem[0])), min(per_sm, int(smem[1]))
     wg = target == "sm_90a" and itemsize == 2  # wgmma exists on sm_90a only; fp32 inputs use fp32 FMAs
     shared = {"SSD_FAMILY": FAMILIES.index(family), "SSD_T": x_code, "SSD_DT": dt_code, "SSD_SD": sd_code,
               "SSD_P": headdim, "SSD_N": dstate, "SSD_Q": chunk, "SSD_WG": int(wg)}
@@ -828,9 +833,11 @@ def _defines(c: _Problem, family: str) -> dict:
     from ..launch.arch import device_info, target_for_capability
 
     upg = (c.nheads // c.ngroups) * (c.headdim // UNIT_ROWS)
-    target = target_for_capability(device_info(c.device).capability)
+    info = device_info(c.device)
+    target = target_for_capability(info.capability)
     return program_defines(_CODES[np.dtype(c.x.dtype)], _CODES[np.dtype(c.dt.dtype)], _CODES[np.dtype(c.state_dtype)],
-                           c.headdim, c.dstate, c.chunk, upg, target, family=family)
+                           c.headdim, c.dstate, c.chunk, upg, target, family=family,
+                           smem=(info.smem_per_block_optin, info.smem_per_sm))
 
 
 def program_smem(itemsize: int, defs: dict) -> int:

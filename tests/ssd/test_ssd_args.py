@@ -512,3 +512,29 @@ def test_device_seq_idx_on_another_device_is_named():
     sidx.device = type("Device1", (), {"id": 1})()
     with pytest.raises(ValueError, match="^seq_idx: expected an array on device 0"):
         _validate(seq_idx=sidx)
+
+
+@pytest.mark.parametrize("cap, optin, per_sm, target", [((12, 0), 101376, 102400, "sm_120"),
+                                                        ((8, 7), 166912, 167936, "sm_87"),
+                                                        ((8, 6), 101376, 102400, "sm_86")])
+def test_programs_fit_the_shared_memory_of_the_gpu_the_call_runs_on(monkeypatch, cap, optin, per_sm, target):
+    # a target the per-target table does not name fell back to the sm_90a figures (227 KiB a block): the programs
+    # of a GPU with less (an RTX 50's sm_120: 99 KiB) were sized for memory the launch cannot have
+    from cake_rt.launch import arch
+
+    info = arch.DeviceInfo(index=0, name="stand-in", capability=cap, sm_count=84, smem_per_block_optin=optin,
+                           smem_per_sm=per_sm, regs_per_sm=65536, cooperative_launch=True, l2_bytes=64 << 20,
+                           target=target)
+    monkeypatch.setattr(arch, "device_info", lambda device=None: info)
+    for N, dtype in ((64, BF16), (128, BF16), (64, FP32), (128, FP32), (256, BF16)):
+        c = _validate(N=N, dtype=dtype)
+        for fam in ("exact", "chunkpar"):
+            try:
+                defs = ops._defines(c, fam)
+            except ValueError as exc:  # no layout fits: named before any launch
+                assert "shared memory" in str(exc) and optin < 166912
+                continue
+            assert ops.program_smem(np.dtype(dtype).itemsize, defs) <= optin, (N, dtype, fam, defs)
+    if target in ops._SMEM:  # a named target's programs are the ones its table gives (warmup compiles those)
+        c = _validate(N=64)
+        assert ops._defines(c, "exact") == ops.program_defines(0, 2, 2, 64, 64, 128, 4, target, family="exact")
