@@ -82,13 +82,16 @@ def cmd_info(_args) -> int:
     import cupy
 
     from .launch.arch import device_info
-    from .launch.compile import available_targets
+    from .launch.compile import SUPPORTED_TARGETS, available_targets
 
     for i in range(cupy.cuda.runtime.getDeviceCount()):
         d = device_info(i)
         note = ""
         if not d.supported:
             note = "  (unsupported: cake-rt needs sm_80+)"
+        elif d.target not in SUPPORTED_TARGETS:  # no NVRTC makes it one: the kernels are compiled for it as it is
+            note = (f"  ({d.target} is not one of the targets cake-rt is tested on, {', '.join(SUPPORTED_TARGETS)}: "
+                    f"its kernels are compiled for it untested)")
         elif d.target not in available_targets():
             note = f"  (this NVRTC cannot compile for {d.target}: install a newer NVRTC)"
         print(f"gpu {i}        {d.name}, sm_{d.capability[0]}{d.capability[1]} -> target {d.target}, "

@@ -59,6 +59,27 @@ def test_no_gpu_is_status_3_for_every_gpu_subcommand(monkeypatch, capsys):
         assert len(err) == 1 and "no CUDA GPU found" in err[0]
 
 
+@pytest.mark.parametrize("cap, target, says", [((12, 0), "sm_120", "not one of the targets"),
+                                               ((9, 0), "sm_90a", "cannot compile for sm_90a")])
+def test_info_says_why_a_gpu_target_is_not_compiled_for(monkeypatch, capsys, cap, target, says):
+    # a target outside cake-rt's list (an RTX 50's sm_120) was told to install a newer NVRTC, which changes nothing
+    import cupy
+
+    from cake_rt.launch import arch
+    from cake_rt.launch import compile as cc
+
+    info = arch.DeviceInfo(index=0, name="stand-in", capability=cap, sm_count=84, smem_per_block_optin=101376,
+                           smem_per_sm=102400, regs_per_sm=65536, cooperative_launch=True, l2_bytes=64 << 20,
+                           target=target)
+    monkeypatch.setattr(cli, "gpu_problem", lambda: None)
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: 1)
+    monkeypatch.setattr(arch, "device_info", lambda device=None: info)
+    monkeypatch.setattr(cc, "available_targets", lambda: ("sm_80", "sm_86", "sm_89"))
+    assert cli.main(["info"]) == cli.EXIT_OK
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("gpu 0")][0]
+    assert says in line and (target == "sm_90a") == ("newer NVRTC" in line), line
+
+
 def test_plot_without_matplotlib_exits_1_before_running(monkeypatch, tmp_path, capsys):
     from cake_rt.bench import plot
 
