@@ -15,10 +15,15 @@ Differences: forward only (a call that needs autograd raises); chunk_size 64, 12
 mamba_ssm computes them when given the matching ``seq_idx``; ``seq_idx`` / ``cu_seqlens`` are read on the host (a
 device-to-host copy on torch's current stream for CUDA tensors), so under ``torch.cuda.graph`` they must be CPU tensors
 or NumPy arrays (a CUDA one is a ``ValueError`` naming it: the copy would break the capture).
+``dt_limit`` is applied as mamba_ssm's kernel applies it, ``min(max(dt', lo), hi)`` whatever the limits, so the default
+``(0, inf)`` maps a negative dt' (``dt_softplus=False``) to 0, where ``cake_rt.ssd_combined`` reads that default as no clamp
+(its contract); only a dt' of +inf differs (float32's largest value here, inf in mamba_ssm).
 ``initial_states`` together with ``return_varlen_states`` is a ``ValueError`` (cake-rt takes one initial state per
 sequence: call ``cake_rt.ssd_combined`` with ``cu_seqlens`` and ``initial_states`` of shape ``[nseq, ...]``).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -26,6 +31,7 @@ __all__ = ["mamba_chunk_scan_combined"]
 
 
 _REQUIRED = ("x", "dt", "A", "B", "C")  # None is refused for these (the others are optional)
+_F32_MAX = 3.4028234663852886e38  # the largest float32: ssd_combined's bounds are float32
 
 
 def _contig(t):
@@ -79,12 +85,17 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
     if isinstance(seq_idx, torch.Tensor):
         # ssd_combined takes host metadata as NumPy: a CPU tensor's values, read without a copy
         seq_idx = _contig(seq_idx) if seq_idx.is_cuda else seq_idx.numpy()
+    limit = tuple(dt_limit)
+    if limit == (0.0, math.inf):
+        # mamba_ssm's kernel applies min(max(dt', lo), hi) whatever the limits, its default included (dt' < 0, and a NaN
+        # dt', become 0); ssd_combined reads (0, inf) as no clamp, so the same clamp is asked for with a finite bound
+        limit = (0.0, _F32_MAX)
     out = torch.empty_like(x)
     stream = torch.cuda.current_stream(x.device).cuda_stream
     with torch.cuda.device(x.device):
         res = ssd_combined(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                            seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=bool(dt_softplus),
-                           dt_limit=tuple(dt_limit), return_final_states=bool(return_final_states),
+                           dt_limit=limit, return_final_states=bool(return_final_states),
                            return_varlen_states=bool(return_varlen_states), out=out, stream=stream)
     res = res if isinstance(res, tuple) else (res,)
     rest = [torch.from_dlpack(r) for r in res[1:]]

@@ -95,3 +95,19 @@ def test_a_required_tensor_given_as_none_is_a_type_error_naming_it(compat, missi
     with pytest.raises(TypeError, match=f"^{missing}: expected a torch.Tensor, got NoneType"):
         mod.mamba_chunk_scan_combined(*args)
     assert calls == []
+
+
+@pytest.mark.parametrize("given, passed", [
+    (None, (0.0, float(np.finfo(np.float32).max))),  # mamba_ssm's default: its kernel clamps dt' at 0 all the same
+    ((0.0, float("inf")), (0.0, float(np.finfo(np.float32).max))),
+    ((0, float("inf")), (0.0, float(np.finfo(np.float32).max))),
+    ((0.001, 0.1), (0.001, 0.1)),
+    ((-1.0, float("inf")), (-1.0, float("inf"))),
+])
+def test_dt_limit_is_a_clamp_as_in_mamba_ssm_kernel(compat, given, passed):
+    # mamba_ssm's _chunk_cumsum_fwd_kernel applies min(max(dt', lo), hi) whatever the limits; ssd_combined reads
+    # (0, inf) as no clamp (its contract), so the drop-in asks for the same clamp with float32's largest bound.
+    mod, calls = compat
+    kw = {} if given is None else {"dt_limit": given}
+    mod.mamba_chunk_scan_combined(*_args(), **kw)
+    assert calls[-1]["dt_limit"] == passed
