@@ -163,3 +163,28 @@ def test_dsa_indexer_topk_refuses_topk_before_allocating(topk, err, match):
     with pytest.raises(err, match=match):
         indexer_topk(q, k, w, topk)
     assert torch.cuda.memory_allocated() == before
+
+
+def test_default_dt_limit_clamps_a_negative_dt_as_mamba_ssm_kernel_does():
+    # dt + dt_bias < 0 without softplus: mamba_ssm's kernel clamps dt' at 0 under the default dt_limit; the drop-in
+    # gives ssd_combined's result with that clamp asked for, bit for bit, and not its unclamped default.
+    import cake_rt
+    from cake_rt.compat.mamba_ssm import mamba_chunk_scan_combined as ours
+
+    t = _inputs(L=300)
+    assert (t["dt"] + t["dt_bias"][None, None] < 0).any()
+    with torch.no_grad():
+        y = ours(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, D=t["D"], z=t["z"], dt_bias=t["dt_bias"])
+        kw = dict(D=t["D"], z=t["z"], dt_bias=t["dt_bias"])
+        clamped = torch.from_dlpack(cake_rt.ssd_combined(t["x"], t["dt"], t["A"], t["B"], t["C"], 128,
+                                                         dt_limit=(0.0, 3.4028234663852886e38), **kw))
+        plain = torch.from_dlpack(cake_rt.ssd_combined(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, **kw))
+    torch.cuda.synchronize()
+    assert torch.equal(y, clamped) and not torch.equal(y, plain)
+    try:
+        theirs = _mamba()
+    except pytest.skip.Exception:
+        return
+    with torch.no_grad():
+        ref = theirs(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, D=t["D"], z=t["z"], dt_bias=t["dt_bias"])
+    assert _rel(y, ref) < 2e-2
