@@ -172,7 +172,8 @@ def test_default_dt_limit_clamps_a_negative_dt_as_mamba_ssm_kernel_does():
     from cake_rt.compat.mamba_ssm import mamba_chunk_scan_combined as ours
 
     t = _inputs(L=300)
-    assert (t["dt"] + t["dt_bias"][None, None] < 0).any()
+    t["dt_bias"] = t["dt_bias"] + 3.0  # dt + dt_bias about N(0, 0.7): dt' of both signs
+    assert (t["dt"] + t["dt_bias"][None, None] < 0).any() and (t["dt"] + t["dt_bias"][None, None] > 0).any()
     with torch.no_grad():
         y = ours(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, D=t["D"], z=t["z"], dt_bias=t["dt_bias"])
         kw = dict(D=t["D"], z=t["z"], dt_bias=t["dt_bias"])
