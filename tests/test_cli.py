@@ -132,3 +132,68 @@ def test_interop_bf16_as_the_docs_write_it():
     r = subprocess.run([sys.executable, "-c", "import cake_rt; print(cake_rt.interop.BF16)"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "bfloat16", r.stderr
+
+
+# The user's pages: every `cake-rt ...` they show names a subcommand, flags and choices the parser has, and a
+# shown command with no placeholder parses.
+_DOCS = ("README.md", "docs/index.md", "docs/design.md", "docs/multi-gpu.md", "docs/benchmarks.md")
+
+
+def _shown_commands():
+    import pathlib
+    import re
+
+    root = pathlib.Path(cli.__file__).resolve().parents[1]
+    out = []
+    for doc in _DOCS:
+        text = (root / doc).read_text()
+        out += [(doc, m.group(1), False) for m in re.finditer(r"`(cake-rt(?: [^`]*)?)`", text)]  # prose: flags named
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("    ") and line.strip().startswith("cake-rt"):
+                shown = line.strip()
+                while i + 1 < len(lines) and lines[i + 1].strip().startswith("[") and lines[i + 1].startswith("     "):
+                    i += 1
+                    shown += " " + lines[i].strip()  # a synopsis continued on the next lines
+                out.append((doc, re.split(r"\s{2,}|\s#", shown)[0], True))  # a command line
+    return out
+
+
+def _subparsers():
+    import argparse
+
+    p = cli.build_parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    return p, sub.choices
+
+
+def test_the_docs_show_commands():
+    assert len(_shown_commands()) > 40
+
+
+@pytest.mark.parametrize("doc, shown, line", _shown_commands())
+def test_every_command_the_docs_show_has_its_flags(doc, shown, line):
+    import re
+
+    top, subs = _subparsers()
+    words = shown.split()[1:]
+    cmd = words[0] if words and not words[0].startswith(("-", "[")) else None
+    if cmd is None:
+        parsers = [top]
+    elif cmd.isupper():  # COMMAND: any subcommand
+        parsers = list(subs.values())
+    else:
+        assert cmd in subs, f"{doc}: `{shown}`: no subcommand {cmd!r}"
+        parsers = [subs[cmd]]
+    for parser in parsers:
+        for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", " ".join(words[1:] if cmd else words)):
+            assert flag in parser._option_string_actions, f"{doc}: `{shown}`: {flag} is not a flag of {parser.prog}"
+    positional = [a for a in parsers[0]._actions if not a.option_strings and a.choices]
+    for alts in re.findall(r"\[([a-z|]+)\]", shown):  # [ssd|dsa|all]: the choices of the positional argument
+        assert positional and set(alts.split("|")) <= set(positional[0].choices), f"{doc}: `{shown}`: {alts}"
+    concrete = not re.search(r"[\[|]|\.\.\.|\b[A-Z]+(?:\.json)?\b", shown)
+    if line and concrete and cmd is not None:
+        try:
+            top.parse_args(words)
+        except SystemExit as exc:  # --help exits 0; an argument the parser refuses exits 2
+            assert exc.code == 0, f"{doc}: `{shown}` does not parse"
