@@ -44,3 +44,18 @@ def test_example_runs(code):
     if re.search(r"^import torch|^\s*import torch\b|, torch\b", code, re.M):
         pytest.importorskip("torch")
     exec(compile(code, "<docs example>", "exec"), {"__name__": "__docs_example__"})
+
+
+def test_design_names_every_driver_call_made_through_ctypes():
+    """docs/design.md says which driver entry points go through ctypes on libcuda (the rest through CuPy's bindings)
+    and that cuda.bindings is not used: the package's ``libcuda().<entry>`` calls are exactly the ones it names."""
+    package = ROOT / "cake_rt"
+    called, imports = set(), []
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        called |= set(re.findall(r"libcuda\(\)\.(cu\w+)", text))
+        imports += re.findall(r"^\s*(?:import|from) cuda\b.*", text, re.M)
+    design = (ROOT / "docs" / "design.md").read_text()
+    para = design.split("The two driver entry points CuPy does not wrap", 1)[1].split("\n- ", 1)[0]
+    assert called and set(re.findall(r"`(cu[A-Z]\w+)`", para)) == called, (called, para)
+    assert not imports and "`cuda.bindings` (cuda-python) is not used" in para, imports
