@@ -6,8 +6,9 @@ parallel processes (NVRTC runs on the CPU; no GPU needed when the target is give
 an op finds its program in the cache and compiles nothing. Programs are compiled with the options a call would
 load them with (``-lineinfo`` under CAKE_RT_LINEINFO).
 
-Without ``shapes`` the list is each op's own: every SSD program; the DSA programs of the head counts and head dims the
-tests and the bench run (``dsa._PROGRAM_SHAPES``). ``shapes`` narrows it to what a workload needs; shapes that name DSA
+Without ``shapes`` the list is each op's own: the SSD programs of the shapes the tests and the bench run
+(``ssd._PROGRAM_CASES``); the DSA programs of the head counts and head dims the tests and the bench run
+(``dsa._PROGRAM_SHAPES``). ``shapes`` narrows it to what a workload needs; shapes that name DSA
 ``heads`` or ``head_dim`` narrow the list of every head count and head dim the op takes, so any of them can be
 compiled ahead. Each entry is ``KEY=VALUE,KEY=VALUE`` (all must match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
 or these names: SSD ``family`` (exact, chunkpar: a program holds one family's kernel), ``dtype`` (bfloat16,
