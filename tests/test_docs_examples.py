@@ -59,3 +59,23 @@ def test_design_names_every_driver_call_made_through_ctypes():
     para = design.split("The two driver entry points CuPy does not wrap", 1)[1].split("\n- ", 1)[0]
     assert called and set(re.findall(r"`(cu[A-Z]\w+)`", para)) == called, (called, para)
     assert not imports and "`cuda.bindings` (cuda-python) is not used" in para, imports
+
+
+def test_the_recorded_results_the_docs_cite_exist():
+    """Every ``bench/results`` file the README and docs/benchmarks.md name (a full name, a name with ``*`` or
+    ``<row>`` in it, or a record's prefix, ``RECORD=bench/results/h200_2026-12-04a``) is there."""
+    results = ROOT / "bench" / "results"
+    names = set(results.iterdir())
+    missing = []
+    for doc in ("README.md", "docs/benchmarks.md", "docs/index.md", "docs/design.md", "docs/multi-gpu.md"):
+        for span in re.findall(r"`([^`]+)`|\]\(([^)]+)\)", (ROOT / doc).read_text()):
+            for cited in re.findall(r"(?:bench/results/)?((?:h200|dsa_h200|ssd_h200)_[\w.<>*-]+)", " ".join(span)):
+                pattern = re.sub(r"<[^>]+>|\*", "*", cited) + ("*" if "." not in cited else "")
+                if "*" in pattern:
+                    pattern = re.escape(pattern).replace(r"\*", ".*")
+                    found = any(re.fullmatch(pattern, p.name) for p in names)
+                else:
+                    found = (results / cited).exists()
+                if not found:
+                    missing.append(f"{doc}: {cited}")
+    assert not missing, missing
