@@ -8,13 +8,15 @@ load them with (``-lineinfo`` under CAKE_RT_LINEINFO).
 
 Without ``shapes`` the list is each op's own: the SSD programs of the shapes the tests and the bench run
 (``ssd._PROGRAM_CASES``); the DSA programs of the head counts and head dims the tests and the bench run
-(``dsa._PROGRAM_SHAPES``). ``shapes`` narrows it to what a workload needs; shapes that name DSA
-``heads`` or ``head_dim`` narrow the list of every head count and head dim the op takes, so any of them can be
-compiled ahead. Each entry is ``KEY=VALUE,KEY=VALUE`` (all must match; a program is kept when any entry matches). Keys are the programs' defines (``SSD_P``, ``DSA_H``...)
-or these names: SSD ``family`` (exact, chunkpar: a program holds one family's kernel), ``dtype`` (bfloat16,
-float16, float32), ``headdim``, ``dstate``, ``chunk``; DSA ``heads``, ``head_dim``, ``windows`` (0: the program of
-units within one 65,536-key window, which every call whose blocks see at most 65,536 keys runs; 1: the one of several
-windows, for longer rows; both by default).
+(``dsa._PROGRAM_SHAPES``). ``shapes`` narrows it to what a workload needs: shapes that name an SSD key narrow the list
+of every SSD case a call can make (``ssd.programs(every=True)``), shapes that name DSA ``heads`` or ``head_dim`` the
+list of every head count and head dim the op takes, so any workload's programs can be compiled ahead. Each entry is
+``KEY=VALUE,KEY=VALUE`` (all must match; a program is kept when any entry matches). Keys are the programs' defines
+(``SSD_P``, ``DSA_H``...) or these names: SSD ``family`` (exact, chunkpar: a program holds one family's kernel),
+``dtype`` (of x: bfloat16, float16, float32), ``dt_dtype`` (float32 or x's), ``state_dtype``, ``headdim``, ``dstate``,
+``chunk`` (the programs of every head and group count of that shape); DSA ``heads``, ``head_dim``, ``windows``
+(0: the program of units within one 65,536-key window, which every call whose blocks see at most 65,536 keys runs; 1:
+the one of several windows, for longer rows; both by default).
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import time
 
 OPS = ("ssd", "dsa")
 ALIASES = {
-    "ssd": {"family": "SSD_FAMILY", "headdim": "SSD_P", "dstate": "SSD_N", "chunk": "SSD_Q", "dtype": "SSD_T"},
+    "ssd": {"family": "SSD_FAMILY", "headdim": "SSD_P", "dstate": "SSD_N", "chunk": "SSD_Q", "dtype": "SSD_T",
+            "dt_dtype": "SSD_DT", "state_dtype": "SSD_SD"},
     "dsa": {"heads": "DSA_H", "head_dim": "DSA_D", "windows": "DSA_WINDOWS"},
 }
 # A define a program leaves out has this value (the DSA program of one-window units has no DSA_WINDOWS).
@@ -58,10 +61,10 @@ def _matches(op: str, defines: dict, want: dict) -> bool:
             return False
         if key == "windows" and val not in ("0", "1"):
             raise ValueError(f"--shapes: windows: expected 0 or 1, got {val!r}")
-        if key == "dtype":
+        if key in ("dtype", "dt_dtype", "state_dtype"):
             code = _DTYPE_CODES.get(val.lower())
             if code is None:
-                raise ValueError(f"--shapes: dtype: expected bfloat16, float16 or float32, got {val!r}")
+                raise ValueError(f"--shapes: {key}: expected bfloat16, float16 or float32, got {val!r}")
             val = str(code)
         if key == "family":
             code = _FAMILY_CODES.get(val.lower())
@@ -78,9 +81,11 @@ def programs(ops, target: str, shapes=()) -> list:
     ValueError when a --shapes key is known to none of the ops' programs, or when the shapes match no program."""
     from .ops import dsa, ssd
 
-    # DSA: the programs of any head count or head dim a workload names (--shapes heads=40), not only the tested ones
+    # DSA: the programs of any head count or head dim a workload names (--shapes heads=40), not only the tested ones;
+    # SSD: those of any case, once a shape names an SSD key (--shapes headdim=128,dstate=128,chunk=256)
     named = any(ALIASES["dsa"].get(k, k) in ("DSA_H", "DSA_D") for s in shapes or () for k in s)
-    lists = {"ssd": ssd.programs, "dsa": lambda t: dsa.programs(t, every=named)}
+    named_ssd = any(k in ALIASES["ssd"] or k.startswith("SSD_") for s in shapes or () for k in s)
+    lists = {"ssd": lambda t: ssd.programs(t, every=named_ssd), "dsa": lambda t: dsa.programs(t, every=named)}
     out = []
     used = set()  # the shapes entries some op's programs know every key of
     for op in ops:

@@ -802,14 +802,24 @@ _PROGRAM_CASES = sorted(
     | _WALK_CASES)
 
 
-def programs(target: str = "sm_90a") -> list:
+# Every case a call can make, for ``programs(every=True)``: (x, dt) dtype codes as the op takes them (dt in x's dtype
+# or float32), state dtypes, headdims, dstates, chunks; units per group enter a program only through their parity
+# (two units a CTA in the exact scan, ``choose_config``), so 1 and 2 stand for every count.
+_EVERY_CASE = sorted({(xd, dd, sd, p, n, q, u) for xd, dd in ((0, 0), (0, 2), (1, 1), (1, 2), (2, 2))
+                      for sd in (0, 1, 2) for p in (64, 128) for n in (64, 128, 256) for q in (64, 128, 256)
+                      for u in (1, 2)})
+
+
+def programs(target: str = "sm_90a", every: bool = False) -> list:
     """Every (source path relative to cake_rt/kernels, defines) the GPU tests and the bench suite compile for
     ``target`` (to prewarm the kernel cache or sanitize them): each case's exact-scan program and its chunk-parallel
     programs of every phase-3 split its chunk allows (which one a call runs depends on its tiles and grid), once
     each. A case whose shape fits no program on the target (sm_86 / sm_89: 99 KiB of shared memory a block leaves out
-    the largest; a call of that shape there raises) has none."""
+    the largest; a call of that shape there raises) has none. ``every``: those of every case a call can make as well
+    (every dtype, headdim, dstate and chunk the op takes, and the walk's program wherever a call may walk), the list
+    ``cake-rt warmup --shapes`` narrows to a workload's shape."""
     out, seen = [], set()
-    for case in _PROGRAM_CASES:
+    for case in (sorted(set(_PROGRAM_CASES) | set(_EVERY_CASE)) if every else _PROGRAM_CASES):
         variants = [("exact", 1)] + [("chunkpar", r) for r in ROW_PARTS if r <= case[5] // SUB]
         for family, rows in variants:
             try:
@@ -821,7 +831,9 @@ def programs(target: str = "sm_90a") -> list:
             if key not in seen:
                 seen.add(key)
                 out.append((KERNEL_PATH, d))
-            if family == "chunkpar" and rows == 1 and case in _WALK_CASES and d["SSD_WG"]:  # and its walk's
+            # and its walk's (``walk_ring``: one unit a tile, dstate <= 128; the tested cases alone without ``every``)
+            walks = case in _WALK_CASES or (every and d.get("SSD_HB") == 1 and d["SSD_N"] <= 128)
+            if family == "chunkpar" and rows == 1 and walks and d["SSD_WG"]:
                 w = {**d, "SSD_WALK": 1}
                 if tuple(sorted(w.items())) not in seen:
                     seen.add(tuple(sorted(w.items())))

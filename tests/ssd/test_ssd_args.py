@@ -538,3 +538,37 @@ def test_programs_fit_the_shared_memory_of_the_gpu_the_call_runs_on(monkeypatch,
     if target in ops._SMEM:  # a named target's programs are the ones its table gives (warmup compiles those)
         c = _validate(N=64)
         assert ops._defines(c, "exact") == ops.program_defines(0, 2, 2, 64, 64, 128, 4, target, family="exact")
+
+
+@pytest.mark.parametrize("P, N, Q, dtype, H, G, sdt", [
+    (128, 128, 256, BF16, 24, 3, None),      # headdim 128 at dstate 128, chunk 256: none of the tested shapes
+    (64, 64, 128, FP16, 6, 3, "bfloat16"),   # two units a group (the exact scan's two-unit CTA), 16-bit states
+    (64, 256, 64, BF16, 5, 5, None),
+    (128, 64, 256, FP32, 4, 1, "float16"),
+])
+def test_warmup_of_a_named_shape_holds_every_program_a_call_of_it_loads(monkeypatch, P, N, Q, dtype, H, G, sdt):
+    # `cake-rt warmup ssd --shapes dtype=...,headdim=...,dstate=...,chunk=...` for a shape the tests do not run: the
+    # exact scan's program, the chunk-parallel one of every phase-3 split and the walk's, as _defines makes them
+    from cake_rt import warmup
+    from cake_rt.launch import arch
+
+    info = arch.DeviceInfo(index=0, name="stand-in H200", capability=(9, 0), sm_count=132,
+                           smem_per_block_optin=232448, smem_per_sm=233472, regs_per_sm=65536,
+                           cooperative_launch=True, l2_bytes=60 << 20, target="sm_90a")
+    monkeypatch.setattr(arch, "device_info", lambda device=None: info)
+    c = _validate(P=P, N=N, H=H, G=G, dtype=dtype, chunk_size=Q, state_dtype=sdt)
+    want = [ops._defines(c, "exact")]
+    base = ops._defines(c, "chunkpar")
+    want += [{**base, "SSD_ROWS": r, "SSD_COLS": ops.col_parts(N, r)} for r in ops.ROW_PARTS if r <= Q // ops.SUB]
+    if base["SSD_WG"] and base["SSD_HB"] == 1 and N <= 128:
+        want.append({**base, "SSD_WALK": 1})
+    name = {BF16: "bfloat16", FP16: "float16", FP32: "float32"}[dtype]
+    shapes = warmup.parse_shapes([f"dtype={name},headdim={P},dstate={N},chunk={Q}"])
+    got = {tuple(sorted(d.items())) for _, _, d in warmup.programs(("ssd",), "sm_90a", shapes)}
+    assert {tuple(sorted(d.items())) for d in want} <= got
+    narrow = warmup.parse_shapes([f"dtype={name},dt_dtype=float32,state_dtype={sdt or 'float32'},headdim={P},"
+                                  f"dstate={N},chunk={Q}"])
+    one = {tuple(sorted(d.items())) for _, _, d in warmup.programs(("ssd",), "sm_90a", narrow)}
+    assert {tuple(sorted(d.items())) for d in want} <= one < got or one == got == set(map(lambda d: tuple(sorted(d.items())), want))
+    # the plain list stays the tested shapes' (the record's staging)
+    assert len(warmup.programs(("ssd",), "sm_90a")) == len(ops.programs("sm_90a"))
