@@ -299,6 +299,27 @@ def dlpack_cuda_device(x, output: bool = False) -> int | None:
     return dev[1] if dev is not None and dev[0] in (_DL_CUDA, _DL_CUDA_MANAGED) else None
 
 
+def torch_stream_to_order(arrays, device: int, stream) -> int | None:
+    """The handle of PyTorch's current stream of ``device`` when a call with ``stream=None`` takes a PyTorch CUDA tensor
+    among ``arrays`` (the caller's own objects, inputs and outputs); None otherwise (an explicit ``stream=``, no PyTorch
+    tensor, PyTorch not imported). ``stream=None`` runs on CuPy's current stream, and the DLPack export orders PyTorch's
+    pending work on each tensor before it; the reverse is the caller's next op on PyTorch's stream, which nothing
+    orders after the kernel: it could read a caller-owned output before the kernel wrote it, or overwrite (or free, to
+    PyTorch's caching allocator) an input the kernel still reads. The op makes this stream wait for the call's
+    (``launch.streams.order_after``). An explicit ``stream=`` is the caller's choice (an overlap it arranged): no wait."""
+    if stream is not None:
+        return None
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if not any(type(a).__module__.split(".")[0] == "torch" and dlpack_cuda_device(a) is not None for a in arrays):
+        return None
+    try:
+        return int(torch.cuda.current_stream(device).cuda_stream)
+    except Exception:  # a torch without CUDA: nothing of it to order
+        return None
+
+
 ALIGN = 16  # bytes: the kernels' vector loads and stores (16-byte cp.async / ld.global.v4)
 
 

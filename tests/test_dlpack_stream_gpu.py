@@ -129,3 +129,65 @@ def test_torch_tensors_in_a_torch_cuda_graph_replay_new_values(op):
     g.replay()
     torch.cuda.synchronize()
     np.testing.assert_array_equal(got(res), want)
+
+
+def _legacy_stream_busy():
+    """A ~0.1 s sleep queued on the legacy default stream (CuPy's current one when the caller set none): a call with
+    ``stream=None`` runs there after it, while PyTorch's pool streams (non-blocking) do not wait for it."""
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        torch.cuda._sleep(SLEEP_CYCLES)
+
+
+def test_torch_caller_on_its_own_stream_reads_dsa_outputs_after_the_call():
+    """stream=None with PyTorch tensors while PyTorch's current stream is a pool stream of its own: PyTorch's next op
+    on that stream (a clone of the outputs) reads what the call wrote, with no synchronization by the caller
+    (docs/reliability.md, aud-strm; predicted to fail before: the clone ran before the kernel, behind the sleep)."""
+    from cake_rt import dsa_indexer_det_topk
+
+    T = 128
+    host, dev = exact_inputs(41, T, T)
+    want = reference(host, None)
+    q, k, w = _torch_copies(dev)
+    idx = torch.empty((T, TOPK), dtype=torch.int32, device=q.device)
+    sc = torch.empty((T, TOPK), dtype=torch.float32, device=q.device)
+    dsa_indexer_det_topk(q, k, w, TOPK, indices=idx, scores=sc)  # compiled, planned
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        idx.fill_(0x7F7F7F7F)
+        sc.fill_(float("nan"))
+        _legacy_stream_busy()
+        dsa_indexer_det_topk(q, k, w, TOPK, indices=idx, scores=sc)
+        got = idx.clone(), sc.clone()
+    torch.cuda.synchronize()
+    assert_exact(got[0].cpu().numpy(), got[1].cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("family", ["exact", "chunkpar"])
+def test_torch_caller_on_its_own_stream_reads_ssd_out_after_the_call(family):
+    """As the DSA test for ``ssd_combined(..., out=torch tensor)``: PyTorch's next op on its own stream reads ``out`` as
+    the call wrote it; and an input rewritten on that stream right after the call is read by the call before the
+    rewrite (the kernel reads the old values)."""
+    from cake_rt import ssd_combined
+
+    cupy = _cp()
+    _, dev_a = _ssd_inputs(43)
+    _, dev_b = _ssd_inputs(44)
+    want = ssd_combined(*dev_a, 64, family=family)
+    cupy.cuda.Device().synchronize()
+    want = want.get().view(np.uint16)
+    ts = _torch_copies(dev_a)
+    new = _torch_copies(dev_b)
+    out = torch.empty_like(ts[0])
+    ssd_combined(*ts, 64, family=family, out=out)  # compiled, table uploaded
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        out.fill_(float("nan"))
+        _legacy_stream_busy()
+        ssd_combined(*ts, 64, family=family, out=out)
+        got = out.clone()
+        for t, n in zip(ts, new):  # the caller's next step rewrites its inputs on its stream
+            t.copy_(n)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(got.view(torch.int16).cpu().numpy().view(np.uint16), want)

@@ -306,6 +306,27 @@ def relaxed_capture_mode():
         exchange(ctypes.byref(mode))
 
 
+def order_after(waiter: int, handle: int, device: int) -> None:
+    """Make stream ``waiter`` wait for the work queued so far on stream ``handle`` (both of ``device``, current): an event
+    of this thread's recorded on ``handle``, waited for on ``waiter`` (a per-thread event: another thread's record
+    between this record and this wait could be on another stream). Nothing when they are one stream, or when either
+    captures a CUDA graph (or is the legacy stream joined to one): a wait across a capture's boundary would join the
+    waiting stream to it or be refused. What an op does for a PyTorch caller with ``stream=None``
+    (``interop.torch_stream_to_order``)."""
+    if stream_key(device, waiter) == stream_key(device, handle):
+        return
+    if copy_breaks_capture(handle) or copy_breaks_capture(waiter):
+        return
+    events = getattr(_thread, "order_events", None)
+    if events is None:
+        events = _thread.order_events = {}
+    ev = events.get(device)
+    if ev is None:
+        ev = events[device] = cupy.cuda.Event(block=False, disable_timing=True)
+    runtime.eventRecord(ev.ptr, handle)
+    runtime.streamWaitEvent(waiter, ev.ptr, 0)
+
+
 # ----------------------------------------------------------------------------------------------------
 # stream-ordered writes
 # ----------------------------------------------------------------------------------------------------

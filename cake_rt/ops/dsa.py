@@ -24,10 +24,10 @@ import numpy as np
 from .. import env
 from ..interop import (BF16, add_host_metadata_key, as_device_array, as_host_int32, call_intake, check_aligned,
                        check_array, check_disjoint_spans, contiguous_span, is_device_metadata,
-                       refuse_device_metadata_under_capture)
+                       refuse_device_metadata_under_capture, torch_stream_to_order)
 from ..launch.streams import (EVENTS_KEPT, MAX_STREAM_STATES, PER_THREAD, CaptureError, Guarded, GuardedLRU,
                               begin_call, collect, copy_breaks_capture, current_device, drop_completed_events, end_call,
-                              external_stream, is_capturing, owns_handle, pool_empty, relaxed_capture_mode,
+                              external_stream, is_capturing, order_after, owns_handle, pool_empty, relaxed_capture_mode,
                               stream_event, stream_key, stream_state, UploadedTable)
 from ..launch.streams import resolve as resolve_handle
 from ..launch.tickets import state_ticket_words
@@ -920,8 +920,9 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
             aligned, overlapping no input and not each other).
         workspace: optional CuPy uint8 array of at least ``dsa_indexer_workspace_bytes(...)`` bytes; with
             it the call launches only the scan's kernels (no fill, memset or allocation).
-        stream: None (current), a CuPy stream, an object with ``.ptr``/``.cuda_stream``, or an int handle
-            (checked with the driver: a stream of the inputs' device).
+        stream: None (CuPy's current; with PyTorch tensors, PyTorch's current stream then waits for the call),
+            a CuPy stream, an object with ``.ptr``/``.cuda_stream``, or an int handle (checked with the driver: a
+            stream of the inputs' device).
         schedule: None (measured default per arch), "ticket" or "static" (same bits).
         key_split: tuning/testing knob: keys per part when splitting a query block's key range (rounded up to
             a whole tile); None chooses automatically. Any value gives the same bits.
@@ -940,11 +941,15 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
         p = None if sig is None else _problems.get(sig)
     except TypeError:  # an unhashable scalar argument: validated every call
         p = sig = None
+    follow = None
     if p is None:
         _check_topk(topk)
         schedule, key_split = _check_schedule(schedule, key_split)
         with _intake(q, stream, (q, k, weights, indices, scores)):
             p = _check_arrays(q, k, weights, topk)
+            # PyTorch's stream to order after the call (stream=None with PyTorch tensors; a memoized call takes CuPy
+            # arrays alone): read from the caller's own objects, before they are replaced by CuPy views.
+            follow = torch_stream_to_order((q, k, weights, indices, scores), p.device, stream)
             q, k, weights = p.q, p.k, p.w
             indices, scores = _check_outputs(indices, scores, p.T, p.topk, p.device, p)
         if workspace is not None:
@@ -1003,6 +1008,10 @@ def dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_seqlens_k
                 _run(dp, args, tickets, p.schedule, handle)
         finally:
             end_call(used, p.device, handle, capturing)
+        if follow is not None:
+            # After the launch (a call that raised queued no kernel to wait for): PyTorch's next op on its stream runs
+            # after this call's kernel on CuPy's current stream (the call's: stream is None here).
+            order_after(follow, handle, p.device)
     return indices, scores
 
 

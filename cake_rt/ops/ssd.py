@@ -21,12 +21,13 @@ import weakref
 import numpy as np
 
 from ..interop import (BF16, FP16, FP32, INT32, add_host_metadata_key, as_device_array, as_host_int32, call_intake,
-                       check_aligned, check_array, check_disjoint_spans, copy_to_host, dtype_name, parse_dtype)
+                       check_aligned, check_array, check_disjoint_spans, copy_to_host, dtype_name, parse_dtype,
+                       torch_stream_to_order)
 from .. import env
 from ..launch.grid import Blob, PackedLaunch, Slot, cooperative_capacity
 from ..launch.tensormap import Tile2D, TileMaps
 from ..launch.streams import (PER_THREAD, CaptureError, GuardedLRU, begin_call, collect, current_device, end_call,
-                              is_capturing, stream_state, UploadedTable)
+                              is_capturing, order_after, stream_state, UploadedTable)
 from ..launch.streams import _dead as _dead_streams
 from ..launch.streams import stream_states
 from ..launch.streams import resolve as resolve_handle
@@ -1120,7 +1121,8 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     dt_bias: [nheads] float32; initial_states: [batch (or nseq with cu_seqlens), nheads, headdim, dstate]
     of state_dtype; seq_idx: int32 [batch, seqlen]; cu_seqlens: int32 [nseq + 1] (batch == 1);
     state_dtype: float32 (default), bfloat16 or float16 for every state returned or taken;
-    family: "auto" | "exact" | "chunkpar"; out: optional y; stream: optional.
+    family: "auto" | "exact" | "chunkpar"; out: optional y; stream: optional (None: CuPy's current stream; with
+    PyTorch tensors, PyTorch's current stream then waits for the call).
 
     Returns y, or (y, final_states?, varlen_states?, chunk_states?) for those asked for:
     final_states [batch (1 with cu_seqlens), nheads, headdim, dstate], varlen_states [nseq, ...],
@@ -1131,7 +1133,7 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
     ptrs = []
     sig = _signature(arrays, ptrs, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit, return_final_states,
                      return_varlen_states, return_chunk_states, state_dtype, family)
-    p = None
+    p = follow = None
     if sig is not None:
         last = _last_call
         if last[0] == sig:  # a repeated call (every layer of a model has the same signature): no hash
@@ -1151,6 +1153,9 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
             p = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
                           dt_limit, return_final_states, return_varlen_states, return_chunk_states, state_dtype,
                           family, out)
+        # PyTorch's stream to order after the call (stream=None with PyTorch tensors; a memoized call takes CuPy arrays
+        # alone): read from the caller's own objects, before they are replaced by the problem's arrays.
+        follow = torch_stream_to_order(arrays, p.device, stream)
         arrays = _arrays_of(p)
         ptrs = [0 if a is None else a.data.ptr for a in arrays]
         # The problem keeps the arrays' shapes and dtypes, never the caller's arrays (the memo must not keep
@@ -1163,10 +1168,17 @@ def ssd_combined(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, in
             _problems[sig] = p
             _last_call = (sig, p)
     _check_memory(p, arrays, ptrs)
-    if _runtime.getDevice() == p.device:  # current_device without a context manager when it is current
-        return _launch(p, family, stream, arrays[9], ptrs)
+    if follow is None:
+        if _runtime.getDevice() == p.device:  # current_device without a context manager when it is current
+            return _launch(p, family, stream, arrays[9], ptrs)
+        with current_device(p.device):
+            return _launch(p, family, stream, arrays[9], ptrs)
     with current_device(p.device):
-        return _launch(p, family, stream, arrays[9], ptrs)
+        res = _launch(p, family, stream, arrays[9], ptrs)
+        # After the launches (a call that raised queued no kernel to wait for): PyTorch's next op on its stream runs
+        # after this call's kernel on CuPy's current stream (the call's: stream is None here).
+        order_after(follow, _cupy.cuda.get_current_stream(p.device).ptr, p.device)
+    return res
 
 
 _last_call = (None, None)  # (signature, problem) of the last memoized call
