@@ -371,6 +371,31 @@ def test_stream_none_is_the_input_devices_current_stream(two_gpus, op):
         np.testing.assert_array_equal(_bits(g), _bits(r))
 
 
+def test_refused_calls_restore_the_current_device_and_refuse_other_devices_streams(two_gpus):
+    """Inputs on device 1, device 0 current: a call refused (a bad ``out``, a stream of device 0, PyTorch's default
+    stream of device 0 when torch is installed: its handle 0 names no device to the driver) raises a ValueError naming
+    the argument and leaves device 0 current."""
+    import cake_rt
+
+    cupy = two_gpus
+    inp = _ssd_inputs(seed=17)
+    d = {name: _on(cupy, 1, v) for name, v in inp.items()}
+    with cupy.cuda.Device(0):
+        s0 = cupy.cuda.Stream(non_blocking=True)
+    cases = [("stream", {"stream": s0}), ("out", {"out": _on(cupy, 1, np.zeros((1, 3), BF16))})]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        cases.append(("stream", {"stream": torch.cuda.default_stream(0)}))
+    for name, kw in cases:
+        with cupy.cuda.Device(0):
+            with pytest.raises(ValueError, match=f"^{name}:"):
+                cake_rt.ssd_combined(d["x"], d["dt"], d["A"], d["B"], d["C"], SSD_CHUNK, **kw)
+            assert cupy.cuda.runtime.getDevice() == 0, name
+
+
 # ---- 3. device 1 works while device 0 is busy --------------------------------------------------------
 
 _SPIN_SRC = r"""

@@ -654,3 +654,18 @@ def test_an_out_of_memory_workspace_is_a_clear_error_before_any_launch():
     from test_host_path_cpu import STUBS, run_with_cpu_stubs
 
     run_with_cpu_stubs(STUBS + OOM_SCRIPT)
+
+
+def test_a_pytorch_stream_of_another_device_is_refused_even_its_default_stream():
+    """architecture.md, Handles: a stream of another device is refused. A PyTorch stream says its device
+    (``device_index``); its default stream's handle is 0, which the driver check cannot place (0 means the legacy stream
+    of whatever device is current), so it ran on the inputs' device's legacy stream instead of being refused."""
+    import types
+
+    from cake_rt.launch.streams import resolve
+
+    for handle in (0, 1, 2):
+        with pytest.raises(ValueError, match="^stream: a stream of device 1, but the inputs are on device 0"):
+            resolve(types.SimpleNamespace(cuda_stream=handle, device_index=1), 0)
+    s, h = resolve(types.SimpleNamespace(cuda_stream=0, device_index=0), 0)  # its own device's: taken
+    assert h == 0 and s.ptr == 0

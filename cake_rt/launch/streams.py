@@ -184,6 +184,11 @@ def resolve(stream, device: int):
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
         h = check_handle(int(stream), device)
         return external_stream(h), h
+    # A PyTorch stream says its device: checked first, since its default stream's handle (0) is the legacy stream of
+    # whatever device is current, which the driver check below cannot tell from the inputs' device's.
+    dev = getattr(stream, "device_index", None)
+    if isinstance(dev, (int, np.integer)) and not isinstance(dev, bool) and int(dev) != device:
+        raise ValueError(f"stream: a stream of device {int(dev)}, but the inputs are on device {device}")
     handle = getattr(stream, "cuda_stream", None)
     if handle is None:
         handle = getattr(stream, "ptr", None)
