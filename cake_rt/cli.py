@@ -256,11 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compile each op's programs for this GPU's target (or --target, no GPU needed) "
                                    "into the disk cache, in parallel processes, so that first calls compile "
                                    "nothing. --shapes narrows the list: KEY=VALUE[,KEY=VALUE...] (all must match; "
-                                   "repeat --shapes for more): SSD family (exact, chunkpar), dtype, headdim, dstate, "
-                                   "chunk; DSA heads, head_dim, windows (0: blocks of at most 65,536 keys, 1: longer; both by "
-                                   "default); or any define of the programs (SSD_P, DSA_H, ...). Without --shapes, "
-                                   "the DSA programs of the head counts the tests and the bench run; with DSA heads "
-                                   "or head_dim, any head count the op takes (8 to 128, step 8).",
+                                   "repeat --shapes for more): SSD family (exact, chunkpar), dtype, dt_dtype, "
+                                   "state_dtype, headdim, dstate, chunk; DSA heads, head_dim, windows (0: blocks of at "
+                                   "most 65,536 keys, 1: longer; both by default); or any define of the programs "
+                                   "(SSD_P, DSA_H, ...). Without --shapes, the programs of the shapes the tests and the "
+                                   "bench run; with an SSD key, any SSD shape the op takes (every head and group "
+                                   "count); with DSA heads or head_dim, any head count the op takes (8 to 128, step 8).",
                        epilog="example: cake-rt warmup ssd --shapes dtype=bfloat16,headdim=64,dstate=128,chunk=256. "
                               + EXIT_TEXT)
     s.add_argument("op", nargs="?", default="all", choices=("ssd", "dsa", "all"), help="which op (default all)")
