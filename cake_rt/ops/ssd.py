@@ -835,7 +835,7 @@ def programs(target: str = "sm_90a", every: bool = False) -> list:
             # and its walk's (``walk_ring``: one unit a tile, dstate <= 128; the tested cases alone without ``every``)
             walks = case in _WALK_CASES or (every and d.get("SSD_HB") == 1 and d["SSD_N"] <= 128)
             if family == "chunkpar" and rows == 1 and walks and d["SSD_WG"]:
-                w = {**d, "SSD_WALK": 1}
+                w = walk_defines(d)
                 if tuple(sorted(w.items())) not in seen:
                     seen.add(tuple(sorted(w.items())))
                     out.append((KERNEL_PATH, w))
@@ -973,6 +973,12 @@ def cta_threads(defs: dict) -> int:
     return WG_THREADS if defs["SSD_WG"] else THREADS
 
 
+def walk_defines(defs: dict) -> dict:
+    """The walk schedule's program of a chunk-parallel program of one item a tile (``programs`` lists it, a plan
+    that walks loads it)."""
+    return {**defs, "SSD_WALK": 1}
+
+
 _plan_memo: dict = {}
 
 
@@ -1053,7 +1059,7 @@ def _plan_uncached(c: _Problem, family: str) -> SsdPlan:
         # PackedLaunch checks the grid against the kernel it launches)
         plan.defines = {**defs, "SSD_ROWS": rows, "SSD_COLS": inputs["cols"]}
         if ring:
-            plan.defines["SSD_WALK"] = 1
+            plan.defines = walk_defines(plan.defines)
             plan.walk_ring = ring
             plan.reason += f"; the walk schedule (a ring of {ring} chunks)"
     return plan

@@ -561,7 +561,7 @@ def test_warmup_of_a_named_shape_holds_every_program_a_call_of_it_loads(monkeypa
     base = ops._defines(c, "chunkpar")
     want += [{**base, "SSD_ROWS": r, "SSD_COLS": ops.col_parts(N, r)} for r in ops.ROW_PARTS if r <= Q // ops.SUB]
     if base["SSD_WG"] and base["SSD_HB"] == 1 and N <= 128:
-        want.append({**base, "SSD_WALK": 1})
+        want.append(ops.walk_defines({**base, "SSD_ROWS": 1, "SSD_COLS": ops.col_parts(N, 1)}))
     name = {BF16: "bfloat16", FP16: "float16", FP32: "float32"}[dtype]
     shapes = warmup.parse_shapes([f"dtype={name},headdim={P},dstate={N},chunk={Q}"])
     got = {tuple(sorted(d.items())) for _, _, d in warmup.programs(("ssd",), "sm_90a", shapes)}
