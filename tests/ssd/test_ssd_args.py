@@ -569,6 +569,6 @@ def test_warmup_of_a_named_shape_holds_every_program_a_call_of_it_loads(monkeypa
     narrow = warmup.parse_shapes([f"dtype={name},dt_dtype=float32,state_dtype={sdt or 'float32'},headdim={P},"
                                   f"dstate={N},chunk={Q}"])
     one = {tuple(sorted(d.items())) for _, _, d in warmup.programs(("ssd",), "sm_90a", narrow)}
-    assert {tuple(sorted(d.items())) for d in want} <= one < got or one == got == set(map(lambda d: tuple(sorted(d.items())), want))
+    assert {tuple(sorted(d.items())) for d in want} <= one <= got  # dt_dtype / state_dtype narrow it further
     # the plain list stays the tested shapes' (the record's staging)
     assert len(warmup.programs(("ssd",), "sm_90a")) == len(ops.programs("sm_90a"))
