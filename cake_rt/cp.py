@@ -313,8 +313,9 @@ def cp_zigzag_layout(doc_lens, cp_size, rank) -> CPZigzagLayout:
             f"L / {2 * W}); got {int(lens[i])} at position {i} ({bad.size} such document(s)); "
             "pad each document to that multiple, as Megatron-LM / TransformerEngine do"
         )
-    # Every rank holds keys 0 .. end of chunk 2W-1-r (the whole document) plus 0 .. end of chunk r.
-    max_keys = total + int((lens // (2 * W)).sum()) * W
+    # Rank r holds, per document, the key prefixes of chunk r ((r+1) c keys) and of chunk 2W-1-r ((2W-r) c keys):
+    # (2W+1) c = L + c keys, the same on every rank, and the end of its cu_seqlens_k.
+    max_keys = total + int((lens // (2 * W)).sum())
     if total > _INT32_MAX or max_keys > _INT32_MAX:
         raise ValueError(
             f"doc_lens: the packed batch ({total} tokens, up to {max_keys} keys on one rank) does not fit "

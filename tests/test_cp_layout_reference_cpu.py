@@ -146,3 +146,20 @@ def test_cp_size_1_is_two_chunks_per_document_on_rank_0():
     with pytest.raises(ValueError, match="^rank: expected 0 <= rank < cp_size = 1, got 1"):
         cp_zigzag_layout([4], 1, 1)
 
+
+@pytest.mark.parametrize("doc_lens, W", [([80], 2), ([24, 0, 48], 3), ([16, 16], 4), ([6, 2], 1)])
+def test_the_int32_refusal_is_at_the_ranks_real_key_count(monkeypatch, doc_lens, W):
+    # Every rank holds L + L / 2W keys of a document (chunk r's prefix, (r+1) c, and chunk 2W-1-r's, (2W-r) c): the
+    # layout is refused exactly when that count, the end of its cu_seqlens_k, is past the int32 limit. Shown with the
+    # limit lowered (a real one needs gigabytes of k_index): the bound was total + W * sum(c), so layouts that fit were
+    # refused for W > 1, and the message gave that overestimate as the rank's key count.
+    import cake_rt.cp as cp
+
+    keys = sum(L + L // (2 * W) for L in doc_lens)
+    assert {cp_zigzag_layout(doc_lens, W, r).num_keys for r in range(W)} == {keys}
+    monkeypatch.setattr(cp, "_INT32_MAX", keys)
+    for r in range(W):
+        assert int(cp_zigzag_layout(doc_lens, W, r).cu_seqlens_k[-1]) == keys
+    monkeypatch.setattr(cp, "_INT32_MAX", keys - 1)
+    with pytest.raises(ValueError, match=f"^doc_lens: .*up to {keys} keys on one rank"):
+        cp_zigzag_layout(doc_lens, W, W - 1)
