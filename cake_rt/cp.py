@@ -198,6 +198,14 @@ def _on_cuda_device(x) -> bool:
 
 def _host_doc_lens(doc_lens) -> np.ndarray:
     """doc_lens as a 1-D int64 NumPy array; accepts sequences, NumPy, host tensors and device arrays."""
+    if isinstance(doc_lens, (list, tuple)):
+        # Python ints past int64 become an object or a float64 array in NumPy, and would be refused as a wrong dtype:
+        # they are lengths out of range.
+        for i, v in enumerate(doc_lens):
+            if isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**63:
+                if v < 0:
+                    raise ValueError(f"doc_lens: expected lengths >= 0, got {v} at position {i}")
+                raise ValueError(f"doc_lens: length {v} at position {i} does not fit the indexer's int32 cu_seqlens")
     if isinstance(doc_lens, np.ndarray) or isinstance(doc_lens, (list, tuple, range)):
         arr = np.asarray(doc_lens)
         if arr.size == 0:

@@ -163,3 +163,14 @@ def test_the_int32_refusal_is_at_the_ranks_real_key_count(monkeypatch, doc_lens,
     monkeypatch.setattr(cp, "_INT32_MAX", keys - 1)
     with pytest.raises(ValueError, match=f"^doc_lens: .*up to {keys} keys on one rank"):
         cp_zigzag_layout(doc_lens, W, W - 1)
+
+
+@pytest.mark.parametrize("doc_lens", [[2**70], [8, -(2**64)], (8, 2**63)])
+def test_python_int_lengths_past_int64_are_a_range_error_naming_doc_lens(doc_lens):
+    # NumPy makes such ints an object (or a float64) array; they were refused as "expected integer lengths, got dtype
+    # object / float64" (a TypeError saying integers are not integers), where any other too-large length is a
+    # ValueError.
+    with pytest.raises(ValueError, match="^doc_lens: .*(does not fit|>= 0)"):
+        cp_zigzag_layout(doc_lens, 1, 0)
+    with pytest.raises(TypeError, match="^doc_lens: expected integer lengths, got dtype object"):
+        cp_zigzag_layout([8, None], 1, 0)
