@@ -31,9 +31,12 @@ def indexer_topk(q, k, weights, topk: int, *, cu_seqlens_q=None, cu_seqlens_k=No
                             + (f" on {t.device}" if isinstance(t, torch.Tensor) else ""))
     if isinstance(topk, bool) or not isinstance(topk, int):
         raise TypeError(f"topk: expected an int, got {type(topk).__name__}")
-    # topk sizes the two outputs made below: refuse it, naming it, before they are allocated.
+    # topk and q's first dimension size the two outputs made below: refuse them, naming them, before they are allocated
+    # (q.shape[0] of a 0-d q would be an IndexError naming nothing).
     _check_topk(topk)
-    if q.dim() == 3 and int(q.shape[1]) in HEADS and int(q.shape[2]) in HEAD_DIMS:
+    if q.dim() != 3:
+        raise ValueError(f"q: expected 3 dimensions [T, H, D], got shape {tuple(q.shape)}")
+    if int(q.shape[1]) in HEADS and int(q.shape[2]) in HEAD_DIMS:
         info = device_info(q.device.index)
         select_config(int(q.shape[1]), int(q.shape[2]), topk, info.smem_per_block_optin, info.target)
     T = int(q.shape[0])
