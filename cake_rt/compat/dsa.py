@@ -6,7 +6,9 @@
 ``q`` [T, H, D] bf16, ``k`` [Tkv, D] bf16, ``weights`` [T, H] float32 (CUDA tensors); the result is a torch
 int32 [T, topk] tensor of key ids (global rows of ``k``) per query, ascending, -1 padded, deterministic
 (``cake_rt.dsa_indexer_det_topk``), on torch's current stream of q's device. ``return_scores=True`` also
-returns the float32 scores (-inf padded). Forward only: nothing here has a gradient.
+returns the float32 scores (-inf padded). Forward only: nothing here has a gradient. Inputs that require grad are
+read as they are for the indices (integers, with no gradient in torch either); with ``return_scores=True`` they are a
+``RuntimeError`` while grad mode is on (the scores would come back detached), as in ``compat.mamba_ssm``.
 """
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ def indexer_topk(q, k, weights, topk: int, *, cu_seqlens_q=None, cu_seqlens_k=No
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
             raise TypeError(f"{name}: expected a CUDA torch.Tensor, got {type(t).__name__}"
                             + (f" on {t.device}" if isinstance(t, torch.Tensor) else ""))
+    # Indices are integers and never carry a gradient (as torch.topk's), so a training forward pass may ask for them;
+    # scores returned detached from inputs that require grad would silently cut a loss on them off from q / weights.
+    if return_scores and torch.is_grad_enabled():
+        needs = [name for name, t in (("q", q), ("k", k), ("weights", weights)) if t.requires_grad]
+        if needs:
+            raise RuntimeError(f"cake_rt.compat.dsa.indexer_topk is forward only: {needs[0]} requires grad, and the "
+                               "scores it would return have no gradient; call it under torch.no_grad() / "
+                               "torch.inference_mode(), or ask for the indices alone (return_scores=False)")
     if isinstance(topk, bool) or not isinstance(topk, int):
         raise TypeError(f"topk: expected an int, got {type(topk).__name__}")
     # topk and q's first dimension size the two outputs made below: refuse them, naming them, before they are allocated

@@ -97,3 +97,17 @@ def test_q_of_the_wrong_rank_is_refused_naming_q_before_any_allocation(compat, s
         mod.indexer_topk(q, *_args()[1:], 4)
     assert calls == []
 
+
+def test_requires_grad_indices_are_given_and_scores_are_refused_while_grad_is_on(compat):
+    # Indices are integers (no gradient in torch either: torch.topk's indices have none): a training forward pass may
+    # ask for them. Scores returned detached would cut a loss on them off from q / weights without a word: refused
+    # while grad mode is on, as compat.mamba_ssm refuses a call that needs autograd.
+    mod, calls, grad = compat
+    q, k, w = _args(requires_grad=True)
+    assert mod.indexer_topk(q, k, w, 4).dtype == "int32"
+    with pytest.raises(RuntimeError, match="forward only.*q.*requires grad"):
+        mod.indexer_topk(q, k, w, 4, return_scores=True)
+    assert len(calls) == 1
+    grad[0] = False  # under torch.no_grad() / inference_mode: nothing to cut off
+    idx, sc = mod.indexer_topk(q, k, w, 4, return_scores=True)
+    assert sc.dtype == "float32" and len(calls) == 2

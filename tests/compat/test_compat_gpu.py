@@ -189,3 +189,34 @@ def test_default_dt_limit_clamps_a_negative_dt_as_mamba_ssm_kernel_does():
     with torch.no_grad():
         ref = theirs(t["x"], t["dt"], t["A"], t["B"], t["C"], 128, D=t["D"], z=t["z"], dt_bias=t["dt_bias"])
     assert _rel(y, ref) < 2e-2
+
+
+def test_dsa_indexer_topk_requires_grad_and_torchs_current_stream():
+    # Indices of inputs that require grad are given (integers: no gradient in torch either); scores are refused while
+    # grad mode is on (they would come back detached), given under no_grad. The call runs on torch's current stream.
+    from cake_rt.compat.dsa import indexer_topk
+
+    g = torch.Generator(device="cuda").manual_seed(4)
+    T, Tkv, H, D, topk = 24, 500, 32, 128, 16
+    q = torch.randn(T, H, D, device="cuda", generator=g).bfloat16().requires_grad_(True)
+    k = torch.randn(Tkv, D, device="cuda", generator=g).bfloat16()
+    w = torch.randn(T, H, device="cuda", generator=g)
+    cu_q = torch.tensor([0, 10, T], dtype=torch.int32)  # host metadata: CPU tensors
+    cu_k = torch.tensor([0, 200, Tkv], dtype=torch.int32)
+    ref = indexer_topk(q, k, w, topk, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    assert ref.dtype == torch.int32 and not ref.requires_grad
+    with pytest.raises(RuntimeError, match="forward only.*q.*requires grad"):
+        indexer_topk(q, k, w, topk, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, return_scores=True)
+    with torch.no_grad():
+        i2, s2 = indexer_topk(q, k, w, topk, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, return_scores=True)
+    assert s2.dtype == torch.float32 and torch.equal(i2, ref)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)  # a call on any other stream would finish before this
+        idx = indexer_topk(q, k, w, topk, cu_seqlens_q=cu_q.numpy(), cu_seqlens_k=cu_k.numpy())
+        ev = torch.cuda.Event()
+        ev.record(s)
+    assert not ev.query()
+    s.synchronize()
+    assert torch.equal(idx, ref)
