@@ -663,3 +663,30 @@ def test_bad_arguments_on_device_leave_outputs_untouched():
     assert np.all(idx.get() == POISON_IDX) and np.all(np.isnan(sc.get()))
     with pytest.raises(ValueError, match="indices"):
         _op().prepare_dsa_indexer_det_topk(q, k, w, 8, scores=sc)
+
+
+@pytest.mark.parametrize("W", [1, 3])
+def test_cp_zigzag_layout_ranks_equal_the_unsplit_call_bit_for_bit(W):
+    # The spec: bits independent of key splitting and CP layout. Every rank of cake_rt.cp_zigzag_layout (zero-length
+    # documents, chunks of odd length), every schedule and a forced key split, against one unsplit call.
+    from cake_rt.cp import cp_zigzag_layout
+
+    cupy = _cp()
+    doc_lens = [42 * W, 0, 18 * W, 6 * W, 0, 96 * W]
+    total = sum(doc_lens)
+    (q, k, w), dev = make_inputs(31 + W, total, total, H=64, D=128, negative_frac=0.3, dup_pairs=20)
+    cu = np.cumsum([0] + doc_lens).astype(np.int32)
+    topk = 40
+    full_i, full_s = run_eager(dev, topk, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    check_against_reference(full_i, full_s, (q, k, w), topk, cu, cu)
+    seen = np.zeros(total, dtype=np.int64)
+    for r in range(W):
+        lay = cp_zigzag_layout(doc_lens, W, r)
+        rank_dev = tuple(cupy.asarray(a) for a in (q[lay.q_index], k[lay.k_index], w[lay.q_index]))
+        for extra in ({}, {"schedule": "static"}, {"schedule": "ticket", "key_split": 64}):
+            i, s = run_eager(rank_dev, topk, **lay.indexer_kwargs(), **extra)
+            np.testing.assert_array_equal(lay.to_global_keys(i), full_i[lay.q_index], err_msg=f"rank {r} {extra}")
+            np.testing.assert_array_equal(s.view(np.uint32), full_s[lay.q_index].view(np.uint32),
+                                          err_msg=f"rank {r} {extra}: score bits")
+        seen[lay.q_index] += 1
+    assert (seen == 1).all()
