@@ -5,6 +5,17 @@ is gone, or bounded"): an object keeps the events of streams whose work on it is
 have completed once it holds many. On the CPU stand-ins (their events complete unless told otherwise)."""
 from test_host_path_cpu import STUBS, run_with_cpu_stubs
 
+# the calls' arrays (CuPy headers over addresses never touched), both scripts'
+ARRAYS = r'''
+T, Tkv, K = 64, 300, 16
+q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
+idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
+L, H, P, Nst = 256, 4, 64, 64
+x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, Nst), BF16))
+dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
+cu = np.array([0, 100, L], np.int32)
+'''
+
 SCRIPT = STUBS + r'''
 import cupy
 import cake_rt
@@ -23,14 +34,7 @@ def new_stream():
     owners.append(bytearray(64))
     return type(s).from_external(StreamHandle(id(owners[-1])))
 
-T, Tkv, K = 64, 300, 16
-q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
-idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
-L, H, P, Nst = 256, 4, 64, 64
-x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, Nst), BF16))
-dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
-cu = np.array([0, 100, L], np.int32)
-runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc)
+''' + ARRAYS + r'''runner = cake_rt.prepare_dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc)
 
 def objects():
     return (dsa._plan_cache.values()[0], ssd._tables.values()[0], runner._dp)
@@ -115,14 +119,7 @@ def new_stream():
 waits = []
 runtime.streamWaitEvent = lambda handle, event, flags: waits.append(handle)
 
-T, Tkv, K = 64, 300, 16
-q = make(np.empty((T, 32, 128), BF16)); k = make(np.empty((Tkv, 128), BF16)); w = make(np.empty((T, 32), np.float32))
-idx = make(np.empty((T, K), np.int32)); sc = make(np.empty((T, K), np.float32))
-L, H, P, Nst = 256, 4, 64, 64
-x = make(np.empty((1, L, H, P), BF16)); B = make(np.empty((1, L, 1, Nst), BF16))
-dt = make(np.empty((1, L, H), np.float32)); A = make(np.empty(H, np.float32)); y = make(np.empty((1, L, H, P), BF16))
-cu = np.array([0, 100, L], np.int32)
-
+''' + ARRAYS + r'''
 def run_all(stream):
     cake_rt.dsa_indexer_det_topk(q, k, w, K, indices=idx, scores=sc, stream=stream)
     cake_rt.ssd_combined(x, dt, A, B, B, 64, cu_seqlens=cu, out=y, stream=stream)
