@@ -39,11 +39,9 @@ def indexer_topk(q, k, weights, topk: int, *, cu_seqlens_q=None, cu_seqlens_k=No
             raise RuntimeError(f"cake_rt.compat.dsa.indexer_topk is forward only: {needs[0]} requires grad, and the "
                                "scores it would return have no gradient; call it under torch.no_grad() / "
                                "torch.inference_mode(), or ask for the indices alone (return_scores=False)")
-    if isinstance(topk, bool) or not isinstance(topk, int):
-        raise TypeError(f"topk: expected an int, got {type(topk).__name__}")
     # topk and q's first dimension size the two outputs made below: refuse them, naming them, before they are allocated
     # (q.shape[0] of a 0-d q would be an IndexError naming nothing).
-    _check_topk(topk)
+    topk = _check_topk(topk)  # an int (a NumPy integer too, as the op takes one)
     if q.dim() != 3:
         raise ValueError(f"q: expected 3 dimensions [T, H, D], got shape {tuple(q.shape)}")
     if int(q.shape[1]) in HEADS and int(q.shape[2]) in HEAD_DIMS:

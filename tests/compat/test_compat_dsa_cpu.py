@@ -111,3 +111,15 @@ def test_requires_grad_indices_are_given_and_scores_are_refused_while_grad_is_on
     grad[0] = False  # under torch.no_grad() / inference_mode: nothing to cut off
     idx, sc = mod.indexer_topk(q, k, w, 4, return_scores=True)
     assert sc.dtype == "float32" and len(calls) == 2
+
+
+def test_topk_is_taken_as_the_op_takes_it(compat):
+    # a NumPy integer (a topk read from a config array) as the op takes one, an int to the op and the outputs' shape
+    import numpy as np
+
+    mod, calls, _ = compat
+    idx = mod.indexer_topk(*_args(), np.int64(4))
+    assert idx.shape == (5, 4) and type(calls[-1][0][3]) is int
+    for bad in (True, 4.0, "4"):
+        with pytest.raises(TypeError, match="^topk"):
+            mod.indexer_topk(*_args(), bad)
