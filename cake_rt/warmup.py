@@ -76,15 +76,20 @@ def _matches(op: str, defines: dict, want: dict) -> bool:
     return True
 
 
-def programs(ops, target: str, shapes=()) -> list:
+def programs(ops, target: str, shapes=(), every: bool | None = None) -> list:
     """[(op, source path, defines)] of ``ops`` for ``target``, narrowed by ``shapes`` (see the module docstring).
-    ValueError when a --shapes key is known to none of the ops' programs, or when the shapes match no program."""
+    ``every``: None, the lists of every shape an op takes where the shapes name it (a workload's warmup); False, the
+    tested shapes' lists whatever the shapes name (tools that compare trees or time the tested programs); True, the
+    lists of every shape. ValueError when a --shapes key is known to none of the ops' programs, or when the shapes
+    match no program."""
     from .ops import dsa, ssd
 
     # DSA: the programs of any head count or head dim a workload names (--shapes heads=40), not only the tested ones;
     # SSD: those of any case, once a shape names an SSD key (--shapes headdim=128,dstate=128,chunk=256)
     named = any(ALIASES["dsa"].get(k, k) in ("DSA_H", "DSA_D") for s in shapes or () for k in s)
     named_ssd = any(k in ALIASES["ssd"] or k.startswith("SSD_") for s in shapes or () for k in s)
+    if every is not None:
+        named = named_ssd = bool(every)
     lists = {"ssd": lambda t: ssd.programs(t, every=named_ssd), "dsa": lambda t: dsa.programs(t, every=named)}
     out = []
     used = set()  # the shapes entries some op's programs know every key of
@@ -138,9 +143,9 @@ def _compile_one(job):
     return time.monotonic() - t0
 
 
-def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=None) -> dict:
-    """Compile the programs of ``ops`` for ``target`` not yet in the cache, ``jobs`` processes at a time.
-    Returns {'programs', 'cached', 'compiled', 'failed': [(label, error)], 'seconds'}."""
+def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=None, every: bool | None = None) -> dict:
+    """Compile the programs of ``ops`` for ``target`` not yet in the cache (``programs(ops, target, shapes, every)``),
+    ``jobs`` processes at a time. Returns {'programs', 'cached', 'compiled', 'failed': [(label, error)], 'seconds'}."""
     import concurrent.futures as cf
     import multiprocessing
 
@@ -153,7 +158,7 @@ def warmup(ops, target: str, *, shapes=(), jobs: int | None = None, progress=Non
     if trusted_cache_dir() is None:  # every compile would bypass it (CacheWarning says why)
         raise RuntimeError(f"warmup: the cache directory {env.cache_dir()} is not used (owned by another user, "
                            "writable by group or others, not a directory, or under an unknown home): nothing would be kept")
-    progs = programs(ops, target, shapes)
+    progs = programs(ops, target, shapes, every)
     todo = [(op, p, d) for op, p, d in progs if not is_cached(p, d, target)]
     res = {"programs": len(progs), "cached": len(progs) - len(todo), "compiled": 0, "failed": [], "seconds": 0.0}
     t0 = time.monotonic()

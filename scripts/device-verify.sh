@@ -57,8 +57,8 @@ say "host time"
 timeout 60 python3 scripts/host_time.py --calls 500 --entry-costs > "$OUT/host_time.log" 2>&1; echo "host time rc=$?" | tee -a "$LOG"
 grep -E "real launch" "$OUT/host_time.log" | tee -a "$LOG"
 say "cold compile time (fresh texts)"
-timeout 90 python3 scripts/compile-time --shapes dstate=128,chunk=256,headdim=64,dtype=bfloat16 \
-    --shapes dtype=float32,headdim=128,dstate=128,chunk=256 --shapes heads=64,head_dim=128 \
+timeout 90 python3 scripts/compile-time --shapes dstate=128,chunk=256,headdim=64,dtype=bfloat16,dt_dtype=float32,state_dtype=float32 \
+    --shapes dtype=float32,dt_dtype=float32,state_dtype=float32,headdim=128,dstate=128,chunk=256 --shapes heads=64,head_dim=128 \
     --shapes heads=32,head_dim=128 "$target" \
     > "$OUT/compile_time.log" 2>&1; echo "compile-time rc=$?" >> "$OUT/compile_time.log"; tee -a "$LOG" < "$OUT/compile_time.log"
 say "done"
