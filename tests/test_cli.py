@@ -120,7 +120,7 @@ def test_warmup_shows_the_nvrtc_log_of_a_failed_compile_and_keeps_no_file(monkey
     monkeypatch.setenv("CAKE_RT_CACHE_DIR", str(tmp_path / "cache"))
     broken = tmp_path / "broken.cu"
     broken.write_text('extern "C" __global__ void k() { undefined_thing_xyz(); }\n')
-    monkeypatch.setattr(warmup, "programs", lambda ops, target, shapes=(): [("ssd", str(broken), {})])
+    monkeypatch.setattr(warmup, "programs", lambda ops, target, shapes=(), every=None: [("ssd", str(broken), {})])
     assert cli.main(["warmup", "ssd", "--target", "sm_80", "--jobs", "1"]) == cli.EXIT_FAILED
     captured = capsys.readouterr()
     assert "1 FAILED" in captured.out
