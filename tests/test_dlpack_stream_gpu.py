@@ -84,25 +84,22 @@ def test_torch_tensors_in_a_torch_cuda_graph_replay_new_values(op):
     """The compat entries (torch tensors in, torch's current stream) captured by ``torch.cuda.graph`` (global capture
     mode, its default) after one eager call on the capture stream; the inputs rewritten in place; the replay equals
     an eager call on the new values, bit for bit."""
-    cupy = _cp()
     if op == "ssd":
         from cake_rt.compat.mamba_ssm import mamba_chunk_scan_combined
+
+        def got(y):
+            return y.view(torch.int16).cpu().numpy().view(np.uint16)
 
         _, dev_a = _ssd_inputs(31)
         _, dev_b = _ssd_inputs(32)
         # The drop-in's eager call on the new values: its default dt_limit (0, inf) clamps dt' as mamba_ssm does,
         # so ssd_combined without dt_limit is another function of these inputs (dt has negative entries).
         with torch.no_grad():
-            want = mamba_chunk_scan_combined(*_torch_copies(dev_b), 64)
-        torch.cuda.synchronize()
-        want = want.view(torch.int16).cpu().numpy().view(np.uint16)
+            want = got(mamba_chunk_scan_combined(*_torch_copies(dev_b), 64))
         ts = _torch_copies(dev_a)
 
         def run():
             return mamba_chunk_scan_combined(*ts, 64)
-
-        def got(y):
-            return y.view(torch.int16).cpu().numpy().view(np.uint16)
     else:
         from cake_rt.compat.dsa import indexer_topk
 
