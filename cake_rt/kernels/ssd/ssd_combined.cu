@@ -414,7 +414,18 @@ __device__ __forceinline__ void walk_store_prev(const float (*S)[4], unsigned ch
 // memory). The release waits for the SM's outstanding stores (about a microsecond beside a CTA of output tiles), which
 // the walk's path would otherwise pay every chunk; here the producer pays it, ahead of the walk. (A max: the math
 // warpgroup also counts, before it waits for a ring slot.)
-__device__ __forceinline__ unsigned* walk_stored(const SsdSmem& s) { return reinterpret_cast<unsigned*>(s.bar + SSD_NBARS) + 4; }
+// A drawn tile as the producer's thread 0 hands it over (two of them after the mbarriers, tile k's in k % 2): the
+// ticket, its ring slot and chunk_tile<1>'s token offset, length and unit, which the other threads would otherwise
+// recompute (a 64-bit division and four table loads a warp); the same values, so the same addresses and bits.
+struct WalkTile {
+    long long ctok;
+    unsigned it, slot;
+    int l, u0;
+};
+__device__ __forceinline__ WalkTile* walk_tiles(const SsdSmem& s) { return reinterpret_cast<WalkTile*>(s.bar + SSD_NBARS); }
+__device__ __forceinline__ unsigned* walk_stored(const SsdSmem& s) {
+    return reinterpret_cast<unsigned*>(walk_tiles(s) + 2);
+}
 __device__ __forceinline__ void walk_publish(const SsdSmem& s, unsigned* word) {
     red_release_max_gpu(word, read_acquire_cta(walk_stored(s)));
 }
@@ -492,39 +503,41 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 }
                 pipe.dt = 0;  // (the tiles' staged prep: its own barriers, from their first phase)
             }
-            // Phase-3 tiles from the ticket: thread 0 draws one, finds its ring slot, hands both to the math warpgroup
-            // in tile k's pair of words (pair k % 2: rewritten for tile k + 2, after the math warpgroup has read tile
+            // Phase-3 tiles from the ticket: thread 0 draws one, finds its ring slot and chunk, hands them to both
+            // warpgroups in tile k's WalkTile (k % 2: rewritten for tile k + 2, after the math warpgroup has read tile
             // k + 1's and every producer thread has passed tile k + 1's barrier), then waits for its chunk.
             // the words are zeroed (the grid barrier) and, in a walking CTA, the walk is done (every chunk stored; the
             // C tile's buffer free)
             mbarrier_wait_parity(s.bar + BAR_EPOCH, 0u);
             if ((int)blockIdx.x < items && ptid == 0) walk_publish(s, words + blockIdx.x);
             const long long ntiles = (long long)a.total_chunks * units;
-            unsigned* tw = reinterpret_cast<unsigned*>(s.bar + SSD_NBARS);
+            WalkTile* tw = walk_tiles(s);
             for (unsigned k = 0;; ++k) {
                 if (ptid == 0) {
-                    const unsigned it = atomicAdd(words + items + items * ring, 1u);
-                    unsigned slot = 0, need = 0;
+                    WalkTile d{0, atomicAdd(words + items + items * ring, 1u), 0u, 0, 0};
+                    unsigned need = 0;
                     const unsigned* w = words;
-                    if (it < ntiles) {
-                        const long long c = it / units, si = a.table[(long long)a.nseg * 9 + c];
-                        const int u0 = (int)(it % units), cc = (int)(c - a.table[si * 8 + SEG_CHUNK0]);
-                        slot = (unsigned)((si * units + u0) * ring + cc % ring);
+                    if (d.it < ntiles) {  // chunk_tile<1>(a, d.it, units, 0)'s values
+                        const long long c = d.it / units, si = a.table[(long long)a.nseg * 9 + c];
+                        const long long* seg = a.table + si * 8;
+                        const int cc = (int)(c - seg[SEG_CHUNK0]);
+                        d.u0 = (int)(d.it % units);
+                        d.ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
+                        d.l = min(SSD_Q, (int)seg[SEG_LEN] - cc * SSD_Q);
+                        d.slot = (unsigned)((si * units + d.u0) * ring + cc % ring);
                         need = (unsigned)cc + 1u;
-                        w = words + si * units + u0;
+                        w = words + si * units + d.u0;
                     }
                     mbarrier_wait_parity(s.bar + BAR_TILE_EMPTY, (k & 1u) ^ 1u);
-                    tw[2 * (k & 1u)] = it;
-                    tw[2 * (k & 1u) + 1] = slot;
+                    tw[k & 1u] = d;
                     mbarrier_arrive(s.bar + BAR_TILE_FULL);
-                    if (it < ntiles) wait_at_least(w, need);
+                    if (d.it < ntiles) wait_at_least(w, need);
                 }
                 producer_sync();  // (thread 0's acquire orders every producer thread's loads of the slot)
-                const unsigned it = tw[2 * (k & 1u)], slot = tw[2 * (k & 1u) + 1];
-                if (it >= ntiles) break;
-                const ChunkTile t = chunk_tile<1>(a, it, units, 0);
-                produce_output<1, NBUF, 1>(a, s, pipe, t.ctok, t.l, 0, t.u0, ws_prev + (long long)slot * UE,
-                                           ws_prep + (long long)slot * 2 * SSD_Q, -1);
+                const WalkTile t = tw[k & 1u];
+                if (t.it >= ntiles) break;
+                produce_output<1, NBUF, 1>(a, s, pipe, t.ctok, t.l, 0, t.u0, ws_prev + (long long)t.slot * UE,
+                                           ws_prep + (long long)t.slot * 2 * SSD_Q, -1);
             }
             cp_async_drain();
             return;
@@ -625,18 +638,17 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
         if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_EPOCH);  // the producer may take tiles
         // phase 3's tiles, as the producer hands them over
         const long long ntiles = (long long)a.total_chunks * units;
-        const unsigned* tw = reinterpret_cast<const unsigned*>(s.bar + SSD_NBARS);
+        const WalkTile* tw = walk_tiles(s);
         for (unsigned k = 0;; ++k) {
             mbarrier_wait_parity(s.bar + BAR_TILE_FULL, k & 1u);
-            const unsigned it = tw[2 * (k & 1u)], slot = tw[2 * (k & 1u) + 1];
+            const WalkTile t = tw[k & 1u];
             math_sync();  // every math thread has read the words before the producer may rewrite them
             if (threadIdx.x == 0) mbarrier_arrive(s.bar + BAR_TILE_EMPTY);
-            if (it >= ntiles) break;
-            const ChunkTile t = chunk_tile<1>(a, it, units, 0);
+            if (t.it >= ntiles) break;
             ssd_prep_load<1>(s, pipe, nullptr);  // (staged by the producer)
             ssd_chunk_output<1, NBUF, 1, false>(a, s, pipe, t.ctok, t.l, 0, t.u0, true);
             // the slot's S_prev and prep landed before the tile's first product: its walker may rewrite it
-            if (threadIdx.x == 0) red_release_gpu(words + items + slot, 1u);
+            if (threadIdx.x == 0) red_release_gpu(words + items + t.slot, 1u);
         }
         grid_barrier_exit(barrier);
         return;

@@ -168,7 +168,7 @@ __host__ __device__ constexpr int ssd_align16(int v) { return (v + 15) / 16 * 16
 #define BAR_EMPTY_PREP 21  // [2]
 #define SSD_NBARS 23
 #define SSD_ONE_BARS 19    // barriers BAR_EPOCH.. below this one take one arrival
-#define SSD_PIPE_SLOTS 26  // and two pairs of tile words (tile, ring slot), the walker's count of stored chunks
+#define SSD_PIPE_SLOTS 30  // and two drawn tiles (WalkTile, 3 slots each), the walker's count of stored chunks
 #define SSD_PREP_SETS 2    // the chunk-parallel layout's prep sets (the exact scan's has two anyway)
 #else
 #define BAR_FULL_PREP 12   // [2]
@@ -227,7 +227,8 @@ struct SsdLayout {
 
 struct SsdSmem {
     float* cs; float* dtv; float* w; float* cf; float* gt; float* dec;
-    T* Cs; T* B0; T* B1; T* X0; T* X1; unsigned char* S;
+    T* Cs; T* B0; T* X0; unsigned char* S;
+    int b1, x1;  // elements from slot 0 to slot 1 of B / X (0 with one slot): constants of the layout
     float* Sf;  // exact scan: the fp32 states [HB][64][LDF]
     T* Zs;      // SSD_WG: z of the row block [HB][64][64]
     uint64_t* bar;  // SSD_WG: the load pipeline's mbarriers
@@ -254,9 +255,9 @@ __device__ __forceinline__ SsdSmem ssd_smem(unsigned char* raw) {
     s.dec = (float*)(base + L::dec);
     s.Cs = (T*)(base + L::C);
     s.B0 = (T*)(base + L::B);
-    s.B1 = (T*)(base + L::B + (NBUF - 1) * L::BYTES_N);
+    s.b1 = (NBUF - 1) * L::BYTES_N / (int)sizeof(T);
     s.X0 = (T*)(base + L::X);
-    s.X1 = (T*)(base + L::X + (NBUF - 1) * HB * L::BYTES_X);
+    s.x1 = (NBUF - 1) * HB * L::BYTES_X / (int)sizeof(T);
     s.S = base + L::S;
     s.Sf = (float*)(base + L::SF);
     s.Zs = (T*)(base + L::Z);
@@ -284,10 +285,11 @@ __device__ __forceinline__ SsdSmem prep_set(const SsdSmem& s, int b) {
 }
 #endif
 // Buffer selection by arithmetic (buf 0 or 1; an indexed pointer array would live in local memory, and a select
-// of two addresses becomes a select of two wgmma descriptors per product).
-__device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return s.B0 + buf * (s.B1 - s.B0); }
+// of two addresses becomes a select of two wgmma descriptors per product), by the layout's constant slot distance: the
+// difference of two slots' pointers was not folded, its 64-bit arithmetic about 20 uniform instructions a product.
+__device__ __forceinline__ T* sB(const SsdSmem& s, int buf) { return s.B0 + buf * s.b1; }
 __device__ __forceinline__ T* sX(const SsdSmem& s, int buf, int u) {
-    return s.X0 + buf * (s.X1 - s.X0) + u * SSD_SUB * SSD_LDX;
+    return s.X0 + buf * s.x1 + u * SSD_SUB * SSD_LDX;
 }
 // Unit u's 16-bit S_prev operand tile (the chunk-parallel kernel's, and the sm_90a exact scan's round_T copy).
 __device__ __forceinline__ T* sS(const SsdSmem& s, int u) { return (T*)s.S + u * SSD_PB * SSD_LDN; }
@@ -400,6 +402,27 @@ __device__ __forceinline__ int tidx(int ld, int r, int c) {
 __device__ __forceinline__ void ldA_km(uint32_t a[4], const T* A, int lda, int m0, int k0) {  // A stored [k][m]
     const int lane = threadIdx.x & 31, li = lane & 7, mat = lane >> 3;
     ldmatrix_x4_trans(a, A + tidx(lda, k0 + li + ((mat >> 1) << 3), m0 + ((mat & 1) << 3)));
+}
+// The thread's pairs of an element tile in the accumulator layout, v[t] = (row m0 + g + 8 half, columns 8t + 2tg, +1) as
+// stored, chunks t < NT (64-column panels of 8), four chunks an ldmatrix / stmatrix (an 8 x 8 matrix's fragment is that
+// layout): lane l passes row m0 + 8 half + l % 8 of chunk 4q + l / 8. Where each pair took a 32-bit access and two
+// instructions of index arithmetic (tidx), four pairs take one instruction and one address. The address is tidx's in
+// bytes, from one per-lane offset: chunk 4q + l / 8 sits at chunk (l / 8 ^ l % 8) ^ 4 (q % 2) of panel q / 2, and rows
+// 8 half further swizzle alike.
+__device__ __forceinline__ const T* acc_pair_rows(const T* tile, int half, int q) {
+    const int lane = threadIdx.x & 31, r = lane & 7;
+    const int o = ((16 * (threadIdx.x >> 5) + r) << 7) | (((lane >> 3) ^ r) << 4);
+    return (const T*)((const unsigned char*)tile + ((o ^ ((q & 1) << 6)) + ((q >> 1) << 13) + (half << 10)));
+}
+template <int NT>
+__device__ __forceinline__ void ld_acc_pairs(uint32_t (&v)[NT], const T* tile, int half) {
+#pragma unroll
+    for (int q = 0; q < NT / 4; ++q) ldmatrix_x4(&v[4 * q], acc_pair_rows(tile, half, q));
+}
+template <int NT>
+__device__ __forceinline__ void st_acc_pairs(const uint32_t (&v)[NT], T* tile, int half) {
+#pragma unroll
+    for (int q = 0; q < NT / 4; ++q) stmatrix_x4(&v[4 * q], const_cast<T*>(acc_pair_rows(tile, half, q)));
 }
 #else
 __device__ __forceinline__ void ldA_rm(uint32_t a[4], const T* A, int lda, int m0, int k0) {  // A stored [m][k]
@@ -1135,9 +1158,19 @@ __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, c
 #pragma unroll
             for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(y[u][t][q])::"memory");
 }
+// k-tile kk's A fragment of M (gemm_mx). MASK = false: the k-tile is left of the warp's last (its diagonal k-tile on
+// the diagonal step), so f's mask keeps every element and its selects are left out (the same values).
+template <bool MASK, class F>
+__device__ __forceinline__ void mx_fragment(uint32_t (&a)[4], const float (*cb)[4], const F& f, int kk, int g, int tg) {
+    const int c0 = 16 * kk + 2 * tg, c1 = c0 + 8;
+    a[0] = f.template pair<MASK>(cb[2 * kk][0], cb[2 * kk][1], g, c0);
+    a[1] = f.template pair<MASK>(cb[2 * kk][2], cb[2 * kk][3], g + 8, c0);
+    a[2] = f.template pair<MASK>(cb[2 * kk + 1][0], cb[2 * kk + 1][1], g, c1);
+    a[3] = f.template pair<MASK>(cb[2 * kk + 1][2], cb[2 * kk + 1][3], g + 8, c1);
+}
 // y += M X_j, M[r][c] = f(cb[r][c], r, c) as register A fragments (the accumulator fragments of n-tiles 2kk,
 // 2kk+1 are the A fragment of k-tile kk), X_j read transposed; k-tiles kk >= nk (this warp's rows see
-// nothing there) get zero fragments: the warpgroup issues all four products.
+// nothing there) get zero fragments: the warpgroup issues all four products. Only k-tile nk - 1 is masked.
 // `under()` runs between the products' issue and their wait (work for the math warpgroup while the tensor cores run).
 template <class F, class U>
 __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], const T* Xs, int nk, const F& f,
@@ -1147,13 +1180,8 @@ __device__ __forceinline__ void gemm_mx(float (*y)[4], const float (*cb)[4], con
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
         af[kk][0] = af[kk][1] = af[kk][2] = af[kk][3] = 0u;
-        if (kk < nk) {
-            const int c0 = 16 * kk + 2 * tg, c1 = c0 + 8;
-            af[kk][0] = f.pair(cb[2 * kk][0], cb[2 * kk][1], g, c0);
-            af[kk][1] = f.pair(cb[2 * kk][2], cb[2 * kk][3], g + 8, c0);
-            af[kk][2] = f.pair(cb[2 * kk + 1][0], cb[2 * kk + 1][1], g, c1);
-            af[kk][3] = f.pair(cb[2 * kk + 1][2], cb[2 * kk + 1][3], g + 8, c1);
-        }
+        if (kk + 1 < nk) mx_fragment<false>(af[kk], cb, f, kk, g, tg);
+        else if (kk < nk) mx_fragment<true>(af[kk], cb, f, kk, g, tg);
     }
     float* d = &y[0][0];
     wgmma_fence();
@@ -1312,17 +1340,20 @@ struct MDiag {
     int r0;            // strip row offset (16 w)
     // Every element is computed and those right of the diagonal are dropped after (their ex2 may be inf: dropped
     // all the same): without a branch per element, the loads and ex2 chains of a k-tile's elements interleave.
+    // MASK = false: a k-tile left of the warp's diagonal one, every element kept (a warp-uniform choice, gemm_mx).
+    template <bool MASK = true>
     __device__ __forceinline__ float masked(float v, float ct, float q, float d, int r, int c) const {
         const float m = __fmul_rn(__fmul_rn(v, ex2(__fsub_rn(ct, q))), d);
-        return c <= r0 + r ? m : 0.0f;
+        return !MASK || c <= r0 + r ? m : 0.0f;
     }
     __device__ __forceinline__ float one(float v, int r, int c) const {
         return masked(v, r < 8 ? ct0 : ct1, cs[c], dtv[c], r, c);
     }
+    template <bool MASK = true>
     __device__ __forceinline__ uint32_t pair(float v0, float v1, int r, int c) const {  // c even
         const float ct = r < 8 ? ct0 : ct1;
         const float2 q = *(const float2*)(cs + c), d = *(const float2*)(dtv + c);
-        return pack2(masked(v0, ct, q.x, d.x, r, c), masked(v1, ct, q.y, d.y, r, c + 1));
+        return pack2(masked<MASK>(v0, ct, q.x, d.x, r, c), masked<MASK>(v1, ct, q.y, d.y, r, c + 1));
     }
 };
 
@@ -1339,14 +1370,9 @@ struct MDiag {
 // does not sink them to their use in the epilogue.
 template <int HB, int HALF>
 __device__ __forceinline__ void ssd_gate_rows(float (&gz)[HB][2][8][2], const SsdSmem& s) {
-    const int lane = threadIdx.x & 31, m0 = 16 * (threadIdx.x >> 5);
-    const int g = lane >> 2, tg = lane & 3;
     uint32_t zv[HB][8];  // 16-bit pairs, as stored
 #pragma unroll
-    for (int u = 0; u < HB; ++u)
-#pragma unroll
-        for (int t = 0; t < 8; ++t)
-            zv[u][t] = *(const uint32_t*)(s.Zs + u * SSD_SUB * SSD_PB + tidx(SSD_LDX, m0 + g + 8 * HALF, 8 * t + 2 * tg));
+    for (int u = 0; u < HB; ++u) ld_acc_pairs(zv[u], s.Zs + u * SSD_SUB * SSD_PB, HALF);
 #pragma unroll
     for (int u = 0; u < HB; ++u)
 #pragma unroll
@@ -1377,7 +1403,7 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, float (*y)[8
         const int h = unit_head(u0 + u), p0 = unit_p0(u0 + u);
         const T* Xi = X + u * SSD_SUB * SSD_LDX;
         float dv[8][2];
-        uint32_t xv[2][8];  // 16-bit pairs, as stored
+        uint32_t xv[2][8] = {};  // 16-bit pairs, as stored
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
             const int pc = 8 * t + 2 * tg;
@@ -1386,9 +1412,10 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, float (*y)[8
                 const float2 d2 = __ldg((const float2*)(a.D + h * SSD_P + p0 + pc));
                 dv[t][0] = d2.x; dv[t][1] = d2.y;
             }
+        }
+        if (HAS_D) {
 #pragma unroll
-            for (int half = 0; half < 2; ++half)
-                xv[half][t] = HAS_D ? *(const uint32_t*)(Xi + tidx(SSD_LDX, m0 + g + 8 * half, pc)) : 0u;
+            for (int half = 0; half < 2; ++half) ld_acc_pairs(xv[half], Xi, half);
         }
         if (u == HB - 1) release();
         float o[2][8][2];
@@ -1409,13 +1436,14 @@ __device__ __forceinline__ void ssd_epilogue_rows(const SsdArgs& a, float (*y)[8
                 o[half][t][1] = o1;
             }
         }
+        // y's rows g and g + 8 from one address, 8 token rows apart: the 64-bit index arithmetic once, not per half
+        T* const yg = a.y + ((tok_i + m0 + g) * a.nheads + h) * SSD_P + p0 + 2 * tg;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const int r = m0 + g + 8 * half;
-            if (r >= valid_i) continue;
-            const long long row = ((tok_i + r) * a.nheads + h) * SSD_P + p0;
+            if (m0 + g + 8 * half >= valid_i) continue;
+            T* const yr = yg + half * 8LL * a.nheads * SSD_P;
 #pragma unroll
-            for (int t = 0; t < 8; ++t) st_pair(a.y + row + 8 * t + 2 * tg, o[half][t][0], o[half][t][1]);
+            for (int t = 0; t < 8; ++t) st_pair(yr + 8 * t, o[half][t][0], o[half][t][1]);
         }
     }
 }
@@ -1550,6 +1578,7 @@ struct MOffWG {
     const float* cs;   // the unit's cumsum of this sub-block
     const float* dtv;  // its dt'
     float R;           // R_i
+    template <bool = true>  // (no mask: gemm_mx's MASK is the diagonal step's)
     __device__ __forceinline__ uint32_t pair(float v0, float v1, int, int c) const {
         const float2 f = column_factors(*(const float2*)(cs + c), *(const float2*)(dtv + c), R);
         return pack2(__fmul_rn(v0, f.x), __fmul_rn(v1, f.y));
@@ -1589,7 +1618,6 @@ __device__ __forceinline__ void chain_fragment(uint32_t af[4], const T* Xs, cons
 // at the end order the stores before the tile's next reader (wgmma, or the next step).
 template <int HB>
 __device__ __forceinline__ void chain_step(const SsdSmem& s, int buf, int j, int m0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
     float st[HB][SSD_N / 8][4];
     uint32_t af[HB][SSD_SUB / 16][4];
 #pragma unroll
@@ -1597,16 +1625,16 @@ __device__ __forceinline__ void chain_step(const SsdSmem& s, int buf, int j, int
         const float* cs = s.cs + u * SSD_Q;
         const float R1 = cs[(j + 1) * SSD_SUB - 1], R0 = j > 0 ? cs[j * SSD_SUB - 1] : 0.0f;
         const float d = ex2(__fsub_rn(R1, R0));
-        const T* tile = sS(s, u);
 #pragma unroll
-        for (int t = 0; t < SSD_N / 8; ++t)
+        for (int half = 0; half < 2; ++half) {
+            uint32_t v[SSD_N / 8];
+            ld_acc_pairs(v, sS(s, u), half);
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                float v0, v1;
-                ld_pair(tile + tidx(SSD_LDN, m0 + g + 8 * half, 8 * t + 2 * tg), v0, v1);
-                st[u][t][2 * half] = __fmul_rn(v0, d);
-                st[u][t][2 * half + 1] = __fmul_rn(v1, d);
+            for (int t = 0; t < SSD_N / 8; ++t) {
+                st[u][t][2 * half] = __fmul_rn(lo16(v[t]), d);
+                st[u][t][2 * half + 1] = __fmul_rn(hi16(v[t]), d);
             }
+        }
 #pragma unroll
         for (int k = 0; k < SSD_SUB / 16; ++k)
             chain_fragment(af[u][k], sX(s, buf, u), cs + j * SSD_SUB, s.dtv + u * SSD_Q + j * SSD_SUB, R1, m0, 16 * k);
@@ -1615,11 +1643,12 @@ __device__ __forceinline__ void chain_step(const SsdSmem& s, int buf, int j, int
 #pragma unroll
     for (int u = 0; u < HB; ++u)
 #pragma unroll
-        for (int t = 0; t < SSD_N / 8; ++t)
+        for (int half = 0; half < 2; ++half) {
+            uint32_t v[SSD_N / 8];
 #pragma unroll
-            for (int half = 0; half < 2; ++half)
-                st_pair(sS(s, u) + tidx(SSD_LDN, m0 + g + 8 * half, 8 * t + 2 * tg), st[u][t][2 * half],
-                        st[u][t][2 * half + 1]);
+            for (int t = 0; t < SSD_N / 8; ++t) v[t] = pack2(st[u][t][2 * half], st[u][t][2 * half + 1]);
+            st_acc_pairs(v, sS(s, u), half);
+        }
     fence_proxy_async_shared();
     math_sync();
 }
