@@ -32,25 +32,38 @@ def _side_target():
 
 
 def _eval_target(rec: dict, target: dict | None):
+    """Each figure the target names, checked: ``met`` is True only when every one of them could be checked and passed,
+    False when any checked one failed, None when none failed but some could not be checked (``unchecked``: a row run
+    without its peers, a floor not measured), so a partial run never reads as a met target."""
     if not target or "ms" not in rec:
         return None
     ms = rec["ms"]["median"]
-    checks = {}
-    if "min_floor_fraction" in target and rec.get("floor_fraction") is not None:
-        checks["min_floor_fraction"] = rec["floor_fraction"] >= target["min_floor_fraction"]
-    if "max_floor_ratio" in target and rec.get("floor_ms"):
-        checks["max_floor_ratio"] = ms / rec["floor_ms"] <= target["max_floor_ratio"]
+    checks, unchecked = {}, []
+    if "min_floor_fraction" in target:
+        if rec.get("floor_fraction") is not None:
+            checks["min_floor_fraction"] = rec["floor_fraction"] >= target["min_floor_fraction"]
+        else:
+            unchecked.append("min_floor_fraction")
+    if "max_floor_ratio" in target:
+        if rec.get("floor_ms"):
+            checks["max_floor_ratio"] = ms / rec["floor_ms"] <= target["max_floor_ratio"]
+        else:
+            unchecked.append("max_floor_ratio")
     if "max_ms" in target:
         checks["max_ms"] = ms <= target["max_ms"]
     if "min_peer_speedup" in target:
         sp = [p.get("speedup") for p in rec.get("peers", {}).values() if p.get("speedup") is not None]
         if sp:
             checks["min_peer_speedup"] = min(sp) >= target["min_peer_speedup"]
-    if "max_slowdown" in target and rec.get("slowdown") is not None:
-        checks["max_slowdown"] = rec["slowdown"] <= target["max_slowdown"]
-    if not checks:
-        return {"spec": target, "met": None}
-    return {"spec": target, "checks": checks, "met": all(checks.values())}
+        else:
+            unchecked.append("min_peer_speedup")
+    if "max_slowdown" in target:
+        if rec.get("slowdown") is not None:
+            checks["max_slowdown"] = rec["slowdown"] <= target["max_slowdown"]
+        else:
+            unchecked.append("max_slowdown")
+    met = False if not all(checks.values()) else (None if unchecked or not checks else True)
+    return {"spec": target, "checks": checks, "unchecked": unchecked, "met": met}
 
 
 # What ``finalize`` derives: dropped first, so a saved run (--from-json) shows figures of its raw times only.
@@ -147,8 +160,10 @@ def _peer_cells(r, name):
 
 def _target_cell(r):
     t = r.get("target_result")
-    if not t or t.get("met") is None:
+    if not t:
         return ""
+    if t.get("met") is None:
+        return "unchecked: " + ", ".join(t["unchecked"]) if t.get("unchecked") else ""
     return "met" if t["met"] else "MISSED"
 
 

@@ -101,7 +101,8 @@ def test_finalize_figures():
     assert s["floor_bound"] == "bytes" and s["floor_ms"] == pytest.approx(1e9 / 4e12 * 1e3)
     assert s["floor_fraction"] == pytest.approx(s["floor_ms"] / 0.52)
     assert s["peers"]["mamba_ssm-triton"]["speedup"] == pytest.approx(2.1 / 0.52)
-    assert s["target_result"]["checks"]["min_peer_speedup"] is False  # 4x < 7x
+    assert s["target_result"]["checks"]["min_peer_speedup"] is True  # 2.1 / 0.52 >= 4
+    assert s["target_result"]["checks"]["max_ms"] is False and s["target_result"]["met"] is False  # 0.52 > 0.063
     p = by["dsa/S1/H64/prepared"]
     assert p["floor_bound"] == "flops" and p["floor_ms"] == pytest.approx(8e11 / 800e12 * 1e3)
     assert p["peers"]["torch-eager"]["speedup"] == pytest.approx(40.5 / 1.01)
@@ -537,3 +538,30 @@ def test_host_cell_shows_the_probe_where_recorded():
     assert _host({"ms": {"host": {"median": 0.0247}}}) == "0.0247"  # a record from before the probe
     assert _host({"ms": {"host": {"median": 0.0247, "probe_us": 7.81}}}) == "0.0247 (probe 7.8 us)"
     assert _host({"ms": {}}) == "-"
+
+
+@pytest.mark.parametrize("ms, peers, met, cell", [
+    (0.05, {"p": {"speedup": 5.0}}, True, "met"),
+    (0.05, {}, None, "unchecked: min_peer_speedup"),  # no peer: never "met"
+    (0.05, {"p": {"speedup": None}}, None, "unchecked: min_peer_speedup"),  # its cross-check failed
+    (0.09, {}, False, "MISSED"),  # a checked figure failed: missed whatever is unchecked
+    (0.05, {"p": {"speedup": 3.0}}, False, "MISSED"),
+])
+def test_a_target_reads_met_only_when_every_figure_was_checked(ms, peers, met, cell):
+    target = {"min_peer_speedup": 4.0, "max_ms": 0.063}
+    rec = {"ms": {"median": ms}, "peers": peers, "target": target}
+    rec["target_result"] = report._eval_target(rec, target)
+    assert rec["target_result"]["met"] is met
+    assert report._target_cell(rec) == cell
+
+
+def test_the_ssd_suite_targets_are_the_issue_s():
+    """4x mamba_ssm on every row, each row's time at most a quarter of the anchor's, the long rows within 2x of
+    their floor (spec/benchmarks.md)."""
+    from cake_rt.bench.suites import load_suite
+
+    rows = {r["name"]: r["target"] for r in load_suite("ssd")["rows"]}
+    want = {"seed": 0.063, "m2-2.7b": 0.115, "m2-2.7b-b8": 0.227, "nemotron-h": 0.410, "short": 0.008, "varlen": 0.783}
+    assert {n: t["max_ms"] for n, t in rows.items()} == want
+    assert all(t["min_peer_speedup"] == 4.0 for t in rows.values())
+    assert all(rows[n]["max_floor_ratio"] == 2.0 for n in ("seed", "m2-2.7b", "m2-2.7b-b8", "nemotron-h", "varlen"))
