@@ -94,6 +94,9 @@ def test_prepare_stages_the_trees_and_the_call(tmp_path, load_script, monkeypatc
     kit = tmp_path / ".dev" / "t1"
     assert [l.split()[:2] for l in (kit / "trees.txt").read_text().splitlines()] == [["base", "HEAD"],
                                                                                     ["arm", "HEAD+arm.diff"]]
+    # the trees travel packed (kit.txz), unpacked by the call on the machine
+    assert sorted(p.name for p in kit.iterdir()) == ["call.sh", "kit.txz", "trees.txt"]
+    ab.unpack(kit, ["base", "arm"])
     for t in ("base", "arm"):
         assert (kit / t / "cake_rt" / "__init__.py").exists() and (kit / t / "scripts" / "ssd-ab-summary").exists()
         assert not (kit / t / "bench" / "results").exists() and not (kit / t / "docs").exists()
