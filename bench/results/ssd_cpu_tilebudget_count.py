@@ -3,14 +3,17 @@ instructions counted against a budget"): instructions a warp executes per output
 m2-2.7b's walk programs (sm_90a, bf16, dstate 128, headdim 64; chunk 128 / 256).
 
     PYTHONPATH=<tree> python bench/results/ssd_cpu_tilebudget_count.py build DIR     (NVRTC; nvdisasm on PATH or NVDISASM)
-    python bench/results/ssd_cpu_tilebudget_count.py count DIR TREE [DIR2 TREE2]    (TREE: main, arm or arm2)
+    python bench/results/ssd_cpu_tilebudget_count.py count DIR TREE [DIR2 TREE2 ...]
+                                                          (TREE: main, arm, arm2, arm3_6 or arm3)
 
 `build` compiles both programs with -lineinfo into DIR (cubins, `nvdisasm -gi` text, the program's full source text
 for the line numbers). `count` sums each step's instructions over the straight-line address ranges a tile executes
-(ssd_cpu_tilebudget_ranges.json, read off each tree's control flow by hand; arm2, the thirty-eighth session's
-tilebudget2, mapped from arm's by aligning the two listings, its loop heads, draw and sub-block loops by hand: the
-row-block loop's trip count, the diagonal step's k-tiles taken by 1, 3/4, 1/2, 1/4 of the warps, the epilogue's D-per-head-with-z variant, full
+(ssd_cpu_tilebudget_ranges.json, read off each tree's control flow by hand: the row-block loop's trip count, the
+diagonal step's k-tiles taken by 1, 3/4, 1/2, 1/4 of the warps, the epilogue's D-per-head-with-z variant, full
 sub-blocks, the draw and the elected thread's copies a quarter of the producer's warps; mbarrier spin loops once).
+arm2, the thirty-eighth session's tilebudget2 (main 0bec86c's kernels), was mapped from arm's by aligning the two
+listings, its loop heads, draw and sub-block loops by hand; arm3_6 (tilebudget3's prep copy alone) and arm3 (the arm
+tilebudget3) from arm2's by ssd_cpu_tilebudget_mapranges.py (main -> arm3_6 -> arm3), the prep copy read by hand.
 A step is its source line's (the inlined call chain); an asynchronous product's issue goes to the product before it,
 and an instruction of no step (barrier, loop, kernel-level values) to the step of its first reader."""
 import collections
