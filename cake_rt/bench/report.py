@@ -31,12 +31,15 @@ def _side_target():
         return None
 
 
-def _eval_target(rec: dict, target: dict | None):
+def _eval_target(rec: dict, target: dict | None, gpu: str = "H200"):
     """Each figure the target names, checked: ``met`` is True only when every one of them could be checked and passed,
     False when any checked one failed, None when none failed but some could not be checked (``unchecked``: a row run
-    without its peers, a floor not measured), so a partial run never reads as a met target."""
+    without its peers, a floor not measured), so a partial run never reads as a met target. The targets are the
+    H200's: on another GPU (``gpu``, the machine header's name) nothing is checked and ``met`` is None."""
     if not target or "ms" not in rec:
         return None
+    if "H200" not in gpu:
+        return {"spec": target, "checks": {}, "unchecked": [], "met": None, "other_gpu": gpu}
     ms = rec["ms"]["median"]
     checks, unchecked = {}, []
     if "min_floor_fraction" in target:
@@ -109,9 +112,10 @@ def finalize(doc: dict) -> dict:
             r["static_over_ticket"] = st["ms"]["median"] / r["ms"]["median"]
         r["target"] = starget if (starget and r["arm"] == starget.get("schedule")
                                   and r.get("hold") == starget.get("hold")) else None
+    gpu = str(doc.get("machine", {}).get("gpu", {}).get("name", ""))
     for r in recs:
         if not r.get("error"):
-            r["target_result"] = _eval_target(r, r.get("target"))
+            r["target_result"] = _eval_target(r, r.get("target"), gpu)
     return doc
 
 
@@ -162,6 +166,8 @@ def _target_cell(r):
     t = r.get("target_result")
     if not t:
         return ""
+    if t.get("other_gpu") is not None:
+        return "n/a (not an H200)"
     if t.get("met") is None:
         return "unchecked: " + ", ".join(t["unchecked"]) if t.get("unchecked") else ""
     return "met" if t["met"] else "MISSED"

@@ -550,9 +550,12 @@ def test_host_cell_shows_the_probe_where_recorded():
 def test_a_target_reads_met_only_when_every_figure_was_checked(ms, peers, met, cell):
     target = {"min_peer_speedup": 4.0, "max_ms": 0.063}
     rec = {"ms": {"median": ms}, "peers": peers, "target": target}
-    rec["target_result"] = report._eval_target(rec, target)
+    rec["target_result"] = report._eval_target(rec, target, "NVIDIA H200")
     assert rec["target_result"]["met"] is met
     assert report._target_cell(rec) == cell
+    # the targets are the H200's: another GPU's run is not judged against them
+    rec["target_result"] = report._eval_target(rec, target, "NVIDIA H100 80GB HBM3")
+    assert rec["target_result"]["met"] is None and report._target_cell(rec) == "n/a (not an H200)"
 
 
 def test_the_ssd_suite_targets_are_the_issue_s():
