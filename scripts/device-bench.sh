@@ -35,7 +35,8 @@ run() {  # run NAME TIMEOUT ARGS...: one bench command, its files under $DIR
     timeout "$limit" python3 -m cake_rt bench "$@" --json "$DIR/$name.json" --markdown "$DIR/$name.md" $(compare "$name") \
         > "$DIR/$name.log" 2>&1
     echo "bench $name rc=$?" | tee -a "$LOG"
-    grep "^| " "$DIR/$name.md" 2>/dev/null | cut -c1-160 | head -80 >> "$LOG"
+    grep "^| " "$DIR/$name.md" 2>/dev/null | cut -c1-400 | head -80 >> "$LOG"
+    tar czf "$OUT/bench.tgz" -C "$DIR" .  # after every step: a call cut short keeps the steps it finished
 }
 cd "$here"
 OPS=${OPS:-all}
