@@ -31,6 +31,21 @@ def _side_target():
         return None
 
 
+def _peer_speedup_min(rec: dict, ms: float):
+    sp = [p.get("speedup") for p in rec.get("peers", {}).values() if p.get("speedup") is not None]
+    return min(sp) if sp else None
+
+
+# The figures a target may ask for: each one's value in a record (None: not measured in this run) and its test.
+_TARGET_FIGURES = {
+    "min_floor_fraction": (lambda r, ms: r.get("floor_fraction"), lambda v, t: v >= t),
+    "max_floor_ratio": (lambda r, ms: ms / r["floor_ms"] if r.get("floor_ms") else None, lambda v, t: v <= t),
+    "max_ms": (lambda r, ms: ms, lambda v, t: v <= t),
+    "min_peer_speedup": (_peer_speedup_min, lambda v, t: v >= t),
+    "max_slowdown": (lambda r, ms: r.get("slowdown"), lambda v, t: v <= t),
+}
+
+
 def _eval_target(rec: dict, target: dict | None, gpu: str = "H200"):
     """Each figure the target names, checked: ``met`` is True only when every one of them could be checked and passed,
     False when any checked one failed, None when none failed but some could not be checked (``unchecked``: a row run
@@ -42,29 +57,14 @@ def _eval_target(rec: dict, target: dict | None, gpu: str = "H200"):
         return {"spec": target, "checks": {}, "unchecked": [], "met": None, "other_gpu": gpu}
     ms = rec["ms"]["median"]
     checks, unchecked = {}, []
-    if "min_floor_fraction" in target:
-        if rec.get("floor_fraction") is not None:
-            checks["min_floor_fraction"] = rec["floor_fraction"] >= target["min_floor_fraction"]
+    for name, (value, passes) in _TARGET_FIGURES.items():
+        if name not in target:
+            continue
+        v = value(rec, ms)
+        if v is None:
+            unchecked.append(name)
         else:
-            unchecked.append("min_floor_fraction")
-    if "max_floor_ratio" in target:
-        if rec.get("floor_ms"):
-            checks["max_floor_ratio"] = ms / rec["floor_ms"] <= target["max_floor_ratio"]
-        else:
-            unchecked.append("max_floor_ratio")
-    if "max_ms" in target:
-        checks["max_ms"] = ms <= target["max_ms"]
-    if "min_peer_speedup" in target:
-        sp = [p.get("speedup") for p in rec.get("peers", {}).values() if p.get("speedup") is not None]
-        if sp:
-            checks["min_peer_speedup"] = min(sp) >= target["min_peer_speedup"]
-        else:
-            unchecked.append("min_peer_speedup")
-    if "max_slowdown" in target:
-        if rec.get("slowdown") is not None:
-            checks["max_slowdown"] = rec["slowdown"] <= target["max_slowdown"]
-        else:
-            unchecked.append("max_slowdown")
+            checks[name] = passes(v, target[name])
     met = False if not all(checks.values()) else (None if unchecked or not checks else True)
     return {"spec": target, "checks": checks, "unchecked": unchecked, "met": met}
 
@@ -347,7 +347,7 @@ def _number(v) -> bool:
 # The dimensions each table's rows print (``_sections``).
 _DIMS = {"ssd": ("batch", "seqlen", "nheads", "ngroups", "chunk"), "dsa": ("H", "T", "Tkv", "segments")}
 # The figures a target may ask for (``_eval_target``), each compared with a number.
-_TARGET_NUMBERS = ("min_floor_fraction", "max_floor_ratio", "max_ms", "min_peer_speedup", "max_slowdown")
+_TARGET_NUMBERS = tuple(_TARGET_FIGURES)
 
 
 def _need(cond: bool, where: str, what: str, got) -> None:
