@@ -419,9 +419,10 @@ __device__ __forceinline__ void walk_store_prev(const float (*S)[4], unsigned ch
 // recompute (a 64-bit division and four table loads a warp); the same values, so the same addresses and bits.
 struct WalkTile {
     long long ctok;
-    unsigned it, slot;
+    unsigned it, slot;  // slot | WALK_UNCOUNTED: no later chunk of the item takes the slot, so its read is not counted
     int l, u0;
 };
+constexpr unsigned WALK_UNCOUNTED = 1u << 31;
 __device__ __forceinline__ WalkTile* walk_tiles(const SsdSmem& s) { return reinterpret_cast<WalkTile*>(s.bar + SSD_NBARS); }
 __device__ __forceinline__ unsigned* walk_stored(const SsdSmem& s) {
     return reinterpret_cast<unsigned*>(walk_tiles(s) + 2);
@@ -525,6 +526,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                         d.ctok = seg[SEG_TOK0] + (long long)cc * SSD_Q;
                         d.l = min(SSD_Q, (int)seg[SEG_LEN] - cc * SSD_Q);
                         d.slot = (unsigned)((si * units + d.u0) * ring + cc % ring);
+                        // the read is counted only for a walker that will wait for it: its item's chunk cc + ring
+                        // (the count's release waits for the SM's outstanding stores: about a microsecond a tile)
+                        if ((long long)(cc + ring) * SSD_Q >= seg[SEG_LEN]) d.slot |= WALK_UNCOUNTED;
                         need = (unsigned)cc + 1u;
                         w = words + si * units + d.u0;
                     }
@@ -536,8 +540,9 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
                 producer_sync();  // (thread 0's acquire orders every producer thread's loads of the slot)
                 const WalkTile t = tw[k & 1u];
                 if (t.it >= ntiles) break;
-                produce_output<1, NBUF, 1>(a, s, pipe, t.ctok, t.l, 0, t.u0, ws_prev + (long long)t.slot * UE,
-                                           ws_prep + (long long)t.slot * 2 * SSD_Q, -1);
+                const long long slot = t.slot & ~WALK_UNCOUNTED;
+                produce_output<1, NBUF, 1>(a, s, pipe, t.ctok, t.l, 0, t.u0, ws_prev + slot * UE,
+                                           ws_prep + slot * 2 * SSD_Q, -1);
             }
             cp_async_drain();
             return;
@@ -648,7 +653,7 @@ extern "C" __global__ void __launch_bounds__(SSD_CTA_THREADS, SSD_MINB) ssd_chun
             ssd_prep_load<1>(s, pipe, nullptr);  // (staged by the producer)
             ssd_chunk_output<1, NBUF, 1, false>(a, s, pipe, t.ctok, t.l, 0, t.u0, true);
             // the slot's S_prev and prep landed before the tile's first product: its walker may rewrite it
-            if (threadIdx.x == 0) red_release_gpu(words + items + t.slot, 1u);
+            if (threadIdx.x == 0 && !(t.slot & WALK_UNCOUNTED)) red_release_gpu(words + items + t.slot, 1u);
         }
         grid_barrier_exit(barrier);
         return;
