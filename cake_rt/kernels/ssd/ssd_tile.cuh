@@ -477,16 +477,28 @@ __device__ __forceinline__ void wg_wait(float* d) {
     wgmma_commit();
     wg_land<R>(d);
 }
-// Descriptor of 16 K columns k0.. of a K-major tile (k0 % 16 == 0): panel k0 / 64, 32 bytes per 16 columns.
-// Built from 32-bit halves (wgmma.cuh): the offset adds to the tile's low word, a constant per product (rebuilt
-// from the address per product it cost 8-12 uniform instructions a wgmma).
+// Descriptor of 16 K columns k0.. of a K-major tile (k0 % 16 == 0): panel k0 / 64, 32 bytes per 16 columns; the
+// tile's descriptor from 32-bit halves (wgmma.cuh), then a constant offset a product. ADD64: the offset added to the
+// 64-bit descriptor (ptxas: one UIADD3.64 into the product's register pair, whose high word stays), else to the low
+// word (a UIADD3, and ptxas writes the constant high word again, a UMOV, before every product). Both give the same
+// bits: the low word (address >> 4 below 2^14, the leading byte offset's field below 2^26) never carries. Which one
+// costs fewer instructions depends on ptxas's uniform registers (docs/ssd.md, "The wgmma descriptors' high words and
+// the prep copy").
+template <bool ADD64>
 __device__ __forceinline__ uint64_t desc_k(const T* tile, int k0) {
-    return wgmma_desc_sw128(wgmma_desc_lo(smem_u32(tile), 16u) + (uint32_t)((((k0 >> 6) << 13) + ((k0 & 63) << 1)) >> 4));
+    const uint32_t off = (uint32_t)((((k0 >> 6) << 13) + ((k0 & 63) << 1)) >> 4);
+    if (ADD64) return wgmma_desc_sw128(wgmma_desc_lo(smem_u32(tile), 16u)) + off;
+    return wgmma_desc_sw128(wgmma_desc_lo(smem_u32(tile), 16u) + off);
 }
-// Descriptor of 16 K rows k0.. of an MN-major tile, MN columns n0.. (n0 % 64 == 0): 64-column panels 8 KiB apart.
+// Descriptor of 16 K rows k0.. of an MN-major tile, MN columns n0.. (n0 % 64 == 0): 64-column panels 8 KiB apart
+// (the offset added to the 64-bit descriptor, as desc_k<true>).
 __device__ __forceinline__ uint64_t desc_mn(const T* tile, int k0, int n0) {
-    return wgmma_desc_sw128(wgmma_desc_lo(smem_u32(tile), 8192u) + (uint32_t)((((n0 >> 6) << 13) + (k0 << 7)) >> 4));
+    return wgmma_desc_sw128(wgmma_desc_lo(smem_u32(tile), 8192u)) + (uint32_t)((((n0 >> 6) << 13) + (k0 << 7)) >> 4);
 }
+// C's descriptors (the A operand of C S_prev^T and C B^T): at chunks of up to 128 ptxas keeps C B^T's in their own
+// registers from C S_prev^T's when both take the low-word form; at 256 it does not, and C S_prev^T's cost least
+// added whole (counted on the walk programs, nemotron-h and m2-2.7b).
+constexpr bool SSD_C_INTER_ADD64 = SSD_Q > 128;
 #endif
 
 // 64 rows x ROW_ELEMS elements global -> shared (cp.async, zero-fill rows >= valid).
@@ -892,7 +904,14 @@ __device__ __forceinline__ void ssd_prep_load(const SsdSmem& s, SsdPipe& p, cons
     (void)p;
     const float* src = saved;
 #endif
-    for (int e = threadIdx.x; e < HB * 2 * Q4; e += SSD_THREADS) {
+    // Thread t (the math threads: t < SSD_THREADS) copies elements t, t + SSD_THREADS, ... below NE, in a loop of a
+    // compile-time trip count (one from threadIdx.x cost a test and its arithmetic an element; docs/ssd.md, "The wgmma
+    // descriptors' high words and the prep copy").
+    constexpr int NE = HB * 2 * Q4;
+#pragma unroll
+    for (int i = 0; i < (NE + SSD_THREADS - 1) / SSD_THREADS; ++i) {
+        const int e = (int)threadIdx.x + i * SSD_THREADS;
+        if (NE % SSD_THREADS != 0 && e >= NE) break;
         const int u = e / (2 * Q4), r = e % (2 * Q4);
         float* dst = r < Q4 ? s.cs + u * SSD_Q + 4 * r : s.dtv + u * SSD_Q + 4 * (r - Q4);
 #if SSD_WG
@@ -1132,7 +1151,7 @@ __device__ __forceinline__ void gemm_cb_issue(float (*cb)[4], const T* Cs, const
     float* d = &cb[0][0];
     wgmma_fence();
 #pragma unroll
-    for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k(Cs, k0), desc_k(Bs, k0), k0 > 0);
+    for (int k0 = 0; k0 < SSD_N; k0 += 16) wg_ss_n64(d, desc_k<false>(Cs, k0), desc_k<true>(Bs, k0), k0 > 0);
     wgmma_commit();
 }
 __device__ __forceinline__ void gemm_cb_land(float (*cb)[4]) { wg_land<32>(&cb[0][0]); }
@@ -1148,7 +1167,8 @@ __device__ __forceinline__ void gemm_inter(float (*y)[8][4], const T* Cs, int, c
     for (int u = 0; u < HB; ++u)
 #pragma unroll
         for (int k0 = 0; k0 < SSD_N; k0 += 16)
-            wg_ss_n64(&y[u][0][0], desc_k(Cs, k0), desc_k((const T*)S + u * SSD_PB * SSD_N, k0), 1);
+            wg_ss_n64(&y[u][0][0], desc_k<SSD_C_INTER_ADD64>(Cs, k0),
+                      desc_k<true>((const T*)S + u * SSD_PB * SSD_N, k0), 1);
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
