@@ -137,7 +137,8 @@ def regs(text):
     return (dst.group(1) if dst else None), src
 
 
-def count(d: pathlib.Path, name: str, ranges):
+def assign_steps(d: pathlib.Path, name: str, ranges):
+    """[((address, text, chain), weight)] of the ranges' instructions, and each one's step."""
     src = Source(d / f"{name}.cu")
     ins = parse(d / f"{name}.gi.sass")
     seq = [(i, f) for lo, hi, f in ranges for i in ins if int(lo, 16) <= i[0] <= int(hi, 16)]
@@ -165,6 +166,11 @@ def count(d: pathlib.Path, name: str, ranges):
                 break
             if d2 == dst:
                 break
+    return seq, steps
+
+
+def count(d: pathlib.Path, name: str, ranges):
+    seq, steps = assign_steps(d, name, ranges)
     by = collections.Counter()
     for ((addr, text, chain), f), c in zip(seq, steps):
         by[c] += f

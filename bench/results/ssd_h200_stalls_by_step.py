@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import pathlib
-import re
 import sys
 import tarfile
 
@@ -30,35 +29,10 @@ def norm(t):
 
 
 def steps_of(d, name, ranges):
-    """{offset: step} for the math ranges, as tc.count assigns them (the same code path, kept per instruction)."""
-    src = tc.Source(d / f"{name}.cu")
-    ins = tc.parse(d / f"{name}.gi.sass")
-    seq = [(i, f) for lo, hi, f in ranges for i in ins if int(lo, 16) <= i[0] <= int(hi, 16)]
-    steps, last = [], None
-    for (addr, text, chain), f in seq:
-        c = src.step(chain)
-        if c in tc.PROD:
-            last = c
-        elif re.match(r"(HGMMA|WARPGROUP)", text) and last:
-            c = last
-        steps.append(c)
-    orig = list(steps)
-    for k in range(len(seq) - 1, -1, -1):
-        text = seq[k][0][1]
-        if orig[k] not in tc.NOSTEP or tc.KEEP.match(text):
-            continue
-        dst, _ = tc.regs(text)
-        if dst is None:
-            continue
-        for m in range(k + 1, min(k + 80, len(seq))):
-            d2, s2 = tc.regs(seq[m][0][1])
-            if dst in s2:
-                if steps[m] not in tc.NOSTEP and not (orig[m] in tc.NOSTEP and tc.KEEP.match(seq[m][0][1])):
-                    steps[k] = steps[m]
-                break
-            if d2 == dst:
-                break
-    return {addr: s for ((addr, _, _), _), s in zip(seq, steps)}, {addr: text for addr, text, _ in ins}
+    """{offset: step} for the math ranges, as the count script assigns them; {offset: text} for every instruction."""
+    seq, steps = tc.assign_steps(d, name, ranges)
+    return ({addr: st for ((addr, _, _), _), st in zip(seq, steps)},
+            {addr: text for addr, text, _ in tc.parse(d / f"{name}.gi.sass")})
 
 
 def main():
