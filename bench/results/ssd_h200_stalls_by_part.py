@@ -9,12 +9,13 @@ ssd_cpu_tilebudget_ranges.json's tree `arm2` (the same kernels: `math`, the math
 its loads); the rest is `other` (the walk, set-up, the drawing thread's waits). Prints each part's samples by stall
 reason, then its instructions with the most samples."""
 import collections
-import csv
-import io
 import json
 import pathlib
 import sys
 import tarfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ssd_h200_stalls_by_step import source_rows  # noqa: E402
 
 RANGES = pathlib.Path(__file__).with_name("ssd_cpu_tilebudget_ranges.json")
 
@@ -23,13 +24,8 @@ def main():
     ranges = json.loads(RANGES.read_text())["arm2"]
     with tarfile.open(sys.argv[1]) as tf:
         for row, name in (("nemotron-h", "nemo"), ("m2-2.7b", "m2")):
-            text = tf.extractfile(f"walk_{row}_sass.csv").read().decode()
-            rows = list(csv.reader(io.StringIO(text)))
-            hdr = rows[1]
-            ix = {h: i for i, h in enumerate(hdr)}
-            data = [r for r in rows[2:] if len(r) == len(hdr)]
+            ix, data, reasons = source_rows(tf.extractfile(f"walk_{row}_sass.csv").read().decode())
             base = int(data[0][0], 16)
-            reasons = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
 
             def part(addr):
                 for p, rg in ranges[name].items():

@@ -28,6 +28,15 @@ def norm(t):
     return " ".join(t.strip().rstrip(";").split()[:2] if t.strip().startswith("@") else t.strip().split()[:1])
 
 
+def source_rows(text):
+    """One kernel's `ncu --page source --csv --print-source sass` text: ({column: index}, the instruction rows, the
+    stall-reason columns (all samples; the not-issued ones left out))."""
+    rows = list(csv.reader(io.StringIO(text)))
+    hdr = rows[1]
+    return ({h: i for i, h in enumerate(hdr)}, [r for r in rows[2:] if len(r) == len(hdr)],
+            [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h])
+
+
 def steps_of(d, name, ranges):
     """{offset: step} for the math ranges, as the count script assigns them; {offset: text} for every instruction."""
     seq, steps = tc.assign_steps(d, name, ranges)
@@ -40,16 +49,12 @@ def main():
     ranges = json.loads(RANGES.read_text())["arm2"]
     with tarfile.open(sys.argv[2]) as tf:
         for row, name in (("nemotron-h", "nemo"), ("m2-2.7b", "m2")):
-            rows = list(csv.reader(io.StringIO(tf.extractfile(f"walk_{row}_sass.csv").read().decode())))
-            hdr = rows[1]
-            ix = {h: i for i, h in enumerate(hdr)}
-            data = [r for r in rows[2:] if len(r) == len(hdr)]
+            ix, data, reasons = source_rows(tf.extractfile(f"walk_{row}_sass.csv").read().decode())
             base = int(data[0][0], 16)
             step, text = steps_of(d, name, ranges[name]["math"])
             bad = [r for r in data if norm(text.get(int(r[0], 16) - base, "")) != norm(r[1])]
             if bad:
                 raise SystemExit(f"{row}: {len(bad)} sampled instructions differ from the build (first: {bad[0][:2]})")
-            reasons = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
             by = collections.defaultdict(collections.Counter)
             for r in data:
                 s = step.get(int(r[0], 16) - base)

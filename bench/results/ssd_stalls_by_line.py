@@ -13,10 +13,9 @@ cake_rt/kernels/ssd/ssd_combined.cu with its includes inlined: cake_rt.launch.co
 producer: only the instructions whose chain does / does not touch a PRODUCER range, `LO-HI,...` of full-text lines),
 NVDISASM (default: nvdisasm on PATH)."""
 import collections
-import csv
 import glob
-import io
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -24,11 +23,10 @@ import tarfile
 
 from cake_rt.launch.compile import _unpack_file
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ssd_h200_stalls_by_step import norm, source_rows  # noqa: E402
+
 NVDISASM = os.environ.get("NVDISASM", "nvdisasm")
-
-
-def opcodes(texts):
-    return [re.sub(r"0x[0-9a-f]+", "X", t.split(";")[0].strip()) for t in texts]
 
 
 def chains(elf: bytes) -> dict:
@@ -74,13 +72,9 @@ def main():
     with tarfile.open(txz) as tf:
         for pair in pairs:
             row, kern = pair.split(":")
-            rows = list(csv.reader(io.StringIO(tf.extractfile(f"k_{row}_sass.csv").read().decode())))
-            hdr = rows[1]
-            ix = {h: i for i, h in enumerate(hdr)}
-            data = [r for r in rows[2:] if len(r) == len(hdr)]
-            reasons = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
-            ops = opcodes([r[ix["Source"]] for r in data])
-            best = max(((sum(a == b for a, b in zip(opcodes([t for t, _ in p[kern]]), ops)), f, p[kern])
+            ix, data, reasons = source_rows(tf.extractfile(f"k_{row}_sass.csv").read().decode())
+            ops = [norm(r[ix["Source"]]) for r in data]
+            best = max(((sum(a == norm(t) for a, (t, _) in zip(ops, p[kern])), f, p[kern])
                         for f, p in programs if kern in p and abs(len(p[kern]) - len(data)) <= 64),
                        key=lambda b: b[0])
             same, f, ins = best
