@@ -288,14 +288,29 @@ def test_torch_tensors_through_dlpack():
 
 # ------------------------------------------------------------------------------------------------ head counts
 
-@pytest.mark.parametrize("H,D", [(8, 64), (16, 64), (24, 64), (48, 64), (128, 64), (8, 128), (128, 128)])
+@pytest.mark.parametrize("H,D", [(8, 64), (16, 64), (24, 64), (48, 64), (72, 64), (128, 64), (8, 128), (96, 128),
+                                 (128, 128)])
 def test_any_head_count_against_reference(H, D):
-    """Every multiple of 8: blocks of 128 // H queries (or fewer), the same head-sum order in every block."""
+    """Every multiple of 8: blocks of 128 // H queries (or fewer; one at H = 72-120), the same head-sum order in every
+    block. 53 queries: fewer blocks than SMs, so the keys are split and the parts merged."""
     host, dev = make_inputs(60 + H + D, 53, 1300, H=H, D=D)
     for topk in (1, 37, 300):
         base = run_eager(dev, topk)
         check_against_reference(*base, host, topk)
         assert same_bits(base, run_eager(dev, topk, key_split=256, schedule="static")), (H, D, topk)
+
+
+@pytest.mark.parametrize("H,D", [(72, 64), (96, 128)])
+def test_one_query_blocks_unsplit_against_reference(H, D):
+    """The programs of one query a block (H = 72-120) on a call of more queries than SMs: every block whole (no key
+    split), its final selection over its own buffer, then the same bits split."""
+    cupy = _cp()
+    T = cupy.cuda.Device().attributes["MultiProcessorCount"] + 9
+    host, dev = make_inputs(80 + H + D, T, 1500, H=H, D=D)
+    for topk in (5, 700):
+        base = run_eager(dev, topk)
+        check_against_reference(*base, host, topk)
+        assert same_bits(base, run_eager(dev, topk, key_split=384)), (H, D, topk)
 
 
 @pytest.mark.parametrize("H", [24, 48, 8])
