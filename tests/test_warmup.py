@@ -161,11 +161,11 @@ def test_clear_removes_only_what_the_cache_writes(monkeypatch, tmp_path):
 def test_every_false_keeps_the_tested_lists_for_tools_that_compare_trees():
     # sass-diff and the kits compare or stage the tested shapes' programs: a named shape outside them is no program
     # there, while a workload's warmup (every=None) finds it among every shape the op takes
-    ssd_shape = warmup.parse_shapes(["dtype=bfloat16,headdim=128,dstate=128,chunk=256"])
+    ssd_shape = warmup.parse_shapes(["dtype=float16,headdim=128,dstate=256,chunk=64"])
     assert warmup.programs(("ssd",), "sm_90a", ssd_shape)
     with pytest.raises(ValueError, match="--shapes: no ssd program"):
         warmup.programs(("ssd",), "sm_90a", ssd_shape, every=False)
-    dsa_shape = warmup.parse_shapes(["heads=40,head_dim=128"])
+    dsa_shape = warmup.parse_shapes(["heads=80,head_dim=128"])
     assert warmup.programs(("dsa",), "sm_90a", dsa_shape)
     with pytest.raises(ValueError, match="--shapes: no dsa program"):
         warmup.programs(("dsa",), "sm_90a", dsa_shape, every=False)

@@ -339,15 +339,23 @@ def test_score_bits_independent_of_block_size(H, D):
     alone = run_eager((q[:8], k, w[:8]), Tkv, causal=False)  # one-query blocks
     assert same_bits((full[0][:8], full[1][:8]), alone), (H, D)
 
-@pytest.mark.parametrize("H, D, kind", [(64, 128, "random"), (64, 64, "random"), (64, 128, "ascending"),
-                                        (128, 128, "random")])
-def test_two_pass_blocks_against_reference(H, D, kind):
-    """The widest blocks: at H = 64 on sm_90a four queries a block, scored in two product passes a key tile from one
-    key buffer (H = 128: one query a block today). More queries than SMs keep the blocks whole, and 5000 keys
-    overflow the candidate buffers (ascending scores: a compaction every few tiles). The unsplit plan is checked
-    against the float64 reference; the default plan (parts of whole blocks and their merge) and a static schedule
-    with another split give the same bits."""
+@pytest.mark.parametrize("H, D, kind, mma", [(64, 128, "random", ""), (64, 64, "random", ""), (64, 128, "ascending", ""),
+                                             (128, 128, "random", ""),
+                                             # every block width and joint compaction the other tests leave to one-query
+                                             # units: 10, 8, 5, 4 (all four together), 3, 2 queries a block
+                                             (8, 64, "random", ""), (16, 64, "random", ""), (24, 64, "random", ""),
+                                             (32, 64, "random", ""), (24, 128, "random", ""), (40, 128, "random", ""),
+                                             (48, 64, "random", ""), (48, 128, "random", ""), (56, 64, "random", ""),
+                                             # the mma.sync loop's whole blocks (CAKE_RT_DSA_MMA=sync on a Hopper)
+                                             (8, 64, "random", "sync"), (32, 128, "ascending", "sync")])
+def test_two_pass_blocks_against_reference(monkeypatch, H, D, kind, mma):
+    """Whole blocks of every width. The widest: at H = 64 on sm_90a four queries a block, scored in two product passes a
+    key tile from one key buffer (H = 128: two); at H = 8-56 blocks of 10 down to 2 queries, compacted together (CB).
+    More queries than SMs keep the blocks whole, and 5000 keys overflow the candidate buffers (ascending scores: a
+    compaction every few tiles). The unsplit plan is checked against the float64 reference; the default plan (parts of
+    whole blocks and their merge) and a static schedule with another split give the same bits."""
     cupy = _cp()
+    monkeypatch.setenv("CAKE_RT_DSA_MMA", mma)
     T, Tkv = cupy.cuda.Device().attributes["MultiProcessorCount"] + 9, 5000
     if kind == "ascending":
         host, dev = _ascending_inputs(97, T, Tkv, H=H, D=D)
@@ -371,6 +379,33 @@ def test_rows_over_several_windows_run_unsplit():
         out = run_eager(dev, 2048, causal=causal, key_split=10 ** 6)
         check_against_reference(*out, host, 2048, causal=causal)
         assert same_bits(out, run_eager(dev, 2048, causal=causal, key_split=60_000, schedule="static")), causal
+        # split parts of more than one window (70,016 keys: the windows' program on split units and their merge)
+        assert same_bits(out, run_eager(dev, 2048, causal=causal, key_split=70_000)), causal
+
+
+def test_a_block_over_the_unit_span_is_cut_into_parts():
+    """A row of more than 1,048,576 keys (16 windows of 65,536: a unit's span) is always split: a part of the whole
+    span (16 windows) and one of the last key, merged; the reference, and the same bits split otherwise."""
+    Tkv = (1 << 20) + 1
+    host, dev = make_inputs(98, 1, Tkv, H=8, D=64)
+    out = run_eager(dev, 2048, causal=False, key_split=1 << 21)
+    check_against_reference(*out, host, 2048, causal=False)
+    assert out[0][0, -1] >= 0  # every row full
+    assert same_bits(out, run_eager(dev, 2048, causal=False, key_split=300_000, schedule="static"))
+
+
+@pytest.mark.parametrize("H, D, T, Tkv, key_split", [(72, 64, 1, 10_240, 2048), (32, 128, 141, 5000, 1024)])
+def test_merge_streams_its_parts_and_makes_room_on_a_plateau(H, D, T, Tkv, key_split):
+    """All scores equal: every part keeps all its keys (each is above any floor a histogram gives), so the merge holds
+    more keys than the register selection reaches and streams them (stream_parts), cutting a full buffer to the topk
+    largest on the way (make_room: one query a block at H = 72, whose merge buffer is the smallest); at H = 32 blocks of
+    four queries (more queries than SMs), each query's parts streamed in turn. The ties go to the largest ids."""
+    host, dev = _ascending_inputs(60 + H, T, Tkv, H=H, D=D, plateau=True)
+    out = run_eager(dev, 2048, key_split=key_split)
+    check_against_reference(*out, host, 2048)
+    if T == 1:
+        assert np.array_equal(out[0][0], np.arange(Tkv - 2048, Tkv))
+    assert same_bits(out, run_eager(dev, 2048, key_split=10 ** 6))
 
 
 def _class_inputs(seed, T, Tkv, H, D, top):
@@ -466,6 +501,8 @@ PROGRAM_CASES = {
     "small_topk": dict(seed=55, T=130, Tkv=2000, topk=37, kw={}),
     # A-row geometry: 4 queries, 22018 keys, one launch
     "a1_tail": dict(seed=56, T=4, Tkv=22018, topk=2048, kw={}),
+    # the largest topk of the H = 32, D = 128 programs (CAP - TILE: no compaction slack; parts of one tile, merged)
+    "topk_max": dict(seed=57, T=3, Tkv=8192, topk=3968, kw={}),
 }
 
 
@@ -567,6 +604,8 @@ def test_graph_capture_replays_prepared_and_eager(det_problem):
     s = cupy.cuda.Stream(non_blocking=True)
     idx, sc = poisoned(dev[0].shape[0], topk)
     runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule="ticket")
+    sidx, ssc = poisoned(dev[0].shape[0], topk)  # a prepared runner of a split plan (parts and their merge)
+    split_runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=sidx, scores=ssc, key_split=200)
     ws_bytes = _op().dsa_indexer_workspace_bytes(*dev, topk, **meta, key_split=200)
     ws = cupy.empty(max(ws_bytes, 1), dtype=cupy.uint8)
     eidx, esc = poisoned(dev[0].shape[0], topk)
@@ -576,18 +615,20 @@ def test_graph_capture_replays_prepared_and_eager(det_problem):
     s.begin_capture()
     runner(stream=s)
     _op().dsa_indexer_det_topk(*dev, topk, **meta, **eager)
+    split_runner(stream=s)
     graph = s.end_capture()
     for _ in range(3):
         with s:
-            idx.fill(POISON_IDX)
-            sc.fill(np.nan)
-            eidx.fill(POISON_IDX)
-            esc.fill(np.nan)
+            for a, b in ((idx, sc), (eidx, esc), (sidx, ssc)):
+                a.fill(POISON_IDX)
+                b.fill(np.nan)
         graph.launch(s)
         s.synchronize()
         assert same_bits(base, (idx.get(), sc.get()))
         assert same_bits(base, (eidx.get(), esc.get()))
+        assert same_bits(base, (sidx.get(), ssc.get()))
     assert np.all(runner.tickets.read() == 0)
+    assert split_runner.plan.nsplit > 0 and np.all(split_runner.tickets.read() == 0)  # its arrival words too
     from cake_rt.launch.streams import stream_state
 
     words = stream_state(cupy.cuda.Device().id, s.ptr).tickets

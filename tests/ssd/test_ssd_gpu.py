@@ -71,10 +71,22 @@ def test_chunk_sizes_and_groups(chunk, G):
 
 
 @pytest.mark.parametrize("P, N, dt, chunk", [(128, 256, "bf16", 256), (128, 64, "fp32", 64), (64, 256, "fp16", 128),
-                                            (128, 128, "fp32", 256)])
+                                            (128, 128, "fp32", 256),
+                                            # programs no other GPU test launches (a call of chunk + 75 tokens, 4 heads,
+                                            # splits its few tiles over rows and state columns on a Hopper)
+                                            (64, 64, "bf16", 256), (128, 128, "bf16", 128), (128, 128, "bf16", 256),
+                                            (64, 256, "bf16", 64), (64, 256, "bf16", 256), (64, 256, "fp32", 128)])
 def test_headdim_and_dstate(P, N, dt, chunk):
     case = make_case(31, 1, chunk + 75, 4, P, N, 2, DT[dt])
     check(case, chunk, name=f"P {P} N {N} {dt}")
+
+
+@pytest.mark.parametrize("xd", ["bf16", "fp32"])
+def test_chunkpar_one_item_a_tile(xd):
+    """80 tiles of 128 tokens (fewer than the grid's CTAs, too few for the walk): the chunk-parallel program of one
+    (chunk, unit) item a tile in both phases, the one ``family="chunkpar"`` runs on the varlen bench row."""
+    case = make_case(23, 1, 1200, 8, 64, 128, 1, DT[xd], D="hp")
+    check(case, 128, name=f"one item a tile {xd}")
 
 
 LENS17 = [0, 1, 5, 64, 0, 130, 63, 257, 17, 128, 300, 2, 99, 0, 190, 256, 77]
@@ -569,6 +581,42 @@ def test_chunkpar_graph_replayed_many_times_between_eager_calls():
         assert tuple(to_bytes(a) for a in r) == want[1]
 
 
+def test_walk_replayed_and_alternating_with_other_programs_on_one_stream(monkeypatch):
+    """The walk schedule (forced) beside a three-phase program on one stream, with no synchronization between calls:
+    the walk's own workspace layout (its rings, published counts and slot reads) in the stream's workspace, which the
+    other program's call fills with its own data between two walks, and the stream's barrier and ticket words shared;
+    then a captured walk replayed between eager calls of the others. Every output is the exact scan's."""
+    import cupy
+
+    from cake_rt.ops import ssd as ops
+
+    monkeypatch.setattr(ops, "_SCHEDULE", "walk")
+    cases = [(make_case(121, 1, 2100, 8, 64, 128, 2), 128),                            # a walk of 17 chunks
+             (make_case(122, 1, 900, 4, 64, 128, 1, FP32), 64),                        # fp32: three phases
+             (make_case(123, 1, 1500, 8, 64, 64, 2, cu_lens=[700, 300, 500]), 128)]   # a varlen walk
+    s = cupy.cuda.Stream(non_blocking=True)
+    want, chunkpar = _exact_and_chunkpar_calls(cases, s)
+    walks = []
+    for k in range(len(cases)):
+        chunkpar(k)
+        walks.append(bool(ops.last_plan().defines.get("SSD_WALK")))
+    assert walks == [True, False, True], walks
+    got = [(k, chunkpar(k)) for _ in range(3) for k in (0, 1, 0, 2, 2, 1)]
+    graph, y = _captured_chunkpar(cases[0], s)
+    replays = []
+    for i in range(12):
+        graph.launch(s)
+        with s:
+            replays.append(y.copy())
+        k = 1 + i % 2
+        got.append((k, chunkpar(k)))
+    s.synchronize()
+    for k, res in got:
+        assert tuple(to_bytes(a) for a in res) == want[k], k
+    for r in replays:
+        assert to_bytes(r) == want[0][0]
+
+
 def test_errors_before_launch_leave_out_untouched():
     import cake_rt
     from cake_rt.launch.grid import record_launches
@@ -743,17 +791,29 @@ def test_selftest_hook():
 
 
 # The walk schedule of the chunk-parallel kernel (docs/ssd.md "The walk schedule"): forced on calls it applies to, the
-# same bits as the exact scan; a ring of 2 chunks makes every walker wait for its slots' reads.
-@pytest.mark.parametrize("dtype, ring", [(BF16, None), (FP16, None), (BF16, 2)])
-def test_walk_schedule_is_bitwise_the_exact_scan(monkeypatch, dtype, ring):
+# same bits as the exact scan; a ring of 2 or 3 chunks makes every walker wait for its slots' reads. (dtype, ring, chunk,
+# headdim, dstate, tokens, dt and state dtype): 71 chunks of 128 (the last partial) with initial states; chunk 256 and
+# dstate 128, the m2-2.7b row's walk (a chunk's row blocks through the carried state); dstate 64; headdim 128 (two
+# units a head); dt and the states in bf16.
+WALK_CASES = [(BF16, None, 128, 64, 128, 9000, None), (FP16, None, 128, 64, 128, 9000, None),
+              (BF16, 2, 128, 64, 128, 9000, None), (BF16, None, 256, 64, 128, 2100, None),
+              (FP16, 3, 256, 64, 128, 2100, None), (FP16, None, 128, 64, 64, 3000, None),
+              (BF16, None, 128, 128, 128, 3000, None), (BF16, None, 128, 64, 128, 3000, BF16)]
+
+
+@pytest.mark.parametrize("dtype, ring, chunk, P, N, L, low", WALK_CASES)
+def test_walk_schedule_is_bitwise_the_exact_scan(monkeypatch, dtype, ring, chunk, P, N, L, low):
     from cake_rt.ops import ssd as ops
 
     monkeypatch.setattr(ops, "_SCHEDULE", "walk")
     monkeypatch.setattr(ops, "_WALK_RING", ring)
-    case = make_case(81, 1, 9000, 8, 64, 128, 2, dtype)  # 71 chunks of 128 (the last partial), initial states
-    check(case, 128, final=True, chunks=True, name=f"walk {np.dtype(dtype).name} ring {ring}")
+    kw = {} if low is None else dict(dt_dtype=low, state_dtype=low)
+    case = make_case(81, 1, L, 8, P, N, 2, dtype, **kw)
+    name = f"walk {np.dtype(dtype).name} ring {ring} chunk {chunk} P {P} N {N}" + ("" if low is None else " low")
+    check(case, chunk, final=True, chunks=True, name=name)
     plan = ops.last_plan()
-    assert plan.family == "chunkpar" and plan.defines.get("SSD_WALK") == 1 and plan.walk_ring == (ring or 71), plan
+    nchunks = -(-L // chunk)
+    assert plan.family == "chunkpar" and plan.defines.get("SSD_WALK") == 1 and plan.walk_ring == (ring or nchunks), plan
 
 
 def test_walk_schedule_varlen_with_an_empty_sequence(monkeypatch):
