@@ -41,17 +41,21 @@ BOUND = {None: 1e-4, "bf16": 1e-2}
 
 
 def _both_families(x, dt, A, B, C, **kw):
-    import cupy
-
     import cake_rt
 
-    dev = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+    from ssd_gpu_util import to_dev
+
+    def host(a):  # 16-bit floats through their bits (as ssd_gpu_util.to_host64)
+        import cupy
+
+        return a.view(cupy.uint16).get().view(a.dtype) if a.dtype.itemsize == 2 else a.get()
+
+    dev = {k: (to_dev(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
     outs = {}
     for fam in ("exact", "chunkpar"):
-        res = cake_rt.ssd_combined(cupy.asarray(x), cupy.asarray(dt), cupy.asarray(A), cupy.asarray(B),
-                                   cupy.asarray(C), CHUNK, **dev, return_final_states=True, return_chunk_states=True,
-                                   family=fam)
-        outs[fam] = [a.get() for a in res]
+        res = cake_rt.ssd_combined(to_dev(x), to_dev(dt), to_dev(A), to_dev(B), to_dev(C), CHUNK, **dev,
+                                   return_final_states=True, return_chunk_states=True, family=fam)
+        outs[fam] = [host(a) for a in res]
     for a, b in zip(outs["exact"], outs["chunkpar"]):
         assert a.tobytes() == b.tobytes()
     return outs["exact"]
