@@ -265,10 +265,13 @@ def test_mma_sync_program_on_any_arch(monkeypatch):
 
 @pytest.mark.parametrize("H,D", [(64, 64), (32, 64), (64, 128)])
 def test_head_and_dim_variants(H, D):
-    host, dev = make_inputs(9, 131, 389, H=H, D=D)
-    for topk in (1, 37):
-        idx, sc = run_eager(dev, topk)
-        check_against_reference(idx, sc, host, topk)
+    """A call of fewer queries than SMs (one-query blocks, split) and one of more (whole blocks)."""
+    sms = _cp().cuda.Device().attributes["MultiProcessorCount"]
+    for T in (131, sms + 9):
+        host, dev = make_inputs(9 + T, T, 389, H=H, D=D)
+        for topk in (1, 37):
+            idx, sc = run_eager(dev, topk)
+            check_against_reference(idx, sc, host, topk)
 
 
 def test_torch_tensors_through_dlpack():
@@ -289,7 +292,7 @@ def test_torch_tensors_through_dlpack():
 # ------------------------------------------------------------------------------------------------ head counts
 
 @pytest.mark.parametrize("H,D", [(8, 64), (16, 64), (24, 64), (48, 64), (72, 64), (128, 64), (8, 128), (96, 128),
-                                 (128, 128)])
+                                 (120, 128), (128, 128)])
 def test_any_head_count_against_reference(H, D):
     """Every multiple of 8: blocks of 128 // H queries (or fewer; one at H = 72-120), the same head-sum order in every
     block. 53 queries: fewer blocks than SMs, so the keys are split and the parts merged."""
@@ -316,8 +319,10 @@ def test_one_query_blocks_unsplit_against_reference(H, D):
 @pytest.mark.parametrize("H", [24, 48, 8])
 def test_score_bits_independent_of_query_position(H):
     """score(t, j) depends on q[t], k[j], w[t] only: shifting the queries by one moves every query to another
-    block position (and block), the rows' bits stay the same."""
-    host, dev = make_inputs(70 + H, 29, 900, H=H, D=64)
+    block position (and block), the rows' bits stay the same. More queries than SMs, so the blocks are whole (with
+    fewer every block holds one query)."""
+    T = _cp().cuda.Device().attributes["MultiProcessorCount"] + 9
+    host, dev = make_inputs(70 + H, T, 900, H=H, D=64)
     q, k, w = dev
     a = run_eager((q, k, w), 900, causal=False)
     b = run_eager((q[1:], k, w[1:]), 900, causal=False)
