@@ -20,12 +20,17 @@ def to_dev(a):
     return cupy.asarray(a)
 
 
-def to_host64(a):
+def to_host(a):
+    """A device array on the host in its own dtype (16-bit floats through their bits)."""
     import cupy
 
     if a.dtype.itemsize == 2 and a.dtype.kind not in "iu":
-        return a.view(cupy.uint16).get().view(a.dtype).astype(np.float64)
-    return a.get().astype(np.float64)
+        return a.view(cupy.uint16).get().view(a.dtype)
+    return a.get()
+
+
+def to_host64(a):
+    return to_host(a).astype(np.float64)
 
 
 def to_bytes(a) -> bytes:

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from cake_rt.interop import BF16
 from test_ssd_reference_vs_spec_cpu import rel, spec_ssd
 
 pytestmark = pytest.mark.gpu
@@ -37,40 +38,33 @@ def _rounded(dtype, x, B, C, z):
     return low, tuple(a.astype(np.float32) for a in low)
 
 
-BOUND = {None: 1e-4, "bf16": 1e-2}
+BOUND = {None: 1e-4, BF16: 1e-2}
 
 
 def _both_families(x, dt, A, B, C, **kw):
     import cake_rt
 
-    from ssd_gpu_util import to_dev
-
-    def host(a):  # 16-bit floats through their bits (as ssd_gpu_util.to_host64)
-        import cupy
-
-        return a.view(cupy.uint16).get().view(a.dtype) if a.dtype.itemsize == 2 else a.get()
+    from ssd_gpu_util import to_dev, to_host
 
     dev = {k: (to_dev(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
     outs = {}
     for fam in ("exact", "chunkpar"):
         res = cake_rt.ssd_combined(to_dev(x), to_dev(dt), to_dev(A), to_dev(B), to_dev(C), CHUNK, **dev,
                                    return_final_states=True, return_chunk_states=True, family=fam)
-        outs[fam] = [host(a) for a in res]
+        outs[fam] = [to_host(a) for a in res]
     for a, b in zip(outs["exact"], outs["chunkpar"]):
         assert a.tobytes() == b.tobytes()
     return outs["exact"]
 
 
-@pytest.mark.parametrize("low", [None, "bf16"])
+@pytest.mark.parametrize("low", [None, BF16])
 def test_negative_dt_without_softplus_is_not_clamped_by_the_default_limit(low):
-    from cake_rt.interop import BF16
-
     rng = np.random.default_rng(1)
     b, L, H, P, G, N = 2, 150, 2, 64, 1, 64
     x, A, B, C, D, z, init = _inputs(rng, b, L, H, P, G, N)
     dt = (rng.uniform(-0.02, 0.05, (b, L, H))).astype(np.float32)
     bias = np.array([-0.01, 0.0], np.float32)
-    (xk, Bk, Ck, zk), (x, B, C, z) = _rounded(BF16 if low else None, x, B, C, z)
+    (xk, Bk, Ck, zk), (x, B, C, z) = _rounded(low, x, B, C, z)
     kw = dict(D=D, dt_bias=bias, initial_states=init)
     got = _both_families(xk, dt, A, Bk, Ck, z=zk, **kw)
     want = spec_ssd(x, dt, A, B, C, CHUNK, z=z, **kw, final=True, chunks=True)
@@ -82,11 +76,9 @@ def test_negative_dt_without_softplus_is_not_clamped_by_the_default_limit(low):
     assert rel(clamped[1], want[1]) > 0.1
 
 
-@pytest.mark.parametrize("low", [None, "bf16"])
+@pytest.mark.parametrize("low", [None, BF16])
 @pytest.mark.parametrize("limit", [(0.0, math.inf), (0.0, 20.0)])
 def test_softplus_switch_at_20(limit, low):
-    from cake_rt.interop import BF16
-
     rng = np.random.default_rng(2)
     b, L, H, P, G, N = 1, 140, 4, 64, 2, 64
     x, A, B, C, D, z, init = _inputs(rng, b, L, H, P, G, N)
@@ -95,7 +87,7 @@ def test_softplus_switch_at_20(limit, low):
     dt = (rng.standard_normal((b, L, H)) * 0.5 - 3.0).astype(np.float32)
     for t, v in zip((3, 64, 65, 100, 127), (19.5, 20.0, 20.5, 25.0, 19.999)):
         dt[0, t, :] = v
-    (xk, Bk, Ck, zk), (x, B, C, z) = _rounded(BF16 if low else None, x, B, C, z)
+    (xk, Bk, Ck, zk), (x, B, C, z) = _rounded(low, x, B, C, z)
     kw = dict(D=D, dt_bias=bias, initial_states=init, dt_softplus=True, dt_limit=limit)
     got = _both_families(xk, dt, A, Bk, Ck, z=zk, **kw)
     want = spec_ssd(x, dt, A, B, C, CHUNK, z=z, **kw, final=True, chunks=True)
