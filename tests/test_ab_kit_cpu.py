@@ -74,8 +74,10 @@ def test_tree_arguments(load_script):
 
 def test_prepare_stages_the_trees_and_the_call(tmp_path, load_script, monkeypatch):
     """Two trees of this repository's HEAD (no compiles: ``warm`` recorded instead), the call line and its limits."""
-    if shutil.which("git") is None or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                                                     capture_output=True).returncode:
+    # (ROOT must be the checkout's top: a tree unpacked inside another repository's folder is not one)
+    top = None if shutil.which("git") is None else subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top is None or top.returncode or pathlib.Path(top.stdout.strip()).resolve() != pathlib.Path(ROOT).resolve():
         pytest.skip("needs the git checkout")
     ab = load_script("ab-kit")
     monkeypatch.setattr(ab, "ROOT", tmp_path)
