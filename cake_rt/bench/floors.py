@@ -16,12 +16,13 @@ CUBLAS_GEMM_DEFAULT = -1
 
 
 def _time_events(fn, stream, *, warmup: int, repeats: int):
-    """(median ms, samples) of ``fn`` on ``stream``: the bench's one timer, warm L2, GPU time."""
+    """(median ms, the SM clock's figures) of ``fn`` on ``stream``: the bench's one timer, warm L2, GPU time; the
+    clock's ``clock_mhz`` / ``clock_reasons`` a sample where it can be read (clocks.SmClock), else {}."""
     from .timing import Timer
 
     t = Timer(stream, repeats=repeats, warmup=warmup, warm_l2=True, budget_s=60.0, min_repeats=repeats)
     out = t.time(fn, wall=False)
-    return out["median"], out["samples"]
+    return out["median"], {k: out[k] for k in ("clock_mhz", "clock_reasons") if k in out}
 
 
 def measure_copy(stream, *, nbytes: int | None = None, repeats: int = 10) -> dict:
@@ -38,9 +39,10 @@ def measure_copy(stream, *, nbytes: int | None = None, repeats: int = 10) -> dic
     def fn():
         cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, n, kind, stream.ptr)
 
-    ms, samples = _time_events(fn, stream, warmup=3, repeats=repeats)
+    ms, clock = _time_events(fn, stream, warmup=3, repeats=repeats)
     return {"tbps": 2 * n / (ms * 1e-3) / 1e12, "ms": ms, "bytes_moved": 2 * n,
-            "method": f"cudaMemcpyAsync device-to-device, {n >> 20} MiB, read + write bytes, median of {repeats}"}
+            "method": f"cudaMemcpyAsync device-to-device, {n >> 20} MiB, read + write bytes, median of {repeats}",
+            **clock}
 
 
 def _gemm_cupy(n: int, stream):
@@ -92,9 +94,9 @@ def measure_gemm(stream, *, n: int = 8192, repeats: int = 10) -> dict:
     for make in (_gemm_cupy, _gemm_torch):
         try:
             fn, method = make(n, stream)
-            ms, _ = _time_events(fn, stream, warmup=3, repeats=repeats)
+            ms, clock = _time_events(fn, stream, warmup=3, repeats=repeats)
             return {"tflops": 2.0 * n ** 3 / (ms * 1e-3) / 1e12, "ms": ms, "n": n,
-                    "method": f"{method}, {n}^3, random operands, median of {repeats}", "errors": errors}
+                    "method": f"{method}, {n}^3, random operands, median of {repeats}", "errors": errors, **clock}
         except Exception as exc:  # the next method, and say why this one failed
             errors.append(f"{make.__name__}: {exc.__class__.__name__}: {exc}")
     raise RuntimeError("bf16 matrix-rate floor: no method worked: " + "; ".join(errors))

@@ -22,6 +22,10 @@ Arms compared in one process (cake-rt and its peers, the prepared runner and the
 static schedule) are timed in interleaved rounds (``Timer.time_arms``), so each arm's samples span the same stretch
 of the GPU's clock.
 
+Where NVML can read it (``clocks.SmClock``: reads only), the GPU's SM clock and its clock-event reasons are read right
+after each timed call and kept beside the samples (``clock_mhz``, ``clock_reasons``): the H200 steps its clock down
+under a burst of long calls, and the readings say which level each sample ran at.
+
 Warm-up calls first (module load, compile, autotune stay out of the numbers), without the delay; D is
 then 1.5x the last warm-up's host time plus 50 us (at most 20 ms), so the host always finishes enqueuing
 before the GPU reaches the start event. The number of timed calls adapts down for slow arms (at most
@@ -33,6 +37,7 @@ import math
 
 import numpy as np
 
+from .clocks import SmClock, clock_figures
 
 def summarize(samples_ms) -> dict:
     """{'median', 'p20', 'p80', 'min', 'max', 'n'} of a list of milliseconds (linear-interpolated percentiles)."""
@@ -148,6 +153,11 @@ class _CudaPieces:
 
         self._cupy = cupy
         self.delay_kernel = get_kernel("bench/spin.cu", "cake_bench_delay")
+        try:
+            bus_id = cupy.cuda.Device().pci_bus_id
+        except cupy.cuda.runtime.CUDARuntimeError:  # (no device answers: the tests' CPU stand-ins)
+            bus_id = None
+        self.clock = SmClock.open(bus_id) if bus_id else None  # (None where NVML cannot read it)
 
     def event(self):
         return self._cupy.cuda.Event()
@@ -197,6 +207,11 @@ class Timer:
         self._end.synchronize()
         return self.gpu.elapsed_ms(self._start, self._end), (t1 - t0) * 1e3
 
+    def clock_reading(self):
+        """(SM MHz, clock-event reasons) now, or None: the pieces' ``clock`` (clocks.SmClock), where they have one."""
+        clock = getattr(self.gpu, "clock", None)
+        return clock.read() if clock is not None else None
+
     def host_steady(self, fn, *, host_ms: float, gpu_ms: float, batches: int = HOST_BATCHES) -> dict:
         """summarize() of the host ms of each call in ``batches`` batches of k calls issued back to back (the
         steady state of a caller that launches call after call). Each batch is queued behind a delay kernel
@@ -230,7 +245,8 @@ class Timer:
 
     def time_arms(self, arms, *, repeats: int | None = None, wall: bool = True) -> dict:
         """Warm up, then time arms compared in one process: {name: summarize(GPU ms) plus the raw 'samples' (in the
-        order taken), 'host' (the steady host time), 'wall' (eager wall ms, ``wall`` True) and 'delay_ms'}.
+        order taken), 'host' (the steady host time), 'wall' (eager wall ms, ``wall`` True), 'delay_ms', and where the
+        GPU's clock can be read (clocks.SmClock) 'clock_mhz' / 'clock_reasons', read right after each sample}.
 
         arms: [(name, fn)]. The timed calls are taken in rounds, each round one call of every arm that still has calls
         to make (its count from ``repeats_for`` on its own warm call), the arms in the given order in even rounds and
@@ -256,13 +272,14 @@ class Timer:
                         got[name].append(take(name, fn))
             return got
 
-        pairs = rounds(lambda name, fn: self.sample(fn, delay_ms=delay[name]))
+        pairs = rounds(lambda name, fn: (*self.sample(fn, delay_ms=delay[name]), self.clock_reading()))
         out = {}
         for name, fn in arms:
-            g = [x for x, _ in pairs[name]]
+            g = [x for x, _, _ in pairs[name]]
             out[name] = summarize(g)
             out[name]["samples"] = g
-            out[name]["host"] = self.host_steady(fn, host_ms=float(np.median([h for _, h in pairs[name]])),
+            out[name].update(clock_figures([c for _, _, c in pairs[name]]))
+            out[name]["host"] = self.host_steady(fn, host_ms=float(np.median([h for _, h, _ in pairs[name]])),
                                                  gpu_ms=out[name]["median"])
             out[name]["delay_ms"] = delay[name]
         if wall:
