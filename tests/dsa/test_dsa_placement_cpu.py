@@ -1,0 +1,128 @@
+"""CPU: ``scripts/dsa-placement`` times one suite row's prepared call by several runners, alternated in one process:
+runners that place their own buffers, or one runner per workspace offset in a shared buffer; the outputs compared."""
+import sys
+import types
+
+import numpy as np
+import pytest
+
+
+def test_dsa_placement_help(script_help):
+    out = script_help("dsa-placement")
+    assert "--offsets" in out and "--runners" in out
+
+
+class _Buf:
+    """Stands in for a CuPy uint8 buffer: slicing keeps the device address."""
+
+    def __init__(self, ptr, n):
+        self.data, self.n = types.SimpleNamespace(ptr=ptr), n
+
+    def __getitem__(self, s):
+        return _Buf(self.data.ptr + s.start, s.stop - s.start)
+
+
+class _Runner:
+    """Stands in for a prepared runner: its buffers' addresses, and a call that writes ``value`` into its indices."""
+
+    def __init__(self, workspace, tickets, indices, value):
+        self.workspace, self.tickets, self.indices, self.value = workspace, tickets, indices, value
+
+    def __call__(self, stream):
+        self.indices[...] = self.value
+
+
+@pytest.fixture
+def placement(load_script, monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    import cake_rt
+    from cake_rt.bench import cases, timing
+
+    script = load_script("dsa-placement")
+    made = []
+
+    def setup(item, opts):
+        layout = types.SimpleNamespace(T=4, Tkv=41986, segments=1)
+        return item.heads, 128, 2048, layout, "q", "k", "w", {"cu_seqlens_q": "cq"}
+
+    def prepare(q, k, w, topk, *, indices, scores, workspace, stream, **meta):
+        assert (q, k, w, topk, meta) == ("q", "k", "w", 2048, {"cu_seqlens_q": "cq"})
+        i = len(made)
+        run = _Runner(workspace if workspace is not None else _Buf(0x7000000 + i * 0x100000, 10),
+                      types.SimpleNamespace(ptr=0x9000000 + 512 * i), indices, 7)
+        made.append(run)
+        return run
+
+    class FakeTimer:
+        def __init__(self, stream, **kw):
+            self.kw = kw
+
+        def time_arms(self, arms, wall=True):
+            assert wall is False
+            out = {}
+            for j, (name, fn) in enumerate(arms):
+                fn()
+                out[name] = {"median": 0.028 + 0.001 * j, "min": 0.027, "max": 0.03, "clock_mhz": [1980, 1890]}
+            return out
+
+    class Stream:
+        def __init__(self, **kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            pass
+
+    monkeypatch.setattr(cases, "_dsa_setup", setup)
+    monkeypatch.setattr(cases, "_dsa_outputs", lambda T, topk: (np.zeros((T, topk), np.int32),
+                                                                 np.ones((T, topk), np.float32)))
+    monkeypatch.setattr(cake_rt, "dsa_indexer_workspace_bytes", lambda *a, **kw: 1000)
+    monkeypatch.setattr(cake_rt, "prepare_dsa_indexer_det_topk", prepare)
+    monkeypatch.setattr(timing, "Timer", FakeTimer)
+    monkeypatch.setattr(cupy.cuda, "Stream", Stream)
+    monkeypatch.setattr(cupy.cuda, "Device", lambda *a: types.SimpleNamespace(attributes={"L2CacheSize": 1 << 20}))
+    monkeypatch.setattr(cupy, "empty", lambda n, dtype=None: _Buf(0x5000000, n))
+    monkeypatch.setattr(cupy, "asnumpy", np.asarray)
+    return script, made
+
+
+def test_dsa_placement_runners_and_offsets(placement, monkeypatch, capsys):
+    script, made = placement
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--runners", "3"])
+    assert script.main() == 0
+    out = capsys.readouterr().out
+    assert "3 runners alternated" in out and "outputs equal: True" in out
+    assert "runner 2:    30.00 us" in out and "1890-1980 MHz" in out and "tickets 0x9000400" in out
+    assert "workspace 0x7200000 (+0x0 in its 2 MiB page)" in out
+    made.clear()
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--offsets", "0,4096,2097152"])
+    assert script.main() == 0
+    out = capsys.readouterr().out
+    assert [r.workspace.data.ptr for r in made] == [0x5000000, 0x5001000, 0x5200000]
+    assert [r.workspace.n for r in made] == [1000] * 3
+    assert "offset 4096" in out and "(+0x1000 in its 2 MiB page)" in out
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--offsets", "0,100"])
+    with pytest.raises(SystemExit):
+        script.main()
+
+
+def test_dsa_placement_says_when_outputs_differ(placement, monkeypatch, capsys):
+    script, made = placement
+    import cake_rt
+
+    real = cake_rt.prepare_dsa_indexer_det_topk
+
+    def prepare(*a, **kw):
+        run = real(*a, **kw)
+        run.value = 7 if len(made) == 1 else 8
+        return run
+
+    monkeypatch.setattr(cake_rt, "prepare_dsa_indexer_det_topk", prepare)
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--runners", "2"])
+    assert script.main() == 1
+    assert "outputs equal: False" in capsys.readouterr().out
