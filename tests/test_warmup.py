@@ -165,7 +165,7 @@ def test_every_false_keeps_the_tested_lists_for_tools_that_compare_trees():
     assert warmup.programs(("ssd",), "sm_90a", ssd_shape)
     with pytest.raises(ValueError, match="--shapes: no ssd program"):
         warmup.programs(("ssd",), "sm_90a", ssd_shape, every=False)
-    dsa_shape = warmup.parse_shapes(["heads=80,head_dim=128"])
+    dsa_shape = warmup.parse_shapes(["heads=88,head_dim=128"])
     assert warmup.programs(("dsa",), "sm_90a", dsa_shape)
     with pytest.raises(ValueError, match="--shapes: no dsa program"):
         warmup.programs(("dsa",), "sm_90a", dsa_shape, every=False)

@@ -211,12 +211,13 @@ def max_topk(H: int, D: int, smem_optin: int, target=None) -> int:
 
 
 # (H, D) of the programs the GPU tests and the bench suite run: the bench geometries (H 32 / 64, D 128),
-# every tested head count at D 64 (56: blocks of two queries, 72: of one), the extremes at D 128 and 24, 40 (blocks of
-# five and three), 96 and 120 (one query); the mma.sync loop on sm_90a where the GPU tests run it through
+# every tested head count at D 64 (56: blocks of two queries, 72-104: of one), the extremes at D 128 and 24, 40 (blocks
+# of five and three), 80-120 (one query); the mma.sync loop on sm_90a where the GPU tests run it through
 # CAKE_RT_DSA_MMA=sync.
-_PROGRAM_SHAPES = ((32, 128), (64, 128), (8, 128), (16, 128), (24, 128), (40, 128), (48, 128), (96, 128), (120, 128),
-                   (128, 128),
-                   (8, 64), (16, 64), (24, 64), (32, 64), (48, 64), (56, 64), (64, 64), (72, 64), (128, 64))
+_PROGRAM_SHAPES = ((32, 128), (64, 128), (8, 128), (16, 128), (24, 128), (40, 128), (48, 128), (80, 128), (96, 128),
+                   (112, 128), (120, 128), (128, 128),
+                   (8, 64), (16, 64), (24, 64), (32, 64), (48, 64), (56, 64), (64, 64), (72, 64), (88, 64), (104, 64),
+                   (128, 64))
 _SYNC_ON_SM90 = ((32, 128), (64, 128), (8, 64))
 
 

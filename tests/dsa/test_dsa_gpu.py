@@ -291,8 +291,8 @@ def test_torch_tensors_through_dlpack():
 
 # ------------------------------------------------------------------------------------------------ head counts
 
-@pytest.mark.parametrize("H,D", [(8, 64), (16, 64), (24, 64), (48, 64), (72, 64), (128, 64), (8, 128), (96, 128),
-                                 (120, 128), (128, 128)])
+@pytest.mark.parametrize("H,D", [(8, 64), (16, 64), (24, 64), (48, 64), (72, 64), (88, 64), (104, 64), (128, 64),
+                                 (8, 128), (80, 128), (96, 128), (112, 128), (120, 128), (128, 128)])
 def test_any_head_count_against_reference(H, D):
     """Every multiple of 8: blocks of 128 // H queries (or fewer; one at H = 72-120), the same head-sum order in every
     block. 53 queries: fewer blocks than SMs, so the keys are split and the parts merged."""
