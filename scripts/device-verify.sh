@@ -17,7 +17,17 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONPATH=$here:$here/.peers PYTHONUNBUFFERED=1 CAKE_RT_QUIET=${CAKE_RT_QUIET:-1}
 OUT=${OUT:-$here/device-out}; mkdir -p "$OUT"
 LOG=$OUT/verify.log
-say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
+# The device tool brings back at most 8 files from $OUT: at the start of each step the files of the steps before it go
+# into one archive, verify.tgz (the summary, verify.log, beside it), so that whenever a limit stops the call only the
+# running step's files lie loose beside the two.
+STAGE=$(mktemp -d)
+pack() {
+    find "$OUT" -mindepth 1 -maxdepth 1 ! -name verify.tgz ! -name verify.log ! -name bench.tgz ! -name bench.log \
+        -exec mv -f -t "$STAGE" {} +
+    tar czf "$STAGE.tgz" -C "$STAGE" . && mv -f "$STAGE.tgz" "$OUT/verify.tgz"
+}
+say() { pack; echo "[$SECONDS s] $*" | tee -a "$LOG"; }
+trap 'say "stopped by a signal"; exit 143' TERM
 cd "$here"
 say "info"; python3 -m cake_rt info >> "$LOG" 2>&1
 say "self-test"; timeout 60 python3 -m cake_rt > "$OUT/selftest.log" 2>&1; echo "self-test rc=$?" | tee -a "$LOG"
@@ -62,7 +72,4 @@ timeout 90 python3 scripts/compile-time --shapes dstate=128,chunk=256,headdim=64
     --shapes heads=32,head_dim=128 "$target" \
     > "$OUT/compile_time.log" 2>&1; echo "compile-time rc=$?" >> "$OUT/compile_time.log"; tee -a "$LOG" < "$OUT/compile_time.log"
 say "done"
-# The device tool brings back at most 8 files from $OUT: everything in one archive, the summary beside it.
-pack=$(mktemp --suffix .tgz)
-tar czf "$pack" -C "$OUT" --exclude ./verify.log --exclude ./bench.log --exclude ./bench.tgz . && mv "$pack" "$OUT/verify.tgz" \
-    && find "$OUT" -type f ! -name verify.tgz ! -name verify.log ! -name bench.tgz ! -name bench.log -delete
+pack

@@ -34,3 +34,43 @@ def test_clock_drift_help():
     r = subprocess.run([sys.executable, "scripts/clock-drift", "--help"], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and "usage: scripts/clock-drift" in r.stdout and "--calls" in r.stdout
+
+
+def _fake_python(tmp_path, suite_sleep_s):
+    """A PATH whose python3 only echoes its arguments (the suite's pytest sleeps ``suite_sleep_s`` first)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text('#!/bin/sh\ncase "$*" in *"-m pytest"*) sleep %s ;; esac\necho "fake python3 $*"\n' % suite_sleep_s)
+    fake.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+def _archived(tgz):
+    import tarfile
+
+    with tarfile.open(tgz) as t:
+        return {pathlib.Path(n).name for n in t.getnames()}
+
+
+def test_device_verify_leaves_the_summary_and_one_archive(tmp_path):
+    """At most 8 files come back from a device call: each step's files go into verify.tgz when the next starts."""
+    r = _run(["bash", "scripts/device-verify.sh"], tmp_path, PATH=_fake_python(tmp_path, 0))
+    out = tmp_path / "out"
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["verify.log", "verify.tgz"]
+    assert {"selftest.log", "prewarm.log", "fp_dsa.txt", "fp_ssd.txt", "suite.log", "sanitize.log", "host_time.log",
+            "compile_time.log"} <= _archived(out / "verify.tgz")
+    assert "[" in (out / "verify.log").read_text() and "done" in (out / "verify.log").read_text()
+
+
+def test_device_verify_stopped_by_a_limit_packs_what_ran(tmp_path):
+    """timeout's TERM during the suite: the trap packs the steps so far (the suite's log too) and exits 143."""
+    r = subprocess.run(["timeout", "2", "bash", "scripts/device-verify.sh"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, OUT=str(tmp_path / "out"), PATH=_fake_python(tmp_path, 4)))
+    out = tmp_path / "out"
+    assert r.returncode == 124  # (timeout's own code; the script's 143 behind it)
+    assert sorted(p.name for p in out.iterdir()) == ["verify.log", "verify.tgz"]
+    assert {"selftest.log", "fp_dsa.txt", "suite.log"} <= _archived(out / "verify.tgz")
+    log = (out / "verify.log").read_text()
+    assert "stopped by a signal" in log and "compute-sanitizer" not in log
