@@ -167,6 +167,7 @@ def _fake_cupy():
         Event=_Event,
         get_elapsed_time=lambda a, b: b.t - a.t,
         get_current_stream=lambda: types.SimpleNamespace(synchronize=lambda: None),
+        Device=lambda *a: types.SimpleNamespace(pci_bus_id=""),  # (no bus id: the timer reads no clock)
     )
     return types.SimpleNamespace(zeros=np.zeros, asarray=np.asarray, asnumpy=np.asarray, count_nonzero=np.count_nonzero,
                                  float32=np.float32, uint32=np.uint32, uint64=np.uint64, cuda=cuda)
