@@ -39,6 +39,7 @@ import numpy as np
 
 from .clocks import SmClock, clock_figures
 
+
 def summarize(samples_ms) -> dict:
     """{'median', 'p20', 'p80', 'min', 'max', 'n'} of a list of milliseconds (linear-interpolated percentiles)."""
     a = np.asarray(list(samples_ms), dtype=np.float64)
