@@ -69,34 +69,28 @@ class SmClock:
         except (OSError, AttributeError, TypeError, ValueError):
             return None
 
-    def mhz(self):
-        """The SM clock now, MHz (None on an NVML error)."""
-        v = ctypes.c_uint(0)
+    def _query(self, fn, value):
+        """``fn(handle, &value)``'s value, or None on an NVML error (or a missing entry point)."""
+        if fn is None:
+            return None
         try:
-            ok = self._lib.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(v)) == NVML_SUCCESS
+            ok = fn(self._handle, ctypes.byref(value)) == NVML_SUCCESS
         except (OSError, AttributeError, TypeError, ValueError):
             return None
-        return int(v.value) if ok else None
+        return value.value if ok else None
+
+    def mhz(self):
+        """The SM clock now, MHz (None on an NVML error)."""
+        return self._query(lambda h, v: self._lib.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, v), ctypes.c_uint(0))
 
     def reasons(self):
         """The clock-event reasons now (a mask of ``REASONS``; None where this driver or NVML does not tell)."""
-        if self._reasons is None:
-            return None
-        v = ctypes.c_ulonglong(0)
-        try:
-            ok = self._reasons(self._handle, ctypes.byref(v)) == NVML_SUCCESS
-        except (OSError, AttributeError, TypeError, ValueError):
-            return None
-        return int(v.value) if ok else None
+        return self._query(self._reasons, ctypes.c_ulonglong(0))
 
     def watts(self):
         """The board's power draw now, W (None on an NVML error)."""
-        v = ctypes.c_uint(0)
-        try:
-            ok = self._lib.nvmlDeviceGetPowerUsage(self._handle, ctypes.byref(v)) == NVML_SUCCESS
-        except (OSError, AttributeError, TypeError, ValueError):
-            return None
-        return v.value / 1000.0 if ok else None
+        mw = self._query(getattr(self._lib, "nvmlDeviceGetPowerUsage", None), ctypes.c_uint(0))
+        return None if mw is None else mw / 1000.0
 
     def read(self) -> tuple:
         """(SM MHz, clock-event reasons): what the timer keeps beside each sample."""
