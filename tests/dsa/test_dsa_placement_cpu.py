@@ -9,7 +9,7 @@ import pytest
 
 def test_dsa_placement_help(script_help):
     out = script_help("dsa-placement")
-    assert "--offsets" in out and "--runners" in out
+    assert "--offsets" in out and "--runners" in out and "--records" in out
 
 
 class _Buf:
@@ -23,12 +23,19 @@ class _Buf:
 
 
 class _Runner:
-    """Stands in for a prepared runner: its buffers' addresses, and a call that writes ``value`` into its indices."""
+    """Stands in for a prepared runner: its buffers' addresses, and a call that writes ``value`` into its indices; its
+    first call packs its launch arguments through ``cake_rt.ops.dsa._launch_args`` (as a real runner's does)."""
 
     def __init__(self, workspace, tickets, indices, value):
         self.workspace, self.tickets, self.indices, self.value = workspace, tickets, indices, value
+        self.args = None
 
     def __call__(self, stream):
+        import cake_rt.ops.dsa as dsa_op
+
+        if self.args is None:
+            self.args = dsa_op._launch_args(None, ("q", "k", "w"), self.indices, None, self.workspace, self.tickets,
+                                            "ticket")
         self.indices[...] = self.value
 
 
@@ -87,6 +94,14 @@ def placement(load_script, monkeypatch):
     monkeypatch.setattr(cupy.cuda, "Stream", Stream)
     monkeypatch.setattr(cupy.cuda, "Device", lambda *a: types.SimpleNamespace(attributes={"L2CacheSize": 1 << 20}))
     monkeypatch.setattr(cupy, "empty", lambda n, dtype=None: _Buf(0x5000000, n))
+    monkeypatch.setattr(cupy, "zeros", lambda n, dtype=None: _Buf(0x6100000, n))
+    monkeypatch.setattr(cupy, "count_nonzero", lambda a: 0)
+    import cake_rt.ops.dsa as dsa_op
+
+    def launch_args(dp, qkw, indices, scores, workspace, tickets, schedule):  # a split plan: records after the ticket
+        return qkw + (tickets.ptr, tickets.ptr + 16, 1, 2, 3, 4)
+
+    monkeypatch.setattr(dsa_op, "_launch_args", launch_args)
     monkeypatch.setattr(cupy, "asnumpy", np.asarray)
     return script, made
 
@@ -126,3 +141,28 @@ def test_dsa_placement_says_when_outputs_differ(placement, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--runners", "2"])
     assert script.main() == 1
     assert "outputs equal: False" in capsys.readouterr().out
+
+
+def test_dsa_placement_records(placement, monkeypatch, capsys):
+    """--records: runner i's launch gets its records at the offset in page i of one zeroed buffer (2 MiB-aligned); the
+    ticket word stays in its own words; the library's _launch_args is restored after."""
+    script, made = placement
+    import cake_rt.ops.dsa as dsa_op
+
+    before = dsa_op._launch_args
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", "0x10,0x60010,4096"])
+    assert script.main() == 0
+    out = capsys.readouterr().out
+    base = 0x6200000  # the first 2 MiB boundary at or after the fake buffer's 0x6100000
+    assert [r.args[4] for r in made] == [base + 0x10, base + 0x200000 + 0x60010, base + 0x400000 + 4096]
+    assert [r.args[3] for r in made] == [0x9000000 + 512 * i for i in range(3)]
+    assert dsa_op._launch_args is before
+    assert "records 0x60010" in out and "records 0x6460010 (+0x60010 in its 2 MiB page)" in out
+    assert "records left at zero: True" in out
+    for bad in ("0x18", "2097152", "x"):
+        monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", bad])
+        with pytest.raises(SystemExit):
+            script.main()
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", "0x10", "--offsets", "0"])
+    with pytest.raises(SystemExit):
+        script.main()
