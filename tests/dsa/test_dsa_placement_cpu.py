@@ -56,7 +56,7 @@ def placement(load_script, monkeypatch):
         assert (q, k, w, topk, meta) == ("q", "k", "w", 2048, {"cu_seqlens_q": "cq"})
         i = len(made)
         run = _Runner(workspace if workspace is not None else _Buf(0x7000000 + i * 0x100000, 10),
-                      types.SimpleNamespace(ptr=0x9000000 + 512 * i), indices, 7)
+                      types.SimpleNamespace(ptr=0x9000000 + 512 * i, nwords=4 + 4 * 8208), indices, 7)
         made.append(run)
         return run
 
@@ -165,4 +165,8 @@ def test_dsa_placement_records(placement, monkeypatch, capsys):
             script.main()
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", "0x10", "--offsets", "0"])
     with pytest.raises(SystemExit):
+        script.main()
+    # records that would pass the end of their page (4 records of 8,208 words: 131,328 bytes)
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", hex((2 << 20) - 131312)])
+    with pytest.raises(SystemExit, match="pass the page's end"):
         script.main()
