@@ -123,7 +123,8 @@ static_assert(Layout::empty % 8 == 0 && Layout::empty + RING * 8 <= Layout::lo, 
 constexpr int UNIT_INTS = 12;
 // A split block's record in the arrival words (zero at launch, left at zero; the host sizes them,
 // cake_rt/ops/dsa.py DsaPlan.ticket_words): its arrival count, 3 spare words, then per query a histogram
-// of the top 11 key bits of every key its parts appended (integer atomics, any order: the same counts).
+// of the top 11 key bits of every key its parts appended (integer atomics, any order: the same counts; the bins
+// in selection.cuh split_bin_word's order).
 constexpr int SPLIT_HIST_OFF = 4;
 constexpr int SPLIT_WORDS = SPLIT_HIST_OFF + BQ * HIST_WORDS;
 struct Unit {

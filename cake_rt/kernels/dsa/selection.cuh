@@ -102,6 +102,14 @@ CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratc
     return base;
 }
 
+// The word of bin b (a key's top 11 bits) in a query's split histogram: bin 8 m + i at word 256 i + m, so 8
+// consecutive bins lie in 8 different 1 KiB blocks. A query's keys crowd into a few consecutive bins and every part of
+// the query adds one global atomic a key to them: in 8 blocks those atomics spread over 8 L2 slices where one block
+// would queue them at one (docs/dsa.md round 48). The counts, and so the floors and the bits, are the same in any
+// layout; load_split_hist copies the words as they lie and hist_floor reads a bin at its word.
+CAKE_DEVICE unsigned split_bin_word(unsigned b) { return ((b & 7u) << 8) | (b >> 3); }
+static_assert(HIST_WORDS == 2048, "8 blocks of 256 words");
+
 // Query qq's histogram of its block's appended keys into s.hist (read at L2: other parts may still be adding
 // to it); `clear` (the last arrival, when every part has added its counts) also zeroes it. Every load of a
 // thread is issued before the first store (one L2 round trip). Ends with a barrier.
@@ -130,10 +138,15 @@ struct SplitFloor {
 };
 CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     const int tid = sel_tid();
-    // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down.
+    // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down: bins 8 m + i, m = 255 - t, at
+    // words 256 i + m (split_bin_word; lanes on consecutive m, so on different banks).
     constexpr int PER = HIST_WORDS / NT;
+    static_assert(PER == 8, "a thread's bins: one word in each 1 KiB block");
     const int top = HIST_WORDS - tid * PER;
-    const int cnt = owned_bins_sum(s.hist, top, PER);
+    const uint32_t* words = s.hist + (top / PER - 1);
+    int cnt = 0;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) cnt += (int)words[i * (HIST_WORDS / PER)];
     int total;
     const int above = block_excl_scan<NT>(cnt, s.scratch, total);
     uint64_t* result = &s.st->result;
@@ -145,7 +158,7 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     if (total > topk && above < topk && above + cnt >= topk) {
         int cum = above;
         for (int b = top - 1; b >= top - PER; --b) {
-            const int c = (int)s.hist[b];
+            const int c = (int)words[(b & 7) * (HIST_WORDS / PER)];
             if (cum + c >= topk) {
                 *result = (uint64_t)b << 53;
                 s.st->need = b ? cum : 0;  // bin 0: the floor is 0, no key is known to be above it
@@ -339,7 +352,7 @@ CAKE_DEVICE void append_rows(const Sel& s, const Unit& un, const float* scores, 
         for (int c = 0; c < NC; ++c) {
             if ((b[c] >> lane) & 1u) {
                 cq.put(c0 + __popc(b[c] & below), x[c]);
-                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + (unsigned)(x[c] >> 53), 1u);
+                if constexpr (COUNT) atomicAdd(gh + qq * HIST_WORDS + split_bin_word((unsigned)(x[c] >> 53)), 1u);
             }
             c0 += __popc(b[c]);
         }
