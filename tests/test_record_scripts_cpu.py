@@ -21,6 +21,9 @@ def test_record_prepare_needs_a_record_with_fingerprints(tmp_path):
     r = _run(["bash", "scripts/record-prepare"], tmp_path, RECORD="bench/results/h200_2026-12-02j", OPS="fast")
     assert r.returncode == 2 and "OPS" in r.stderr
     assert not (ROOT / ".dev" / "record" / "GIT_HASH").exists() or r.returncode == 2  # nothing staged on refusal
+    r = _run(["bash", "scripts/record-prepare"], tmp_path, RECORD="bench/results/h200_2026-12-02j",
+             FINGERPRINTS="bench/results/no_such_fingerprints.txt")
+    assert r.returncode == 2 and "no_such_fingerprints.txt" in r.stderr
 
 
 def test_device_bench_refuses_an_unknown_ops(tmp_path):

@@ -170,3 +170,66 @@ def test_dsa_placement_records(placement, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", hex((2 << 20) - 131312)])
     with pytest.raises(SystemExit, match="pass the page's end"):
         script.main()
+
+
+def _tree(tmp_path, name):
+    d = tmp_path / name / "kernels"
+    (d / "dsa").mkdir(parents=True)
+    (d / "dsa" / "indexer.cu").write_text(f"// {name}\n")
+    return d
+
+
+def test_dsa_placement_trees(placement, monkeypatch, capsys, tmp_path):
+    """--trees: every runner once per tree, prepared while KERNEL_PATH names that tree's indexer.cu (restored after);
+    with --records each (tree, offset) in a page of its own; a summary line a tree."""
+    script, made = placement
+    import cake_rt
+    import cake_rt.ops.dsa as dsa_op
+
+    before = dsa_op.KERNEL_PATH
+    real, seen = cake_rt.prepare_dsa_indexer_det_topk, []
+
+    def prepare(*a, **kw):
+        seen.append(dsa_op.KERNEL_PATH)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(cake_rt, "prepare_dsa_indexer_det_topk", prepare)
+    a, b = _tree(tmp_path, "a"), _tree(tmp_path, "b")
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--runners", "2", "--trees", f"old={a},new={b}"])
+    assert script.main() == 0
+    out = capsys.readouterr().out
+    assert seen == [str(a / "dsa" / "indexer.cu")] * 2 + [str(b / "dsa" / "indexer.cu")] * 2
+    assert dsa_op.KERNEL_PATH == before
+    assert "4 runners alternated" in out and "old runner 1:" in out and "new runner 0:" in out
+    # FakeTimer: runner j (in order) reads 28 + j us
+    assert "tree old: median of its runners' medians 28.50 us, mean 28.50, range 28.00-29.00" in out
+    assert "tree new: median of its runners' medians 30.50 us, mean 30.50, range 30.00-31.00" in out
+    made.clear()
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", "0x10,0x20", "--trees", f"old={a},new={b}"])
+    assert script.main() == 0
+    base = 0x6200000
+    assert [r.args[4] for r in made] == [base + i * 0x200000 + off for i, off in enumerate((0x10, 0x20, 0x10, 0x20))]
+    assert dsa_op.KERNEL_PATH == before
+    for bad in (f"old={tmp_path}", "old", f"x={a},x={b}"):
+        monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--trees", bad])
+        with pytest.raises(SystemExit):
+            script.main()
+
+
+def test_dsa_placement_compile_only(load_script, monkeypatch, capsys, tmp_path):
+    """--compile-only: each tree's two sm_90a programs of the row's H and D (one window, several), nothing timed."""
+    script = load_script("dsa-placement")
+    import cake_rt.ops.dsa as dsa_op
+    import cake_rt.warmup as warmup
+
+    jobs = []
+    monkeypatch.setattr(warmup, "_compile_one", lambda job: jobs.append(job) or 0.0)
+    a = _tree(tmp_path, "a")
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--heads", "64", "--trees", f"a={a}", "--compile-only"])
+    assert script.main() == 0
+    cfg = dsa_op._try_config(64, 128, dsa_op.TARGET_SMEM["sm_90a"], True)
+    assert jobs == [(str(a / "dsa" / "indexer.cu"), cfg.program_defines(w), "sm_90a") for w in (False, True)]
+    assert "tree a: the sm_90a programs of H = 64, D = 128" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--compile-only"])
+    with pytest.raises(SystemExit):
+        script.main()
