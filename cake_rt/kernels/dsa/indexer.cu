@@ -41,7 +41,7 @@ CAKE_DEVICE void finish_and_merge(const Sel& sel, const Unit& un, int topk, unsi
 #if DSA_USE_WGMMA
 // Register split of the warp-specialized block (64K registers / 512 threads on entry): the product keeps
 // its accumulators (64) and addresses, the selection its register-resident buffers.
-constexpr int PRODUCT_REGS = 112, SELECT_REGS = 144;
+constexpr int PRODUCT_REGS = 104, SELECT_REGS = 152;
 static_assert(PRODUCT_REGS + SELECT_REGS == 2 * (65536 / BLOCK), "the register file, split");
 
 // Next unit: every thread of the block meets at BAR_UNIT (the previous unit is done with every buffer). The

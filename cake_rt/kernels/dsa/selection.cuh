@@ -106,8 +106,11 @@ CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratc
 // consecutive bins lie in 8 different 1 KiB blocks. A query's keys crowd into a few consecutive bins and every part of
 // the query adds one global atomic a key to them: in 8 blocks those atomics spread over 8 L2 slices where one block
 // would queue them at one (docs/dsa.md round 48). The counts, and so the floors and the bits, are the same in any
-// layout; load_split_hist copies the words as they lie and hist_floor reads a bin at its word.
-CAKE_DEVICE unsigned split_bin_word(unsigned b) { return ((b & 7u) << 8) | (b >> 3); }
+// layout; load_split_hist copies the words as they lie and hist_floor reads a bin at its word. The several-window
+// programs keep bin b at word b: there the spread's instructions spill the selection at H = 64 (docs/dsa.md round 50),
+// and their split units are the long rows', whose time the parts' tiles set.
+constexpr bool SPLIT_SPREAD = !WINDOWS;
+CAKE_DEVICE unsigned split_bin_word(unsigned b) { return SPLIT_SPREAD ? ((b & 7u) << 8) | (b >> 3) : b; }
 static_assert(HIST_WORDS == 2048, "8 blocks of 256 words");
 
 // Query qq's histogram of its block's appended keys into s.hist (read at L2: other parts may still be adding
@@ -139,14 +142,19 @@ struct SplitFloor {
 CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     const int tid = sel_tid();
     // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down: bins 8 m + i, m = 255 - t, at
-    // words 256 i + m (split_bin_word; lanes on consecutive m, so on different banks).
-    constexpr int PER = HIST_WORDS / NT;
+    // words 256 i + m where the bins are spread (split_bin_word; lanes on consecutive m, so on different banks), else at
+    // words 8 m + i.
+    constexpr int PER = HIST_WORDS / NT, STRIDE = SPLIT_SPREAD ? HIST_WORDS / PER : 1;
     static_assert(PER == 8, "a thread's bins: one word in each 1 KiB block");
     const int top = HIST_WORDS - tid * PER;
-    const uint32_t* words = s.hist + (top / PER - 1);
+    const uint32_t* words = s.hist + (SPLIT_SPREAD ? top / PER - 1 : top - PER);
     int cnt = 0;
+    if constexpr (SPLIT_SPREAD) {
 #pragma unroll
-    for (int i = 0; i < PER; ++i) cnt += (int)words[i * (HIST_WORDS / PER)];
+        for (int i = 0; i < PER; ++i) cnt += (int)words[i * STRIDE];
+    } else {
+        cnt = owned_bins_sum(s.hist, top, PER);
+    }
     int total;
     const int above = block_excl_scan<NT>(cnt, s.scratch, total);
     uint64_t* result = &s.st->result;
@@ -158,7 +166,7 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     if (total > topk && above < topk && above + cnt >= topk) {
         int cum = above;
         for (int b = top - 1; b >= top - PER; --b) {
-            const int c = (int)words[(b & 7) * (HIST_WORDS / PER)];
+            const int c = (int)words[(b & 7) * STRIDE];
             if (cum + c >= topk) {
                 *result = (uint64_t)b << 53;
                 s.st->need = b ? cum : 0;  // bin 0: the floor is 0, no key is known to be above it
