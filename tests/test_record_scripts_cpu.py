@@ -5,16 +5,19 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The scripts' own arguments, dropped from the inherited environment: the device's verification runs this suite under
+# device-verify.sh, whose FINGERPRINTS (and the record call's RECORD, OPS) would otherwise reach the scripts tested here.
+_SCRIPT_ARGS = {"RECORD", "RECORD_DSA", "FINGERPRINTS", "OPS", "ACCURACY", "SIDE_PROCS", "JOBS", "STAGE"}
+_ENV = {k: v for k, v in os.environ.items() if k not in _SCRIPT_ARGS}
 
 
 def _run(argv, tmp_path, **env):
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, OUT=str(tmp_path / "out"), **env))
+                          env=dict(_ENV, OUT=str(tmp_path / "out"), **env))
 
 
 def test_record_prepare_needs_a_record_with_fingerprints(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "RECORD"}
-    r = subprocess.run(["bash", "scripts/record-prepare"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    r = subprocess.run(["bash", "scripts/record-prepare"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=_ENV)
     assert r.returncode != 0 and "RECORD" in r.stderr
     r = _run(["bash", "scripts/record-prepare"], tmp_path, RECORD="bench/results/no_such_record")
     assert r.returncode == 2 and "no_such_record_fingerprints.txt" in r.stderr
@@ -70,7 +73,7 @@ def test_device_verify_leaves_the_summary_and_one_archive(tmp_path):
 def test_device_verify_stopped_by_a_limit_packs_what_ran(tmp_path):
     """timeout's TERM during the suite: the trap packs the steps so far (the suite's log too) and exits 143."""
     r = subprocess.run(["timeout", "2", "bash", "scripts/device-verify.sh"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=60, env=dict(os.environ, OUT=str(tmp_path / "out"), PATH=_fake_python(tmp_path, 4)))
+                       timeout=60, env=dict(_ENV, OUT=str(tmp_path / "out"), PATH=_fake_python(tmp_path, 4)))
     out = tmp_path / "out"
     assert r.returncode == 124  # (timeout's own code; the script's 143 behind it)
     assert sorted(p.name for p in out.iterdir()) == ["verify.log", "verify.tgz"]
