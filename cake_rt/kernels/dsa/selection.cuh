@@ -107,7 +107,7 @@ CAKE_DEVICE int ordered_keep(const uint64_t* buf, int n, uint64_t K, int* scratc
 // the query adds one global atomic a key to them: in 8 blocks those atomics spread over 8 L2 slices where one block
 // would queue them at one (docs/dsa.md round 48). The counts, and so the floors and the bits, are the same in any
 // layout; load_split_hist copies the words as they lie and hist_floor reads a bin at its word. The several-window
-// programs keep bin b at word b: there the spread's instructions spill the selection at H = 64 (docs/dsa.md round 50),
+// programs keep bin b at word b: there the spread's instructions spill the selection at H = 64 (docs/dsa.md round 49),
 // and their split units are the long rows', whose time the parts' tiles set.
 constexpr bool SPLIT_SPREAD = !WINDOWS;
 CAKE_DEVICE unsigned split_bin_word(unsigned b) { return SPLIT_SPREAD ? ((b & 7u) << 8) | (b >> 3) : b; }
