@@ -15,8 +15,9 @@ def test_every_stamp_finds_its_anchor(patched_kernels, load_script):
     text = "".join((root / rel).read_text() for rel in t.PATCHES)
     for k in range(t.NSTAMP):
         assert f"dsa_tt({k});" in text, k
-    for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES):
+    for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES, t.V_PART_KEPT, t.V_MERGE_PATH):
         assert f"dsa_tv({k}," in text
+    assert f"dsa_tv(merging ? {t.V_MERGE_N} : {t.V_PART_N}," in text
 
 
 def test_the_statistics_of_a_synthetic_trace(load_script):
@@ -36,6 +37,8 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
             rec[c, t.CK + k] = 2 * (v - 1000)
         rec[c, t.V_MERGE] = 1 if c == 2 else 2
         rec[c, t.V_NTILES] = 10
+        rec[c, t.V_PART_N], rec[c, t.V_PART_KEPT] = 1281, 101 + 10 * c  # counts + 1
+    rec[2, t.V_MERGE_N], rec[2, t.V_MERGE_PATH] = 3001, 1
     st = t.analyse([rec])
     assert st["call span (first start to last end)"] == [20800]
     assert st["rate"][0] == pytest.approx(2.0)
@@ -43,3 +46,7 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
     assert np.allclose(st["merge: exact selection"], 3000) and np.allclose(st["merge: parts' keys in"], 2000)
     assert st["merging CTAs: arrival from call start"] == [14800]
     assert len(st["unit end (not merging)"]) == 2
+    assert list(st["part: candidates (keys, first query)"]) == [1280] * 3
+    assert list(st["part: keys written from its floor"]) == [100, 110, 120]
+    assert list(st["merge: keys in its buffer (first query)"]) == [3000]
+    assert list(st["merge: streamed (1: one batch, 2: streamed)"]) == [1]
