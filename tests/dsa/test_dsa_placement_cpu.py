@@ -166,6 +166,19 @@ def test_dsa_placement_records(placement, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", "0x10", "--offsets", "0"])
     with pytest.raises(SystemExit):
         script.main()
+    # spread:N, N offsets over the room 131,328 bytes of records leave in the page (an untimed runner sizes them)
+    made.clear()
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", "spread:4"])
+    assert script.main() == 0
+    room = (2 << 20) - 131328 - 16
+    want = [16 + (i * room // 4) // 16 * 16 for i in range(4)]
+    assert want[0] == 16 and want[-1] + 131328 <= 2 << 20 and all(o % 16 == 0 for o in want)
+    assert [r.args[4] for r in made[1:]] == [base + i * 0x200000 + off for i, off in enumerate(want)]
+    assert "records left at zero: True" in capsys.readouterr().out
+    for bad in ("spread:0", "spread:x"):
+        monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", bad])
+        with pytest.raises(SystemExit):
+            script.main()
     # records that would pass the end of their page (4 records of 8,208 words: 131,328 bytes)
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--records", hex((2 << 20) - 131312)])
     with pytest.raises(SystemExit, match="pass the page's end"):
