@@ -5,8 +5,9 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# The scripts' own arguments, dropped from the inherited environment: the device's verification runs this suite under
-# device-verify.sh, whose FINGERPRINTS (and the record call's RECORD, OPS) would otherwise reach the scripts tested here.
+# The scripts' own arguments, dropped from the inherited environment: the device's verification runs this suite
+# under device-verify.sh, whose FINGERPRINTS (and the record call's RECORD, OPS) would otherwise reach the scripts
+# tested here.
 _SCRIPT_ARGS = {"RECORD", "RECORD_DSA", "FINGERPRINTS", "OPS", "ACCURACY", "SIDE_PROCS", "JOBS", "STAGE"}
 _ENV = {k: v for k, v in os.environ.items() if k not in _SCRIPT_ARGS}
 
@@ -17,7 +18,8 @@ def _run(argv, tmp_path, **env):
 
 
 def test_record_prepare_needs_a_record_with_fingerprints(tmp_path):
-    r = subprocess.run(["bash", "scripts/record-prepare"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=_ENV)
+    r = subprocess.run(["bash", "scripts/record-prepare"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env=_ENV)
     assert r.returncode != 0 and "RECORD" in r.stderr
     r = _run(["bash", "scripts/record-prepare"], tmp_path, RECORD="bench/results/no_such_record")
     assert r.returncode == 2 and "no_such_record_fingerprints.txt" in r.stderr
