@@ -1,9 +1,10 @@
 """Shared pytest configuration: tests marked ``gpu`` are skipped, with a reason, when no CUDA GPU is usable;
 ``load_script`` gives a test a file of ``scripts/`` as a module, ``patched_kernels`` a trace script's patched copy of
-the kernels."""
+the kernels, ``fake_python`` a PATH whose python3 only prints its command line."""
 import functools
 import importlib.machinery
 import importlib.util
+import os
 import pathlib
 import shutil
 import subprocess
@@ -57,6 +58,23 @@ def script_help():
         return out.stdout
 
     return run
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    """``fake_python(suite_sleep_s=0)``: a PATH whose ``python3`` only prints ``fake python3`` and its arguments (a
+    ``-m pytest`` run sleeps ``suite_sleep_s`` first), for testing the device scripts' command lines on the CPU."""
+
+    def make(suite_sleep_s: float = 0) -> str:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        fake = bin_dir / "python3"
+        fake.write_text('#!/bin/sh\ncase "$*" in *"-m pytest"*) sleep %s ;; esac\necho "fake python3 $*"\n'
+                        % suite_sleep_s)
+        fake.chmod(0o755)
+        return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+    return make
 
 
 @pytest.fixture

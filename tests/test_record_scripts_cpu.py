@@ -44,16 +44,6 @@ def test_clock_drift_help():
     assert r.returncode == 0 and "usage: scripts/clock-drift" in r.stdout and "--calls" in r.stdout
 
 
-def _fake_python(tmp_path, suite_sleep_s):
-    """A PATH whose python3 only echoes its arguments (the suite's pytest sleeps ``suite_sleep_s`` first)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "python3"
-    fake.write_text('#!/bin/sh\ncase "$*" in *"-m pytest"*) sleep %s ;; esac\necho "fake python3 $*"\n' % suite_sleep_s)
-    fake.chmod(0o755)
-    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
-
-
 def _archived(tgz):
     import tarfile
 
@@ -61,9 +51,9 @@ def _archived(tgz):
         return {pathlib.Path(n).name for n in t.getnames()}
 
 
-def test_device_verify_leaves_the_summary_and_one_archive(tmp_path):
+def test_device_verify_leaves_the_summary_and_one_archive(tmp_path, fake_python):
     """At most 8 files come back from a device call: each step's files go into verify.tgz when the next starts."""
-    r = _run(["bash", "scripts/device-verify.sh"], tmp_path, PATH=_fake_python(tmp_path, 0))
+    r = _run(["bash", "scripts/device-verify.sh"], tmp_path, PATH=fake_python(0))
     out = tmp_path / "out"
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["verify.log", "verify.tgz"]
@@ -72,10 +62,10 @@ def test_device_verify_leaves_the_summary_and_one_archive(tmp_path):
     assert "[" in (out / "verify.log").read_text() and "done" in (out / "verify.log").read_text()
 
 
-def test_device_verify_stopped_by_a_limit_packs_what_ran(tmp_path):
+def test_device_verify_stopped_by_a_limit_packs_what_ran(tmp_path, fake_python):
     """timeout's TERM during the suite: the trap packs the steps so far (the suite's log too) and exits 143."""
     r = subprocess.run(["timeout", "2", "bash", "scripts/device-verify.sh"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=60, env=dict(_ENV, OUT=str(tmp_path / "out"), PATH=_fake_python(tmp_path, 4)))
+                       timeout=60, env=dict(_ENV, OUT=str(tmp_path / "out"), PATH=fake_python(4)))
     out = tmp_path / "out"
     assert r.returncode == 124  # (timeout's own code; the script's 143 behind it)
     assert sorted(p.name for p in out.iterdir()) == ["verify.log", "verify.tgz"]

@@ -7,23 +7,14 @@ import subprocess
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _fake_python(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / "python3"
-    fake.write_text('#!/bin/sh\necho "python3 $*"\n')
-    fake.chmod(0o755)
-    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
-
-
-def _run(tmp_path, *args):
+def _run(path, *args):
     return subprocess.run(["bash", "scripts/dsa-trees", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PATH=_fake_python(tmp_path)))
+                          env=dict(os.environ, PATH=path))
 
 
-def test_every_row_once_with_the_trees(tmp_path):
+def test_every_row_once_with_the_trees(fake_python):
     trees = "main=/k/main,arm=/k/arm"
-    r = _run(tmp_path, trees, "S1:32", "C1:64")
+    r = _run(fake_python(), trees, "S1:32", "C1:64")
     assert r.returncode == 0, r.stderr
     calls = [line.split("dsa-placement ", 1)[1] for line in r.stdout.splitlines() if "dsa-placement" in line]
     want = (["A3 --heads 32 --records spread:16 --repeats 10"]
@@ -34,8 +25,8 @@ def test_every_row_once_with_the_trees(tmp_path):
     assert r.stdout.count("== ") == 8 and "== C1 H64" in r.stdout
 
 
-def test_bad_arguments_are_refused(tmp_path):
-    r = _run(tmp_path)
+def test_bad_arguments_are_refused(fake_python):
+    r = _run(fake_python())
     assert r.returncode != 0 and "usage" in r.stderr
-    r = _run(tmp_path, "main=/k/main", "S1")
+    r = _run(fake_python(), "main=/k/main", "S1")
     assert r.returncode == 2 and "ROW:H" in r.stderr and "dsa-placement" not in r.stdout
