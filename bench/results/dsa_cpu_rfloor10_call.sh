@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rfloor's last form (99aca16, branch rfloor checked out): the in-process A/B (.dev/next46), the DSA fingerprints
+# rfloor's last form (f35bef4, branch rfloor checked out): the in-process A/B (.dev/next46), the DSA fingerprints
 # against 12-06's, the DSA GPU tests, compute-sanitizer on the DSA cases (lineinfo programs in .dev/rfv/cache).
 # run "bash .dev/rfv/call.sh", carry [".dev/next46", ".dev/rfv"] (~4 min).
 nvidia-smi --query-gpu=name --format=csv,noheader

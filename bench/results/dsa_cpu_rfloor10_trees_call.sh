@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# main's kernels and branch rfloor's (99aca16, rfloor10) in one process a row: scripts/dsa-trees (the A rows, then S1 at
+# main's kernels and branch rfloor's (f35bef4, rfloor10) in one process a row: scripts/dsa-trees (the A rows, then S1 at
 # H = 32), programs compiled on the CPU into .dev/next46/cache. Called by .dev/rfv/call.sh.
 export CAKE_RT_CACHE_DIR=$PWD/.dev/next46/cache PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CAKE_RT_QUIET=1
 K=.dev/next46/k
