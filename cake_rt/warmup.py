@@ -15,8 +15,8 @@ list of every head count and head dim the op takes, so any workload's programs c
 (``SSD_P``, ``DSA_H``...) or these names: SSD ``family`` (exact, chunkpar: a program holds one family's kernel),
 ``dtype`` (of x: bfloat16, float16, float32), ``dt_dtype`` (float32 or x's), ``state_dtype``, ``headdim``, ``dstate``,
 ``chunk`` (the programs of every head and group count of that shape); DSA ``heads``, ``head_dim``, ``windows``
-(0: the program of units within one 65,536-key window, which every call whose blocks see at most 65,536 keys runs; 1:
-the one of several windows, for longer rows; both by default).
+(0: the programs of units within one 65,536-key window, which every call whose blocks see at most 65,536 keys runs,
+with and without the split parts' running floor; 1: the one of several windows, for longer rows; all by default).
 """
 from __future__ import annotations
 

@@ -32,13 +32,14 @@ def test_shapes_narrow_the_list():
     for entries in (["headim=64"], ["heads=64", "headim=64"], ["headdim=64,heads=64"]):
         with pytest.raises(ValueError, match="--shapes: no ssd or dsa program knows"):
             warmup.programs(("ssd", "dsa"), "sm_90a", warmup.parse_shapes(entries))
-    # DSA windows: 0 the program of one-window units (no DSA_WINDOWS define), 1 the other; both without the key
+    # DSA windows: 0 the programs of one-window units (no DSA_WINDOWS define; with and without the running floor), 1
+    # the other; all without the key
     all64 = warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes(["heads=64,head_dim=128"]))
     for val in (0, 1):
         one = warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes([f"heads=64,head_dim=128,windows={val}"]))
         assert one and all(d.get("DSA_WINDOWS", 0) == val and d["DSA_H"] == 64 for _, _, d in one)
         assert sorted(map(str, one)) == sorted(str(x) for x in all64 if x[2].get("DSA_WINDOWS", 0) == val)
-    assert len(all64) == 4  # the wgmma and the mma.sync programs, each in both variants
+    assert len(all64) == 5  # the wgmma programs (one window, its running floor, several) and the mma.sync pair
     with pytest.raises(ValueError, match="windows"):
         warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes(["windows=yes"]))
     for bad in ("headdim", "=3", ","):
@@ -48,13 +49,13 @@ def test_shapes_narrow_the_list():
 
 def test_dsa_warmup_of_any_head_count_and_dim():
     """H is any multiple of 8 from 8 to 128 and D 64 or 128 (the contract): a warmup narrowed to a workload's heads
-    and head_dim holds the programs such a call loads (both window variants), tested shape or not. The plain warmup
+    and head_dim holds the programs such a call loads (every variant), tested shape or not. The plain warmup
     keeps the tested shapes' list, and shapes that name no head count do not widen it."""
     as_set = lambda progs: {tuple(sorted(d.items())) for _, _, d in progs}
     for H in dsa.HEADS:
         for D in dsa.HEAD_DIMS:
             cfg = dsa.config_for(H, D, dsa.TARGET_SMEM["sm_90a"], "sm_90a")
-            want = {tuple(sorted(cfg.program_defines(w).items())) for w in (False, True)}
+            want = {tuple(sorted(d.items())) for d in cfg.program_variants()}
             narrowed = as_set(warmup.programs(("dsa",), "sm_90a", warmup.parse_shapes([f"heads={H},head_dim={D}"])))
             assert want <= narrowed, (H, D)
             assert all(dict(d)["DSA_H"] == H and dict(d)["DSA_D"] == D for d in narrowed), (H, D)

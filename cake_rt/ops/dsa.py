@@ -52,6 +52,8 @@ CAP_MAX = 4096  # candidate capacity per query: the register selection's reach (
 CAP_MIN = 2048 + 256  # a block keeps topk = 2048 with room for a tile and a merge round
 WIN_KEYS, MAX_WIN = 65536, 16  # a candidate's id: a 16-bit offset in one of a unit's windows (layout.cuh)
 MAX_SPAN = MAX_WIN * WIN_KEYS  # keys of a unit (layout.cuh MAX_SPAN)
+RFLOOR_TILES = 10  # the fewest tiles of a one-query split part that raises its running floor (layout.cuh)
+_VARIANTS = ((False, False), (False, True), (True, False))  # (windows, running floor) of a configuration's programs
 HEADS = tuple(range(8, 129, 8))
 HEAD_DIMS = (64, 128)
 SCHEDULES = ("ticket", "static")
@@ -105,10 +107,26 @@ class DsaConfig:
             d["DSA_CB"] = self.CB
         return d
 
-    def program_defines(self, windows: bool) -> dict:
-        """The program of a plan: ``defines``, plus DSA_WINDOWS where a unit spans several 65,536-key windows (a
-        program of one-window units has the windows' code compiled out; the same bits either way)."""
-        return dict(self.defines, DSA_WINDOWS=1) if windows else self.defines
+    def program_defines(self, windows: bool, running_floor: bool = False) -> dict:
+        """The program of a plan (``DsaPlan.windows``, ``DsaPlan.running_floor``): ``defines``, plus DSA_WINDOWS where
+        a unit spans several 65,536-key windows (a program of one-window units has the windows' code compiled out),
+        else, on the wgmma loop, DSA_RFLOOR where a one-query split part raises its floor on the way (the code is
+        compiled out of the other programs, whose calls have no such part). The same bits in every program."""
+        if windows:
+            return dict(self.defines, DSA_WINDOWS=1)
+        if running_floor and self.wgmma:
+            return dict(self.defines, DSA_RFLOOR=1)
+        return self.defines
+
+    def program_variants(self) -> list:
+        """The defines of every program of this configuration: one-window units, their running-floor program (wgmma),
+        several windows."""
+        out = []
+        for windows, running_floor in _VARIANTS:
+            d = self.program_defines(windows, running_floor)
+            if d not in out:
+                out.append(d)
+        return out
 
     @property
     def threads(self) -> int:
@@ -223,17 +241,18 @@ _SYNC_ON_SM90 = ((32, 128), (64, 128), (8, 64))
 
 def programs(target, every: bool = False) -> list:
     """Every (source path relative to ``cake_rt/kernels``, defines) the GPU tests and the bench suite
-    compile for ``target``: per (loop, H, D) the program of one-window units and the one of several windows
-    (``DsaPlan.windows``; topk never changes a program, the metadata picks one of the two). ``every``: those of
+    compile for ``target``: per (loop, H, D) the programs of ``DsaConfig.program_variants`` (one-window units, with
+    the running floor on the wgmma loop, several windows: ``DsaPlan.windows`` and ``DsaPlan.running_floor``; topk
+    never changes a program, the metadata picks one). ``every``: those of
     every (H, D) the op takes (``HEADS`` x ``HEAD_DIMS``) as well, the list ``cake-rt warmup --shapes heads=...`` narrows."""
     smem = TARGET_SMEM.get(target, TARGET_SMEM["sm_80"])
     out, seen = [], set()
     wg = target == "sm_90a"
     pairs = _PROGRAM_SHAPES + (tuple((H, D) for D in HEAD_DIMS for H in HEADS) if every else ())
     shapes = [(H, D, wg) for H, D in pairs] + ([(H, D, False) for H, D in _SYNC_ON_SM90] if wg else [])
-    for windows in (False, True):
+    for windows, running_floor in _VARIANTS:
         for H, D, loop in shapes:
-            defines = _try_config(H, D, smem, loop).program_defines(windows)
+            defines = _try_config(H, D, smem, loop).program_defines(windows, running_floor)
             key = tuple(sorted(defines.items()))
             if key not in seen:
                 seen.add(key)
@@ -319,6 +338,7 @@ class DsaPlan:
     topk: int
     BQ: int
     causal: bool
+    TILE: int = 128
 
     @property
     def nunits(self) -> int:
@@ -339,6 +359,17 @@ class DsaPlan:
         """Whether a unit spans more than one WIN_KEYS-key window: the launch then needs the program of several
         windows (``DsaConfig.program_defines(windows=True)``; layout.cuh DSA_WINDOWS)."""
         return bool(self.units.size) and int((self.units[:, 6] - self.units[:, 5]).max()) > WIN_KEYS
+
+    @property
+    def running_floor(self) -> bool:
+        """Whether a one-query split part has ``RFLOOR_TILES`` tiles or more (and every unit one window): the wgmma
+        launch then takes the program in which such a part raises its floor from its block's histogram a third of the
+        way through its tiles (``DsaConfig.program_defines``; layout.cuh DSA_RFLOOR, docs/dsa.md round 55)."""
+        if self.windows or not self.units.size:
+            return False
+        u = self.units
+        tiles = -(-(u[:, 6] - u[:, 5]) // self.TILE)
+        return bool(((u[:, 7] >= 0) & (u[:, 1] == 1) & (tiles >= RFLOOR_TILES)).any())
 
     @property
     def ticket_words(self) -> int:
@@ -416,7 +447,7 @@ def plan_units(T, Tkv, cu_q, cu_k, offsets, causal, topk, BQ, TILE, sm_count, ke
         name = "q_causal_offsets" if offsets is not None else "cu_seqlens_q"
         raise ValueError(f"{name}: sizes or offsets overflow int32 in the work plan")
     return DsaPlan(units=u.astype(np.int32), nslots=nslots, nsplit=nsplit, topk=int(topk), BQ=BQ,
-                   causal=bool(causal))
+                   causal=bool(causal), TILE=int(TILE))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -619,7 +650,8 @@ class _DevicePlan(UploadedTable):
         from ..launch.tensormap import Tile2D, TileMaps
 
         host = np.ascontiguousarray(plan.units.reshape(-1) if plan.units.size else np.zeros(1, np.int32))
-        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.program_defines(plan.windows), device=dev)
+        scan = get_kernel(KERNEL_PATH, "dsa_scan", defines=cfg.program_defines(plan.windows, plan.running_floor),
+                          device=dev)
         occ = occupancy_per_sm(scan, cfg.threads, cfg.smem_scan)
         if occ < 1:
             raise RuntimeError(f"dsa_scan cannot run with {cfg.smem_scan} B of shared memory on device {dev}")

@@ -46,16 +46,20 @@ def test_dsa_programs_compile_on_the_other_targets(target):
 
 
 def test_programs_match_the_configs():
-    # per configuration the program of one-window units and the one of several windows (DSA_WINDOWS), nothing else
+    # per configuration the program of one-window units, the one of several windows (DSA_WINDOWS) and, on the wgmma
+    # loop, the one-window program with the split parts' running floor (DSA_RFLOOR), nothing else
     for target in ("sm_90a", "sm_80"):
         progs = dsa.programs(target)
         for path, defines in progs:
             assert path == dsa.KERNEL_PATH
             cfg = dsa._try_config(defines["DSA_H"], defines["DSA_D"], dsa.TARGET_SMEM[target],
                                   bool(defines.get("DSA_WGMMA")))
-            assert defines == cfg.program_defines(bool(defines.get("DSA_WINDOWS")))
-        plain = [d for _, d in progs if "DSA_WINDOWS" not in d]
+            assert defines == cfg.program_defines(bool(defines.get("DSA_WINDOWS")), bool(defines.get("DSA_RFLOOR")))
+            assert defines in cfg.program_variants()
+        plain = [d for _, d in progs if "DSA_WINDOWS" not in d and "DSA_RFLOOR" not in d]
         assert [dict(d, DSA_WINDOWS=1) for d in plain] == [d for _, d in progs if "DSA_WINDOWS" in d]
+        assert [dict(d, DSA_RFLOOR=1) for d in plain if "DSA_WGMMA" in d] == [d for _, d in progs if "DSA_RFLOOR" in d]
+        assert any("DSA_RFLOOR" in d for _, d in progs) == (target == "sm_90a")
 
 
 def test_a_plan_picks_the_program_of_its_windows():
@@ -63,7 +67,27 @@ def test_a_plan_picks_the_program_of_its_windows():
     for T, Tkv, windows in ((8192, 8192, False), (4096, 65536, False), (8192, 131072, True), (4, 200_000, False)):
         plan = dsa.plan_units(T, Tkv, None, None, None, True, 2048, cfg.BQ, cfg.TILE, 132)
         assert plan.windows == windows, (T, Tkv)  # (4 queries: split over the SMs, parts of one window)
-        assert ("DSA_WINDOWS" in cfg.program_defines(plan.windows)) == windows
+        assert ("DSA_WINDOWS" in cfg.program_defines(plan.windows, plan.running_floor)) == windows
+
+
+def test_a_plan_picks_the_running_floor_where_a_one_query_part_has_enough_tiles():
+    # The suite's split tails: 4 queries over 132 SMs, one-query parts of ceil(4 x tiles / 132) tiles: A3 (41,986 keys)
+    # 10, A2 8, A1 6. Only parts of RFLOOR_TILES or more raise their floor; the wgmma loop's one-window program only.
+    wg = dsa._try_config(32, 128, dsa.TARGET_SMEM["sm_90a"], True)
+    sync = dsa._try_config(32, 128, dsa.TARGET_SMEM["sm_80"], False)
+    for T, Tkv, sms, key_split, want in ((4, 41986, 132, None, True), (4, 30466, 132, None, False),
+                                         (4, 22018, 132, None, False), (4, 200_000, 132, None, True),
+                                         (4, 41986, 264, None, False),  # parts of 5 tiles on twice the SMs
+                                         (8192, 8192, 132, None, False),  # blocks of 4 queries, not split
+                                         (300, 8192, 132, 1280, False),  # split blocks of 4 queries
+                                         (1, 8192, 132, 1280, True), (1, 8192, 132, 1152, False),
+                                         (1, 200_000, 132, 100_000, False)):  # parts over two windows
+        plan = dsa.plan_units(T, Tkv, None, None, None, True, 2048, wg.BQ, wg.TILE, sms, key_split)
+        split = plan.units[:, 7] >= 0
+        tiles = -(-(plan.units[:, 6] - plan.units[:, 5]) // wg.TILE)
+        assert plan.running_floor == want, (T, Tkv, sms, key_split, plan.windows, tiles[split].max())
+        assert ("DSA_RFLOOR" in wg.program_defines(plan.windows, plan.running_floor)) == want
+        assert "DSA_RFLOOR" not in sync.program_defines(plan.windows, plan.running_floor)
 
 
 def test_one_kernel_and_no_removed_switches_in_the_source():

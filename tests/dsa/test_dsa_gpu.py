@@ -490,6 +490,39 @@ def test_adversarial_ascending_and_plateau_scores(plateau, H):
             assert idx[t].tolist() == list(range(end - 2048, end))
 
 
+@pytest.mark.parametrize("H", [32, 64])
+@pytest.mark.parametrize("scores", ["random", "ascending", "descending"])
+def test_split_parts_that_raise_their_floor(monkeypatch, scores, H):
+    """One-query split parts of RFLOOR_TILES tiles or more run the program in which a part raises its floor from its
+    block's histogram a third of the way through (DSA_RFLOOR): against the reference, and bit for bit the result of
+    parts one tile shorter (the plain program) and of the unsplit call. Ascending scores: every tile beats the raised
+    floor; descending: the first third holds the whole top-k and the rest falls below it."""
+    import cake_rt.launch.compile as compile_mod
+
+    dsa = _op()
+    # (a plan is cached per shape: each case has its own, so that each launches its program through get_kernel)
+    T, Tkv, topk = 4, {"random": 30011, "ascending": 30029, "descending": 30047}[scores] + H, 2048
+    if scores == "random":
+        host, dev = make_inputs(60 + H, T, Tkv, H=H)
+    else:
+        host, dev = _ascending_inputs(62 + H, T, Tkv, H=H)
+        if scores == "descending":
+            cupy = _cp()
+            host = (host[0], np.ascontiguousarray(host[1][::-1]), host[2])
+            dev = (dev[0], cupy.asarray(host[1]), dev[2])
+    programs = []
+    real = compile_mod.get_kernel
+    monkeypatch.setattr(compile_mod, "get_kernel", lambda *a, **k: programs.append(k.get("defines")) or real(*a, **k))
+    raised = run_eager(dev, topk, key_split=dsa.RFLOOR_TILES * 128)
+    assert programs and all(d.get("DSA_RFLOOR") == 1 for d in programs), programs
+    check_against_reference(*raised, host, topk)
+    programs.clear()
+    shorter = run_eager(dev, topk, key_split=(dsa.RFLOOR_TILES - 1) * 128, schedule="static")
+    assert programs and not any("DSA_RFLOOR" in d for d in programs), programs
+    assert same_bits(raised, shorter)
+    assert same_bits(raised, run_eager(dev, topk, key_split=10 ** 6))
+
+
 # ------------------------------------------------------------------------------------------------ program cases
 
 PROGRAM_CASES = {

@@ -13,6 +13,7 @@ _PROBE = """
 static_assert(dsa::Layout::bytes + (dsa::WG ? 1024 : 0) == {smem}, "dynamic shared memory: host {smem}");
 static_assert(dsa::Layout::merge_keys == {merge_keys}, "merge buffer keys: host {merge_keys}");
 static_assert(dsa::Layout::bytes <= {optin}, "the block fits the device");
+static_assert(dsa::RFLOOR_TILES == {rfloor_tiles}, "a part that raises its floor: host {rfloor_tiles} tiles or more");
 extern "C" __global__ void layout_probe(int* out) {{ out[0] = dsa::Layout::bytes; }}
 """
 
@@ -38,7 +39,8 @@ def test_host_layout_mirrors_the_kernel(target):
     configs = _configs(target)
     assert len(configs) >= 16
     for cfg, optin in configs:
-        src = header + _PROBE.format(smem=cfg.smem_scan, merge_keys=cfg.merge_keys, optin=optin)
+        src = header + _PROBE.format(smem=cfg.smem_scan, merge_keys=cfg.merge_keys, optin=optin,
+                                    rfloor_tiles=dsa.RFLOOR_TILES)
         # a mismatch is a CompileError whose NVRTC log names the static_assert
         rep = compile_report(src, name="layout_probe.cu", target=target, defines=cfg.defines)
         assert set(rep) == {"layout_probe"}, (cfg, rep)

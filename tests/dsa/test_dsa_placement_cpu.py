@@ -230,7 +230,8 @@ def test_dsa_placement_trees(placement, monkeypatch, capsys, tmp_path):
 
 
 def test_dsa_placement_compile_only(load_script, monkeypatch, capsys, tmp_path):
-    """--compile-only: each tree's two sm_90a programs of the row's H and D (one window, several), nothing timed."""
+    """--compile-only: each tree's three sm_90a programs of the row's H and D (one window, with the running floor,
+    several windows), nothing timed."""
     script = load_script("dsa-placement")
     import cake_rt.ops.dsa as dsa_op
     import cake_rt.warmup as warmup
@@ -241,7 +242,8 @@ def test_dsa_placement_compile_only(load_script, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--heads", "64", "--trees", f"a={a}", "--compile-only"])
     assert script.main() == 0
     cfg = dsa_op._try_config(64, 128, dsa_op.TARGET_SMEM["sm_90a"], True)
-    assert jobs == [(str(a / "dsa" / "indexer.cu"), cfg.program_defines(w), "sm_90a") for w in (False, True)]
+    assert jobs == [(str(a / "dsa" / "indexer.cu"), d, "sm_90a") for d in cfg.program_variants()]
+    assert len(jobs) == 3
     assert "tree a: the sm_90a programs of H = 64, D = 128" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--compile-only"])
     with pytest.raises(SystemExit):

@@ -10,6 +10,9 @@
 //   DSA_CB    queries per joint compaction (wgmma, BQ <= 4; 1: query by query): CB histograms of 2048 bins
 //   DSA_WINDOWS 1 where a unit spans more than one 65,536-key window (select.cuh WinView); 0: every unit fits one, and
 //             the windows' code is compiled out
+//   DSA_RFLOOR 1 (wgmma, one window) where a one-query split part has RFLOOR_TILES tiles or more: such a part raises its
+//             floor from its block's histogram part of the way through (selection.cuh raise_split_floors); 0: the code
+//             is compiled out, so the programs of calls without such parts are not touched by it
 // None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
 #pragma once
 #include "../common/types.cuh"
@@ -39,6 +42,9 @@
 #endif
 #ifndef DSA_WINDOWS
 #define DSA_WINDOWS 0
+#endif
+#ifndef DSA_RFLOOR
+#define DSA_RFLOOR 0
 #endif
 
 namespace dsa {
@@ -74,6 +80,8 @@ constexpr int WIN_KEYS = 65536;           // keys of a window: a candidate's id 
 constexpr int MAX_WIN = 16;               // windows of a unit (select.cuh CandView)
 constexpr int MAX_SPAN = MAX_WIN * WIN_KEYS;  // keys of a unit (1,048,576; a longer block is split into parts)
 constexpr bool WINDOWS = DSA_WINDOWS != 0;   // units of several windows (else at most WIN_KEYS keys each)
+constexpr bool RUNNING_FLOOR = DSA_RFLOOR != 0;  // split parts' running floor (ops/dsa.py DsaPlan.running_floor)
+constexpr int RFLOOR_TILES = 10;          // the fewest tiles of a part that raises its floor (ops/dsa.py mirrors it)
 constexpr int CAND_BYTES = CAP * 6 + 2 * MAX_WIN * 4;  // a query's candidate block (select.cuh CandView)
 
 static_assert(H % 8 == 0 && H >= 8 && H <= 128, "H: a multiple of 8 from 8 to 128");

@@ -169,8 +169,7 @@ CAKE_DEVICE void product_unit(const Unit& un, int ntiles, unsigned char* kt, uns
 // block's histograms of appended keys, else nullptr). Ends with a selection barrier (the last append is done).
 CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const float* sc, int topk, int causal,
                              uint32_t* gh, uint64_t* empty, unsigned& g) {
-#pragma unroll 1
-    for (int it = 0; it < ntiles; ++it, ++g) {
+    const auto select_tile = [&](int it) {
         const unsigned slot = g % RING;
         // The scores of tile it are in the slot; a barrier of the selection threads too (the previous
         // append's counts are visible).
@@ -179,6 +178,23 @@ CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const flo
         compact_full(s, topk);
         append_tile(s, un, sc + slot * SCF, un.klo + it * TILE, causal, gh);
         mbarrier_arrive(empty + slot);  // this thread is done reading the slot
+    };
+    if constexpr (RUNNING_FLOOR) {
+        // A one-query part of RFLOOR_TILES tiles or more raises its floor a third of the way through (the floor's
+        // round trip and scan, ~1 us, against the appends and counts it saves over the rest of the tiles; shorter
+        // parts lost, docs/dsa.md round 54), between two runs of the tile loop.
+        const int raise_at = gh && un.nq == 1 && ntiles >= RFLOOR_TILES ? ntiles / 3 : ntiles;
+        int it = 0;
+#pragma unroll 1
+        for (int stop = raise_at;; stop = ntiles) {
+#pragma unroll 1
+            for (; it < stop; ++it, ++g) select_tile(it);
+            if (it == ntiles) break;
+            raise_split_floors(s, un, gh, topk);
+        }
+    } else {
+#pragma unroll 1
+        for (int it = 0; it < ntiles; ++it, ++g) select_tile(it);
     }
     sel_sync();
 }
