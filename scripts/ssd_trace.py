@@ -144,7 +144,9 @@ def dsa_traced_runs(rows, heads, runs: int, array: str, shape):
             if not runner.config.wgmma:
                 print(f"{name} H={H}: not the wgmma program; nothing to trace")
                 continue
-            kern = get_kernel(ops.KERNEL_PATH, "dsa_scan", defines=runner.config.defines, device=0)
+            # the program the runner launches: its plan's variant (several windows, the split parts' running floor)
+            defines = runner.config.program_defines(runner.plan.windows, runner.plan.running_floor)
+            kern = get_kernel(ops.KERNEL_PATH, "dsa_scan", defines=defines, device=0)
             buf = global_array(kern, array, int(np.prod(shape)), cupy.uint64)
             recs = []
             for _ in range(runs):

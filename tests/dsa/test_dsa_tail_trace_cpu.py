@@ -50,3 +50,42 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
     assert list(st["part: keys written from its floor"]) == [100, 110, 120]
     assert list(st["merge: keys in its buffer (first query)"]) == [3000]
     assert list(st["merge: streamed (1: one batch, 2: streamed)"]) == [1]
+
+
+def test_the_traced_program_is_the_one_the_runner_launches(load_script, monkeypatch):
+    """``dsa_traced_runs`` reads the stamps of the module the prepared runner launches: its plan's program variant
+    (``DsaConfig.program_defines``: several windows, the split parts' running floor), whose ``__device__`` buffer is
+    another module's than the plain program's."""
+    import types
+
+    cupy = pytest.importorskip("cupy")
+    import cake_rt
+    from cake_rt.bench import cases, timing
+    from cake_rt.launch import arch
+    from cake_rt.launch import compile as cc
+    from cake_rt.ops import dsa
+
+    class Loaded(Exception):
+        pass
+
+    def get_kernel(path, name, *, defines, device):
+        seen.append(defines)
+        raise Loaded
+
+    trace = load_script("ssd_trace.py")
+    cfg = dsa._try_config(32, 128, dsa.TARGET_SMEM["sm_90a"], True)
+    monkeypatch.setattr(timing, "L2Flusher", lambda nbytes: None)
+    monkeypatch.setattr(arch, "device_info", lambda device: types.SimpleNamespace(l2_bytes=1))
+    monkeypatch.setattr(cupy.cuda, "Stream", lambda **kw: None)
+    monkeypatch.setattr(cupy, "empty", lambda *a, **k: None)
+    monkeypatch.setattr(cases, "_dsa_setup", lambda item, kw: (None, None, 2048, None, np.zeros((4, 1)), None, None, {}))
+    monkeypatch.setattr(cc, "get_kernel", get_kernel)
+    seen = []
+    for windows, running_floor in ((False, False), (False, True), (True, False)):
+        plan = types.SimpleNamespace(windows=windows, running_floor=running_floor)
+        monkeypatch.setattr(cake_rt, "prepare_dsa_indexer_det_topk",
+                            lambda *a, plan=plan, **k: types.SimpleNamespace(config=cfg, plan=plan))
+        with pytest.raises(Loaded):
+            next(trace.dsa_traced_runs(["A3"], [32], 1, "dsa_tail", (1, 1)))
+    assert seen == [cfg.program_defines(False), cfg.program_defines(False, True), cfg.program_defines(True)]
+    assert seen[1]["DSA_RFLOOR"] == 1 and seen[2]["DSA_WINDOWS"] == 1
