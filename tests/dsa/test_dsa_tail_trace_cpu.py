@@ -15,9 +15,10 @@ def test_every_stamp_finds_its_anchor(patched_kernels, load_script):
     text = "".join((root / rel).read_text() for rel in t.PATCHES)
     for k in range(t.NSTAMP):
         assert f"dsa_tt({k});" in text, k
-    for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES, t.V_PART_KEPT, t.V_MERGE_PATH, t.V_FLOOR_BIN, t.V_ABOVE):
+    for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES, t.V_PART_KEPT, t.V_MERGE_PATH, t.V_FLOOR_BIN, t.V_ABOVE, t.V_DIGITS):
         assert f"dsa_tv({k}," in text
     assert f"dsa_tv(merging ? {t.V_MERGE_N} : {t.V_PART_N}," in text
+    assert "dsa_tail_pass[blockIdx.x] = p;" in text  # reg_kth_largest's last pass
 
 
 def test_the_statistics_of_a_synthetic_trace(load_script):
