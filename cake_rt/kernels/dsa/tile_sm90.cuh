@@ -182,7 +182,9 @@ CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const flo
     if constexpr (RUNNING_FLOOR) {
         // A one-query part of RFLOOR_TILES tiles or more raises its floor a third of the way through (the floor's
         // round trip and scan, ~1 us, against the appends and counts it saves over the rest of the tiles; shorter
-        // parts lost, docs/dsa.md round 54), between two runs of the tile loop.
+        // parts lost, docs/dsa.md round 54), between two runs of the tile loop: the outer loop runs the one inner loop
+        // twice, so select_tile's code is inlined once (a second copy grows the program that the A rows' cold
+        // instruction fetch pays for, round 55).
         const int raise_at = gh && un.nq == 1 && ntiles >= RFLOOR_TILES ? ntiles / 3 : ntiles;
         int it = 0;
 #pragma unroll 1
