@@ -11,7 +11,7 @@
 //   DSA_WINDOWS 1 where a unit spans more than one 65,536-key window (select.cuh WinView); 0: every unit fits one, and
 //             the windows' code is compiled out
 //   DSA_RFLOOR 1 (wgmma, one window) where a one-query split part has RFLOOR_TILES tiles or more: such a part raises its
-//             floor from its block's histogram part of the way through (selection.cuh raise_split_floors); 0: the code
+//             floor from its block's histogram part of the way through (selection.cuh raise_split_floor); 0: the code
 //             is compiled out, so the programs of calls without such parts are not touched by it
 // None of them changes the float32 operations of a score (see the head sum in tile_common.cuh).
 #pragma once

@@ -181,19 +181,17 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     return f;
 }
 
-// A split part's running floor (RUNNING_FLOOR programs): every part of its block counts the keys it appends in the
-// block's global histogram, so part of the way through its tiles (the other parts about as far) the counts so far give
-// a floor (hist_floor: from any subset of real counts, a valid one), and from then on only keys from it are appended
-// and counted. Every key of the top-k lies at or above every floor a part can see, so it is appended and counted by its
-// part; the floors of a part's end and of the merge are of the same counts or more, never lower: a key dropped here is
-// below them. The A rows' parts write 6-9% of the keys they append (docs/dsa.md round 52). Ends with a barrier.
-CAKE_DEVICE void raise_split_floors(const Sel& s, const Unit& un, uint32_t* gh, int topk) {
-#pragma unroll 1
-    for (int qq = 0; qq < un.nq; ++qq) {
-        load_split_hist(s, gh, qq, false);
-        const SplitFloor f = hist_floor(s, topk);
-        if (sel_tid() == 0 && f.key > s.lo[qq]) s.lo[qq] = f.key;
-    }
+// A one-query split part's running floor (RUNNING_FLOOR programs): every part of its block counts the keys it appends
+// in the block's global histogram, so part of the way through its tiles (the other parts about as far) the counts so far
+// give a floor (hist_floor: from any subset of real counts, a valid one), and from then on only keys from it are
+// appended and counted. Every key of the top-k lies at or above every floor a part can see, so it is appended and
+// counted by its part; the floors of a part's end and of the merge are of the same counts or more, never lower: a key
+// dropped here is below them. The A rows' parts write 6-9% of the keys they append (docs/dsa.md round 52). The part's
+// query is its block's query 0. Ends with a barrier.
+CAKE_DEVICE void raise_split_floor(const Sel& s, uint32_t* gh, int topk) {
+    load_split_hist(s, gh, 0, false);
+    const SplitFloor f = hist_floor(s, topk);
+    if (sel_tid() == 0 && f.key > s.lo[0]) s.lo[0] = f.key;
     sel_sync();
 }
 

@@ -192,7 +192,7 @@ CAKE_DEVICE void select_loop(const Sel& s, const Unit& un, int ntiles, const flo
 #pragma unroll 1
             for (; it < stop; ++it, ++g) select_tile(it);
             if (it == ntiles) break;
-            raise_split_floors(s, un, gh, topk);
+            raise_split_floor(s, gh, topk);
         }
     } else {
 #pragma unroll 1
