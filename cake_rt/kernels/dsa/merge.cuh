@@ -13,12 +13,13 @@
 #pragma once
 #include "selection.cuh"
 #include "../common/mma.cuh"
+#include "../common/grid_barrier.cuh"
 
 namespace dsa {
 
 // Asynchronous 8-byte global -> shared copy (sm_80+): a key of a part, wherever its part starts. An 8-byte copy has
 // no .cg form, so it reads through L1; the parts were written by other CTAs, which is safe because the merging CTA
-// reads them only after arrive_last's second fence (gpu scope: it invalidates this SM's L1) and the barrier after it.
+// reads them only after arrive_last's acquire (gpu scope: it invalidates this SM's L1) and the barrier after it.
 CAKE_DEVICE void cp_async_8(void* smem, const void* gmem) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(smem)), "l"(gmem) : "memory");
 }
@@ -32,18 +33,18 @@ CAKE_DEVICE uint32_t* split_hist(unsigned* arrivals, const Unit& un) {
     return un.slot >= 0 ? split_record(arrivals, un) + SPLIT_HIST_OFF : nullptr;
 }
 
-// Called by every thread after the unit wrote its part. Returns (block-uniform) whether this unit merges.
+// Called by every thread after the unit wrote its part. Returns (block-uniform) whether this unit merges. One
+// thread's acquire-release add is the arrival: its release orders the part's writes and histogram counts of every
+// selection thread (before it through the barrier) ahead of the count, and the last arrival's acquire, passed on by
+// the barrier after it, orders every other part's writes ahead of the merge's reads (it invalidates this SM's L1,
+// which the merge's 8-byte copies read through). A fence by every thread would wait for each thread's stores on its
+// own, then the add: one round trip more on the path to the merge (grid_barrier's arrival is built the same way).
 CAKE_DEVICE bool arrive_last(unsigned* arrivals, const Unit& un, int* flag) {
-    __threadfence();  // this thread's part writes and histogram counts are visible device-wide before the arrival
     sel_sync();
     if (sel_tid() == 0) {
         unsigned* word = split_record(arrivals, un);
-        const unsigned old = atomicAdd(word, 1u);
-        const int last = old == (unsigned)(un.nparts - 1);
-        if (last) {
-            __threadfence();  // every other part's writes happen-before our reads
-            *word = 0u;       // nobody else touches the word in this launch
-        }
+        const int last = atom_add_acq_rel_gpu(word, 1u) == (unsigned)(un.nparts - 1);
+        if (last) *word = 0u;  // nobody else touches the word in this launch
         *flag = last;
     }
     sel_sync();
