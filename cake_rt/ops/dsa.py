@@ -687,9 +687,15 @@ class _DevicePlan(UploadedTable):
                 Slot(n) for n in ("q", "k", "w", "tickets", "arrivals", "indices", "scores", "ent", "cnt"))
         else:
             q, k, w, tickets, arrivals, indices, scores, ent, cnt = (np.uint64(v) for v in pointers)
+        # The ticket schedule draws units only where the grid has fewer CTAs than units. With a CTA for every unit (the
+        # split tails' plans) each CTA takes unit blockIdx.x, as under the static schedule: a draw is an L2 round trip
+        # before a CTA's first unit and another after its last, both on the call's critical path (docs/dsa.md round
+        # 58). A CTA whose SM another stream holds then runs its unit once a CTA exits, where a draw would have given
+        # that unit to the first CTA to finish: either way one SM runs two units.
+        draw = schedule == "ticket" and plan.nunits > self.grid
         hit = PackedLaunch(
             self.scan, self.grid, cfg.threads,
-            (q, k, w, np.uint64(self.ptr), np.int32(plan.nunits), tickets, np.int32(1 if schedule == "ticket" else 0),
+            (q, k, w, np.uint64(self.ptr), np.int32(plan.nunits), tickets, np.int32(1 if draw else 0),
              arrivals, np.int32(plan.topk), np.int32(1 if plan.causal else 0), indices, scores, ent, cnt)
             + (() if self.maps is None else (Blob("tm_k"),) if pointers is None else
                (bound_copy(self.maps.get((int(pointers[1]),))[1][0]),)),

@@ -96,28 +96,46 @@ def test_one_kernel_and_no_removed_switches_in_the_source():
     assert src.count("__global__") == 1
 
 
-def packed_sizes(cfg) -> list:
-    """The bytes of each argument ``_DevicePlan.packed`` gives the program's kernel (no GPU: PackedLaunch recorded)."""
+def packed_args(cfg, schedule="ticket", nunits=1, ctas=1) -> list:
+    """The arguments ``_DevicePlan.packed`` gives the program's kernel for a plan of ``nunits`` units on a grid of
+    ``ctas`` (no GPU: PackedLaunch recorded)."""
     from types import SimpleNamespace
 
-    import numpy as np
-
     from cake_rt.launch import grid
-    from cake_rt.launch.grid import Blob, Slot
-    from cake_rt.launch.tensormap import MAP_BYTES
 
     got = []
     dp = object.__new__(dsa._DevicePlan)
-    dp.plan = SimpleNamespace(nunits=1, topk=1, causal=True)
-    dp.cfg, dp.scan, dp.grid, dp.ptr, dp._packed = cfg, None, 1, 0, {}
+    dp.plan = SimpleNamespace(nunits=nunits, topk=1, causal=True)
+    dp.cfg, dp.scan, dp.grid, dp.ptr, dp._packed = cfg, None, ctas, 0, {}
     dp.maps = object() if cfg.wgmma else None
     saved = grid.PackedLaunch
     grid.PackedLaunch = lambda kernel, g, threads, args, **kw: got.extend(args)
     try:
-        dp.packed("ticket")
+        dp.packed(schedule)
     finally:
         grid.PackedLaunch = saved
-    return [8 if isinstance(a, Slot) else MAP_BYTES if isinstance(a, Blob) else np.asarray(a).itemsize for a in got]
+    return got
+
+
+def packed_sizes(cfg) -> list:
+    """The bytes of each argument ``_DevicePlan.packed`` gives the program's kernel."""
+    import numpy as np
+
+    from cake_rt.launch.grid import Blob, Slot
+    from cake_rt.launch.tensormap import MAP_BYTES
+
+    return [8 if isinstance(a, Slot) else MAP_BYTES if isinstance(a, Blob) else np.asarray(a).itemsize
+            for a in packed_args(cfg)]
+
+
+def test_the_ticket_schedule_draws_only_where_units_outnumber_the_ctas():
+    """use_ticket (the kernel's seventh argument): the ticket schedule draws where the plan has more units than the grid
+    has CTAs; with a CTA a unit (the split tails) each CTA takes its own, as the static schedule always does."""
+    cfg = dsa._try_config(32, 128, dsa.TARGET_SMEM["sm_90a"], True)
+    use = lambda schedule, nunits, ctas: int(packed_args(cfg, schedule, nunits, ctas)[6])  # noqa: E731
+    assert use("ticket", 133, 132) == 1 and use("ticket", 5000, 132) == 1
+    assert use("ticket", 132, 132) == 0 and use("ticket", 120, 120) == 0 and use("ticket", 1, 1) == 0
+    assert use("static", 5000, 132) == 0 and use("static", 132, 132) == 0
 
 
 @pytest.mark.parametrize("target", TARGETS)
