@@ -93,6 +93,8 @@ dsa_scan(const bf16_t* __restrict__ q, const bf16_t* __restrict__ kmat, const fl
     // ---- warp-specialized: the product warpgroups and the selection warpgroups walk the same units
     uint64_t* empty = reinterpret_cast<uint64_t*>(smem + Layout::empty);
     uint64_t* kfull = reinterpret_cast<uint64_t*>(smem + Layout::kfull);
+    // The key map into the TMA unit's cache before the unit's row is read: its fetch off the first copy's path.
+    if (tid == 0) tma_prefetch_map(&tm_k);
     init_slots(empty, kfull);
     __syncthreads();  // the mbarriers are initialised
     unsigned g = 0u;  // score tiles since the launch (each role counts them)
