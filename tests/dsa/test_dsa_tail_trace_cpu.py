@@ -1,8 +1,6 @@
 """CPU: ``scripts/dsa-tail-trace`` patches the sm_90a kernel (layout, indexer, tile loop, merge) by text anchors; the
 patched source must find every anchor in today's kernel (its compile test is test_dsa_product_trace_cpu.py's, for both
 trace scripts), and its statistics must read a synthetic trace."""
-import re
-
 import numpy as np
 import pytest
 
@@ -15,8 +13,8 @@ def test_every_stamp_finds_its_anchor(patched_kernels, load_script):
     t = load_script("dsa-tail-trace")
     root = patched_kernels(t.PATCHES, "dsa", "common")
     text = "".join((root / rel).read_text() for rel in t.PATCHES)
-    for k in range(t.NSTAMP):  # dsa_tt(k) or dsa_tt(merging ? k : j) / dsa_tt(merging ? j : k)
-        assert re.search(rf"dsa_tt\((?:merging \? (?:\d+ : )?)?{k}(?: : \d+)?\);", text), k
+    for k in range(t.NSTAMP):
+        assert f"dsa_tt({k});" in text, k
     for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES, t.V_PART_KEPT, t.V_MERGE_PATH, t.V_FLOOR_BIN, t.V_ABOVE, t.V_DIGITS):
         assert f"dsa_tv({k}," in text
     assert f"dsa_tv(merging ? {t.V_MERGE_N} : {t.V_PART_N}," in text
