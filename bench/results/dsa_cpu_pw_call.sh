@@ -1,17 +1,19 @@
 #### .dev/h53/call4.sh
 # 53rd session, call 4: main / pw (a part's keep writes its workspace row from registers, through the merge's own
 # select_keep) / pk again, the A rows in one process a row (records spread over their pages), one pass; then pw
-# verified when it is faster than main on A3 and A2 at H = 32 in the first pass; between them ncu of A3 on main
-# (.dev/h53/ncu/ncu.sh: the merge's instruction fetch).
+# verified when it is faster than main on A3 and A2 at H = 32 in the first pass; first the merge run twice on main
+# (.dev/tail2), between them ncu of A3 on main (.dev/h53/ncu/ncu.sh): the merge's instruction fetch.
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1
 python3 -m pip install --no-deps --no-build-isolation -e . > /dev/null 2>&1
+bash .dev/tail2/call.sh > /dev/null 2>&1  # main's merge run twice (scripts/dsa-tail-trace --merge-twice), H = 32
+grep -E "^A|merge" $OUT/tail2_trace.txt | grep -v "keys in the\|counted\|digits\|streamed"
 K=$PWD/.dev/h53/k
 T=main=$K/main/cake_rt/kernels,pw=$K/pw/cake_rt/kernels,pk=$K/pk/cake_rt/kernels
 (
 export CAKE_RT_CACHE_DIR=$PWD/.dev/h53/abc CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 for r in A3:32:16:1 A2:32:8:1 A1:32:8:1 A3:64:8:1 A2:64:8:1 A1:64:8:1; do
     IFS=: read row h n p <<< "$r"
-    [ $SECONDS -gt 70 ] && { echo "time: stop before $r"; break; }
+    [ $SECONDS -gt 95 ] && { echo "time: stop before $r"; break; }
     echo "== $row H$h (pass $p)"
     timeout 60 python3 scripts/dsa-placement $row --heads $h --records spread:$n --repeats 10 --trees $T > $OUT/ab4_${row}_${h}_$p.txt 2>&1
     grep -E "^tree|outputs|records left|Error" $OUT/ab4_${row}_${h}_$p.txt; echo "[$SECONDS s]"

@@ -6,11 +6,12 @@
 #   wrec.txz                         main's record cubins (.dev/record, scripts/record-prepare) with pw's DSA programs
 #                                    and its sanitizer programs compiled in (for verify_pw.sh)
 #   ncu/                             main's lineinfo programs at H = 32, D = 128 and ncu.sh (A3's source counters)
+#   ../tail2/                        main's --merge-twice trace programs (dsa_cpu_tail_prepare.sh TWICE=1)
 #   call4.sh, verify_pw.sh           the call: the A rows in one process a row (records spread), ncu of A3 on main, then
 #                                    pw verified when it is faster than main on A3 and A2 at H = 32
 # CPU, from /work/main with /work/venv (about 5 min):  bash bench/results/dsa_cpu_pw_prepare.sh
 # then run command "bash .dev/h53/call4.sh", carry [".dev/h53/k", ".dev/h53/abc", ".dev/h53/wrec.txz", ".dev/h53/ncu",
-# ".dev/h53/call4.sh", ".dev/h53/verify_pw.sh"], timeout_s 400 (~300 s of command).
+# ".dev/tail2", ".dev/h53/call4.sh", ".dev/h53/verify_pw.sh"], timeout_s 420 (~320 s of command).
 set -euo pipefail
 cd ${R:-/work/main}
 source /work/venv/bin/activate
@@ -40,6 +41,7 @@ print(warmup(("dsa",), "sm_90a", jobs=2, shapes=parse_shapes(os.environ["SHAPES"
 ')
 rm -rf $W
 tar -cJf .dev/h53/wrec.txz -C .dev/h53/wrec cubins && rm -rf .dev/h53/wrec
+TWICE=1 bash bench/results/dsa_cpu_tail_prepare.sh  # .dev/tail2: main's merge run twice
 rm -rf .dev/h53/ncu; mkdir -p .dev/h53/ncu
 CAKE_RT_LINEINFO=1 CAKE_RT_CACHE_DIR=$PWD/.dev/h53/ncu/cubins PYTHONPATH=$PWD python -c '
 from cake_rt.warmup import warmup, parse_shapes
@@ -48,4 +50,4 @@ print(warmup(("dsa",), "sm_90a", jobs=2, shapes=parse_shapes(["heads=32,head_dim
 sed -n '/^#### .dev\/h53\/ncu\/ncu.sh/,$p' bench/results/dsa_cpu_pw_call.sh | sed '1d' > .dev/h53/ncu/ncu.sh
 sed -n '/^#### .dev\/h53\/call4.sh/,/^#### .dev\/h53\/verify_pw.sh/p' bench/results/dsa_cpu_pw_call.sh | sed '1d;$d' > .dev/h53/call4.sh
 sed -n '/^#### .dev\/h53\/verify_pw.sh/,/^#### .dev\/h53\/ncu\/ncu.sh/p' bench/results/dsa_cpu_pw_call.sh | sed '1d;$d' > .dev/h53/verify_pw.sh
-du -sh .dev/h53/k .dev/h53/abc .dev/h53/wrec.txz .dev/h53/ncu
+du -sh .dev/h53/k .dev/h53/abc .dev/h53/wrec.txz .dev/h53/ncu .dev/tail2

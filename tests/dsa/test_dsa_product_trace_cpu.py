@@ -25,11 +25,14 @@ def test_every_stamp_finds_its_anchor(load_script):
 
 
 @pytest.mark.skipif("sm_90a" not in available_targets(), reason="NVRTC without sm_90a")
-@pytest.mark.parametrize("script, array", [("dsa-product-trace", "dsa_trace"), ("dsa-tail-trace", "dsa_tail")])
+@pytest.mark.parametrize("script, patches, array", [("dsa-product-trace", "PATCHES", "dsa_trace"),
+                                                   ("dsa-tail-trace", "PATCHES", "dsa_tail"),
+                                                   ("dsa-tail-trace", "PATCHES_TWICE", "dsa_tail")])
 @pytest.mark.parametrize("H", [32, 64])
-def test_the_patched_kernel_compiles(patched_kernels, load_script, script, array, H):
-    """Both DSA trace scripts' patched kernels (scripts/dsa-tail-trace's other tests: test_dsa_tail_trace_cpu.py)."""
-    tmp_path = patched_kernels(load_script(script).PATCHES, "dsa", "common")
+def test_the_patched_kernel_compiles(patched_kernels, load_script, script, patches, array, H):
+    """Both DSA trace scripts' patched kernels, the tail trace's --merge-twice form too (scripts/dsa-tail-trace's other
+    tests: test_dsa_tail_trace_cpu.py)."""
+    tmp_path = patched_kernels(getattr(load_script(script), patches), "dsa", "common")
     defs = next(d for _, d in dsa.programs("sm_90a") if d.get("DSA_WGMMA") and d["DSA_H"] == H and d["DSA_D"] == 128)
     text = load_source(tmp_path / "dsa" / "indexer.cu")
     assert f"{array}[" in text

@@ -14,11 +14,30 @@ def test_every_stamp_finds_its_anchor(patched_kernels, load_script):
     root = patched_kernels(t.PATCHES, "dsa", "common")
     text = "".join((root / rel).read_text() for rel in t.PATCHES)
     for k in range(t.NSTAMP):
-        assert f"dsa_tt({k});" in text, k
+        if k not in t.TWICE_ONLY:
+            assert f"dsa_tt({k});" in text, k
+    assert not any(f"dsa_tt_last({k});" in text for k in range(t.NSTAMP)) and "dsa_again" not in text
     for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES, t.V_PART_KEPT, t.V_MERGE_PATH, t.V_FLOOR_BIN, t.V_ABOVE, t.V_DIGITS):
         assert f"dsa_tv({k}," in text
     assert f"dsa_tv(merging ? {t.V_MERGE_N} : {t.V_PART_N}," in text
     assert "dsa_tail_pass[blockIdx.x] = p;" in text  # reg_kth_largest's last pass
+
+
+def test_merge_twice_runs_the_merge_again(patched_kernels, load_script):
+    """--merge-twice: the merge's second pass after the first (the histograms zeroed by the second only), its stamps
+    overwriting the first pass's, the first pass's end stamped once."""
+    t = load_script("dsa-tail-trace")
+    root = patched_kernels(t.PATCHES_TWICE, "dsa", "common")
+    merge = (root / "dsa" / "merge.cuh").read_text()
+    text = "".join((root / rel).read_text() for rel in t.PATCHES_TWICE)
+    for k in range(t.NSTAMP):
+        call = f"dsa_tt_last({k});" if k in t.MERGE_STAMPS else f"dsa_tt({k});"
+        assert call in text, k
+        if k in t.MERGE_STAMPS:
+            assert f"dsa_tt({k});" not in text, k
+    assert "if (merging && dsa_again) {" in merge and "dsa_again = true;" in merge
+    assert "load_split_hist(s, gh, qq, merging && dsa_again);" in merge
+    assert merge.count("arrive_last(arrivals, un, flag)") == 1
 
 
 def test_the_statistics_of_a_synthetic_trace(load_script):
@@ -51,6 +70,13 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
     assert list(st["part: keys written from its floor"]) == [100, 110, 120]
     assert list(st["merge: keys in its buffer (first query)"]) == [3000]
     assert list(st["merge: streamed (1: one batch, 2: streamed)"]) == [1]
+    # --merge-twice: the first pass ends at 19,800 ns, the second's steps count from there
+    rec[2, t.M_END1], rec[2, t.CK + t.M_END1] = 19800, 2 * (19800 - 1000)
+    rec[2, t.M_COPIED], rec[2, t.CK + t.M_COPIED] = 20300, 2 * (20300 - 1000)
+    tw = t.analyse([rec], twice=True)
+    assert np.allclose(tw["merge, first pass: arrival to its end"], 19800 - 15800)
+    assert np.allclose(tw["merge, second pass: to its end"], 21700 - 19800)
+    assert np.allclose(tw["merge: parts' keys in"], 500)
 
 
 def test_the_traced_program_is_the_one_the_runner_launches(load_script, monkeypatch):
