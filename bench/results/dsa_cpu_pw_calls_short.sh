@@ -1,33 +1,15 @@
-#### .dev/h54/call6.sh (the shortest: main / pw on A3 and A2 at H = 32, the merge run twice on A3; ~100 s)
-# 54th session, call 6 (little device time left): main / pw on A3 and A2 at H = 32 in one process a row, then main's
-# merge run twice on A3 (.dev/tail2, H = 32).
+#### .dev/h54/call5.sh (main / pw on the A rows, the merge run twice; ROWS and TRACE_ROWS choose the rows; pw's verification a second call: bash .dev/h53/verify_pw.sh)
+# 54th session, call 5: main / pw on the A rows in one process a row (records spread over their pages), then main's
+# merge run twice (.dev/tail2's programs, H = 32). ROWS (ROW:H:record offsets) and TRACE_ROWS choose the rows: the
+# defaults take ~150 s of command; ROWS="A3:32:16 A2:32:8" TRACE_ROWS=A3 ~100 s. pw's verification is its own call
+# (verify_pw.sh).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1
 python3 -m pip install --no-deps --no-build-isolation -e . > /dev/null 2>&1
 K=$PWD/.dev/h53/k
 T=main=$K/main/cake_rt/kernels,pw=$K/pw/cake_rt/kernels
 (
 export CAKE_RT_CACHE_DIR=$PWD/.dev/h53/abc CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
-for r in A3:32:16 A2:32:8; do
-    IFS=: read row h n <<< "$r"
-    echo "== $row H$h"
-    timeout 50 python3 scripts/dsa-placement $row --heads $h --records spread:$n --repeats 10 --trees $T > $OUT/ab6_${row}_${h}.txt 2>&1
-    grep -E "^tree|outputs|records left|Error" $OUT/ab6_${row}_${h}.txt; echo "[$SECONDS s]"
-done
-)
-export CAKE_RT_CACHE_DIR=$PWD/.dev/tail2/cubins PYTHONUNBUFFERED=1 CAKE_RT_QUIET=1
-timeout 60 python3 scripts/dsa-tail-trace A3 --H 32 --runs 3 --merge-twice > $OUT/tail2_trace.txt 2>&1
-grep -E "^A|merge" $OUT/tail2_trace.txt | grep -v "keys in the\|counted\|digits\|streamed"; echo "[$SECONDS s]"
-cd $OUT && tar czf ab6.tgz --exclude=ab6.tgz . && find . -type f ! -name ab6.tgz -delete; ls -la
-#### .dev/h54/call5.sh (main / pw on the six A rows, the merge run twice on A3, A1, A2; ~150 s; pw's verification a second call: bash .dev/h53/verify_pw.sh)
-# 54th session, call 5 (call4 less pk and the ncu): main / pw, the A rows in one process a row (records spread over their
-# pages), then main's merge run twice (.dev/tail2, H = 32). pw's verification is its own call (verify_pw.sh).
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1
-python3 -m pip install --no-deps --no-build-isolation -e . > /dev/null 2>&1
-K=$PWD/.dev/h53/k
-T=main=$K/main/cake_rt/kernels,pw=$K/pw/cake_rt/kernels
-(
-export CAKE_RT_CACHE_DIR=$PWD/.dev/h53/abc CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
-for r in A3:32:16 A2:32:8 A1:32:8 A3:64:8 A2:64:8 A1:64:8; do
+for r in ${ROWS:-A3:32:16 A2:32:8 A1:32:8 A3:64:8 A2:64:8 A1:64:8}; do
     IFS=: read row h n <<< "$r"
     [ $SECONDS -gt 80 ] && { echo "time: stop before $r"; break; }
     echo "== $row H$h"
@@ -35,8 +17,11 @@ for r in A3:32:16 A2:32:8 A1:32:8 A3:64:8 A2:64:8 A1:64:8; do
     grep -E "^tree|outputs|records left|Error" $OUT/ab5_${row}_${h}.txt; echo "[$SECONDS s]"
 done
 )
-bash .dev/tail2/call.sh > /dev/null 2>&1  # main's merge run twice (scripts/dsa-tail-trace --merge-twice), H = 32
-grep -E "^A|merge" $OUT/tail2_trace.txt | grep -v "keys in the\|counted\|digits\|streamed"
+(
+export CAKE_RT_CACHE_DIR=$PWD/.dev/tail2/cubins PYTHONUNBUFFERED=1 CAKE_RT_QUIET=1
+timeout 100 python3 scripts/dsa-tail-trace ${TRACE_ROWS:-A3 A1 A2} --H 32 --runs 3 --merge-twice > $OUT/tail2_trace.txt 2>&1
+)
+grep -E "^A|merge" $OUT/tail2_trace.txt | grep -v "keys in the\|counted\|digits\|streamed"; echo "[$SECONDS s]"
 cd $OUT && tar czf ab5.tgz --exclude=ab5.tgz . && find . -type f ! -name ab5.tgz -delete; ls -la
 #### .dev/h54/rec_pw.sh (on an H200 only: the DSA bench of pw against 12-06b, after its verification)
 #!/usr/bin/env bash

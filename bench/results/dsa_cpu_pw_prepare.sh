@@ -51,7 +51,7 @@ sed -n '/^#### .dev\/h53\/ncu\/ncu.sh/,$p' bench/results/dsa_cpu_pw_call.sh | se
 sed -n '/^#### .dev\/h53\/call4.sh/,/^#### .dev\/h53\/verify_pw.sh/p' bench/results/dsa_cpu_pw_call.sh | sed '1d;$d' > .dev/h53/call4.sh
 sed -n '/^#### .dev\/h53\/verify_pw.sh/,/^#### .dev\/h53\/ncu\/ncu.sh/p' bench/results/dsa_cpu_pw_call.sh | sed '1d;$d' > .dev/h53/verify_pw.sh
 mkdir -p .dev/h54  # the shorter calls (bench/results/dsa_cpu_pw_calls_short.sh), for a session with little device time
-for f in call6 call5 rec_pw; do
+for f in call5 rec_pw; do
     sed -n "/^#### .dev\/h54\/$f.sh/,/^#### /p" bench/results/dsa_cpu_pw_calls_short.sh | sed '1d;/^#### /d' > .dev/h54/$f.sh
 done
 du -sh .dev/h53/k .dev/h53/abc .dev/h53/wrec.txz .dev/h53/ncu .dev/tail2
