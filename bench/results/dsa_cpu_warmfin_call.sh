@@ -1,12 +1,12 @@
 # Round 64 (docs/dsa.md): the call of the warmfin kit (bench/results/dsa_cpu_warmfin_prepare.sh stages it).
 #### .dev/h55/call.sh
-# 55th session: main / warmfin / warmfin2 on the six A rows in one process a row (records spread), then the arm with
+# 55th session: main / warmfin / warmfin2 / warmfin3 on the six A rows in one process a row (records spread), then the arm with
 # the better geomean verified when it is faster than main on A3 and A2 at H = 32 (DSA fingerprints against 12-06b, the
 # DSA GPU tests, the sanitizers). VERIFY=ARM verifies that arm whatever the times.
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1
 python3 -m pip install --no-deps --no-build-isolation -e . > /dev/null 2>&1
 K=$PWD/.dev/h53/k
-ARMS=${ARMS:-warmfin warmfin2}
+ARMS=${ARMS:-warmfin warmfin2 warmfin3}
 T=main=$K/main/cake_rt/kernels; for a in $ARMS; do T=$T,$a=$K/$a/cake_rt/kernels; done
 (
 export CAKE_RT_CACHE_DIR=$PWD/.dev/h53/abc CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD

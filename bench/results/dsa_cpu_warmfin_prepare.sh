@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# Issue #12, docs/dsa.md round 64: the kit of arms warmfin and warmfin2 (branches: a split first unit's finish run once
-# on dummy candidates before its tiles, its code then in the SM's instruction cache; warmfin2 without the warm pass's
-# histogram load), staged on the CPU from /work/main with /work/venv (about 9 min; needs .dev/record/cubins.txz, from
+# Issue #12, docs/dsa.md round 64: the kit of arms warmfin, warmfin2 and warmfin3 (branches: a split first unit's finish
+# run once on dummy candidates before its tiles, its code then in the SM's instruction cache; warmfin2 without the warm
+# pass's histogram load; warmfin3 with the merge's steps too), staged on the CPU from /work/main with /work/venv
+# (about 13 min; needs .dev/record/cubins.txz, from
 # `RECORD=bench/results/h200_2026-12-06b OPS=dsa bash scripts/record-prepare`):
-#   .dev/h53/k/{main,warmfin,warmfin2}/cake_rt/kernels   the trees' kernels (git archive)
+#   .dev/h53/k/{main,warmfin,warmfin2,warmfin3}/cake_rt/kernels   the trees' kernels (git archive)
 #   .dev/h53/abc/                    the six A rows' sm_90a programs of the trees (dsa-placement --compile-only)
 #   .dev/h55/wrec_ARM.txz            main's record cubins with ARM's programs and sanitizer programs compiled in
 #   .dev/h55/call.sh                 the call (dsa_cpu_warmfin_call.sh): the A rows, one process a row, then the
-#                                    better arm verified when it is faster than main on A3 and A2 at H = 32
+#                                    best arm verified when it is faster than main on A3 and A2 at H = 32
 # then run command "bash .dev/h55/call.sh", carry [".dev/h53/k", ".dev/h53/abc", ".dev/h55"], timeout_s 420
-# (about 30 s of A/B, 250 s of verification).
+# (about 40 s of A/B, 250 s of verification).
 set -euo pipefail
 cd ${R:-/work/main}
 source /work/venv/bin/activate
 export LD_LIBRARY_PATH=/work/venv/lib/python3.11/site-packages/nvidia/cu13/lib CAKE_RT_QUIET=1
 [ -f .dev/record/cubins.txz ] || { echo "stage .dev/record first (scripts/record-prepare, OPS=dsa)"; exit 2; }
-ARMS="warmfin warmfin2"
-# the branches, where this checkout lacks them: from the committed diffs (warmfin on main, warmfin2 on warmfin)
+ARMS="warmfin warmfin2 warmfin3"
+# the branches, where this checkout lacks them: from the committed diffs (warmfin on main, the others on warmfin)
 for a in $ARMS; do
     git rev-parse -q --verify $a > /dev/null && continue
     if [ $a = warmfin ]; then base=HEAD; diff=bench/results/dsa_cpu_warmfin_arm.diff
-    else base=warmfin; diff=bench/results/dsa_cpu_warmfin2_over_warmfin.diff; fi
+    else base=warmfin; diff=bench/results/dsa_cpu_${a}_over_warmfin.diff; fi
     d=$(mktemp -d); git worktree add -q -b $a $d $base
     git -C $d apply $PWD/$diff && git -C $d commit -qam "arm $a ($diff)"
     git worktree remove $d
