@@ -17,7 +17,7 @@ def test_every_stamp_finds_its_anchor(patched_kernels, load_script):
         if k not in t.TWICE_ONLY:
             assert f"dsa_tt({k});" in text, k
     assert not any(f"dsa_tt_last({k});" in text for k in range(t.NSTAMP)) and "dsa_again" not in text
-    for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES, t.V_PART_KEPT, t.V_MERGE_PATH, t.V_FLOOR_BIN, t.V_ABOVE, t.V_DIGITS):
+    for k in (t.V_MERGE, t.V_UNIT, t.V_NTILES, t.V_SMID, t.V_PART_KEPT, t.V_MERGE_PATH, t.V_FLOOR_BIN, t.V_ABOVE, t.V_DIGITS):
         assert f"dsa_tv({k}," in text
     assert f"dsa_tv(merging ? {t.V_MERGE_N} : {t.V_PART_N}," in text
     assert "dsa_tail_pass[blockIdx.x] = p;" in text  # reg_kth_largest's last pass
@@ -57,6 +57,7 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
             rec[c, t.CK + k] = 2 * (v - 1000)
         rec[c, t.V_MERGE] = 1 if c == 2 else 2
         rec[c, t.V_NTILES] = 10
+        rec[c, t.V_SMID] = 7 + c  # SMs 6, 7, 8
         rec[c, t.V_PART_N], rec[c, t.V_PART_KEPT] = 1281, 101 + 10 * c  # counts + 1
     rec[2, t.V_MERGE_N], rec[2, t.V_MERGE_PATH] = 3001, 1
     st = t.analyse([rec])
@@ -70,6 +71,11 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
     assert list(st["part: keys written from its floor"]) == [100, 110, 120]
     assert list(st["merge: keys in its buffer (first query)"]) == [3000]
     assert list(st["merge: streamed (1: one batch, 2: streamed)"]) == [1]
+    # every finish lasts 2 us: all three are the slow tenth (at or above the p90); the merging CTA's loop ends last
+    assert list(st["parts: loop end from call start"]) == [12500, 12600, 12700]
+    assert list(st["  the slow tenth of finishes: SM (smid)"]) == [6, 7, 8]
+    assert st["merging CTAs: loop end from call start"] == [12700]
+    assert np.allclose(st["merging CTAs: their own part's finish"], 2000)
     # --merge-twice: the first pass ends at 19,800 ns, the second's steps count from there
     rec[2, t.M_END1], rec[2, t.CK + t.M_END1] = 19800, 2 * (19800 - 1000)
     rec[2, t.M_COPIED], rec[2, t.CK + t.M_COPIED] = 20300, 2 * (20300 - 1000)
