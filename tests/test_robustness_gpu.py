@@ -584,10 +584,11 @@ def run_threads(fn, arg_tuples):
 def test_one_runner_on_two_threads_and_two_streams():
     """Two threads run one runner at the same moment on two streams (both wait on one event); each copies
     the outputs on its own stream right after its run. A run must have written every row itself when its
-    stream reaches the copy, so the runs may not share a ticket word (each would do part of the units).
-    The first key segment is 64x longer than the others, so a run that skipped its unit finishes first."""
+    stream reaches the copy, so the runs may not share a ticket word (each would do part of the units). The plan
+    has more units than the grid has CTAs, so its launches draw them from the word. The first key segment is 64x
+    longer than the others, so a run that skipped its unit finishes first."""
     cupy = _cp()
-    T, long_k, short_k = 16, 65536, 1024
+    T, long_k, short_k = 300, 65536, 1024
     cu_q = np.arange(T + 1, dtype=np.int32)  # one query per segment: one work unit per query
     cu_k = np.concatenate([[0], np.cumsum([long_k] + [short_k] * (T - 1))]).astype(np.int32)
     host, dev = exact_inputs(11, T, int(cu_k[-1]))
@@ -597,6 +598,7 @@ def test_one_runner_on_two_threads_and_two_streams():
     wi, ws = dsa_indexer_reference(*host, TOPK, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=False)
     idx, sc = poisoned(T)
     runner = _dsa().prepare_dsa_indexer_det_topk(*dev, TOPK, indices=idx, scores=sc, **meta)
+    assert runner._dp.draws("ticket") and runner.tickets is not None
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
     gate_stream = cupy.cuda.Stream(non_blocking=True)
     snaps, errors = [], []

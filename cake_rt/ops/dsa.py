@@ -661,11 +661,23 @@ class _DevicePlan(UploadedTable):
         # What every call of the plan reads, computed once: the work units, the workspace bytes, the ticket words
         # (by schedule: 0 when a launch needs none), the workspace counts' offset.
         self.nunits, self.need = plan.nunits, plan.workspace_bytes
-        self.words = {sch: plan.ticket_words if _needs_words(plan, sch) else 0 for sch in SCHEDULES}
+        self.words = {sch: plan.ticket_words if self.reads_words(sch) else 0 for sch in SCHEDULES}
         self.counts_offset = plan.counts_offset
         self.maps = TileMaps((Tile2D(cfg.D, Tkv, cfg.D * 2),)) if cfg.wgmma else None
         self._packed = {}
         self.owned = ()  # a runner's ticket words and workspace: freed with the plan
+
+    def draws(self, schedule: str) -> bool:
+        """Whether a launch draws its units from the ticket word: the ticket schedule where the grid has fewer CTAs
+        than units. With a CTA for every unit (the split tails' plans) each CTA takes unit blockIdx.x, as under the
+        static schedule: a draw is an L2 round trip before a CTA's first unit and another after its last, both on the
+        call's critical path (docs/dsa.md round 58). A CTA whose SM another stream holds then runs its unit once a CTA
+        exits, where a draw would have given that unit to the first CTA to finish: either way one SM runs two units."""
+        return schedule == "ticket" and self.plan.nunits > self.grid
+
+    def reads_words(self, schedule: str) -> bool:
+        """Whether a launch reads ticket words: to draw units, or for the split blocks' arrival records (from word 4)."""
+        return self.plan.nunits > 0 and (self.draws(schedule) or self.plan.nsplit > 0)
 
     def packed(self, schedule: str, pointers=None):
         """The ``PackedLaunch`` of dsa_scan; slots: q, k, w, tickets, arrivals, indices, scores, ent, cnt, and the
@@ -687,12 +699,7 @@ class _DevicePlan(UploadedTable):
                 Slot(n) for n in ("q", "k", "w", "tickets", "arrivals", "indices", "scores", "ent", "cnt"))
         else:
             q, k, w, tickets, arrivals, indices, scores, ent, cnt = (np.uint64(v) for v in pointers)
-        # The ticket schedule draws units only where the grid has fewer CTAs than units. With a CTA for every unit (the
-        # split tails' plans) each CTA takes unit blockIdx.x, as under the static schedule: a draw is an L2 round trip
-        # before a CTA's first unit and another after its last, both on the call's critical path (docs/dsa.md round
-        # 58). A CTA whose SM another stream holds then runs its unit once a CTA exits, where a draw would have given
-        # that unit to the first CTA to finish: either way one SM runs two units.
-        draw = schedule == "ticket" and plan.nunits > self.grid
+        draw = self.draws(schedule)
         hit = PackedLaunch(
             self.scan, self.grid, cfg.threads,
             (q, k, w, np.uint64(self.ptr), np.int32(plan.nunits), tickets, np.int32(1 if draw else 0),
@@ -779,7 +786,7 @@ def _default_schedule(dev) -> str:
 def _launch_args(dp: _DevicePlan, qkw: tuple, indices, scores, workspace, tickets, schedule):
     """The pointers dsa_scan's ``PackedLaunch`` takes (``qkw``: those of q, k and weights); None when the
     plan has no work units. ``tickets`` (``plan.ticket_words`` words: the ticket word, then the records of
-    split blocks from word 4) is needed by the ticket schedule and by split plans."""
+    split blocks from word 4): None where the launch reads none (``_DevicePlan.reads_words``)."""
     plan = dp.plan
     if dp.nunits == 0:
         return None
@@ -807,10 +814,6 @@ def _run(dp: _DevicePlan, args: tuple, tickets, schedule, handle: int) -> None:
     except BaseException:
         tickets.mark_dirty()  # the next call re-zeroes the words on its own stream
         raise
-
-
-def _needs_words(plan: DsaPlan, schedule) -> bool:
-    return plan.nunits > 0 and (schedule == "ticket" or plan.nsplit > 0)
 
 
 def _signature(q, k, weights, indices, scores, workspace, topk, cu_seqlens_q, cu_seqlens_k, q_causal_offsets, causal,
@@ -1334,7 +1337,7 @@ def prepare_dsa_indexer_det_topk(q, k, weights, topk, *, cu_seqlens_q=None, cu_s
             from ..launch.tickets import TicketWords
 
             tickets = (TicketWords(dp.plan.ticket_words, device=p.device, stream=st, sync=False)
-                       if _needs_words(dp.plan, schedule) else None)
+                       if dp.words[schedule] else None)
             dp.ready.record(st)
             dp.ready.synchronize()  # the table and the zero are complete: ordered before a run on any stream
         dp.order_after_upload = lambda handle, capturing: None

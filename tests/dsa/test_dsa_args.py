@@ -175,3 +175,23 @@ def test_visible_pairs_match_the_benchmark_table():
     assert dsa.visible_pairs([0, 3], [0, 5], None, causal=False) == 15
     f, b = dsa.dsa_flops_bytes(8192, 8192, 32, 128, 2048, 33_558_528)
     assert f >= 2 * 32 * 128 * 33_558_528 and b > 0
+
+
+@pytest.mark.parametrize("schedule", ["ticket", "static"])
+def test_launch_reads_ticket_words_only_to_draw_or_merge(schedule):
+    """A launch reads ticket words to draw units (the ticket schedule with fewer CTAs than units) and for the split
+    blocks' arrival records; other plans get none (a call allocates and zeroes nothing for them)."""
+    rows = (  # (plan, grid): no split with more units than CTAs, no split with a CTA a unit, split tails, no units
+        (dsa.plan_units(8192, 8192, None, None, None, True, 2048, 4, 128, 132), 132),
+        (dsa.plan_units(128, 1024, None, None, None, True, 2048, 4, 128, 132), 132),
+        (dsa.plan_units(4, 22018, None, None, None, True, 2048, 4, 128, 132), 132),
+        (dsa.plan_units(0, 4096, None, None, None, True, 2048, 4, 128, 132), 1),
+    )
+    got = []
+    for plan, grid in rows:
+        dp = object.__new__(dsa._DevicePlan)  # the rule reads the plan and the grid alone (no GPU to load a program)
+        dp.plan, dp.grid = plan, min(grid, max(1, plan.nunits))
+        got.append((dp.draws(schedule), dp.reads_words(schedule)))
+    assert rows[0][0].nunits > 132 and rows[1][0].nunits <= 132 and rows[2][0].nsplit > 0 and rows[3][0].nunits == 0
+    ticket = schedule == "ticket"
+    assert got == [(ticket, ticket), (False, False), (False, True), (False, False)]

@@ -573,6 +573,7 @@ def test_program_cases_reference_and_entries(monkeypatch, case, mma):
             assert same_bits(base, (idx.get(), sc.get())), (case, sched)
             idx.fill(POISON_IDX)  # both outputs: the second run must write every index and score again
             sc.fill(np.nan)
+        assert (r.tickets is not None) == r._dp.reads_words(sched), (case, sched)  # words where the launch reads them
         if r.tickets is not None:
             assert np.all(r.tickets.read() == 0)  # ticket word and arrival words
 
@@ -665,7 +666,8 @@ def test_graph_capture_replays_prepared_and_eager(det_problem):
         assert same_bits(base, (idx.get(), sc.get()))
         assert same_bits(base, (eidx.get(), esc.get()))
         assert same_bits(base, (sidx.get(), ssc.get()))
-    assert np.all(runner.tickets.read() == 0)
+    assert (runner.tickets is not None) == runner._dp.draws("ticket")  # no split: words only to draw units
+    assert runner.tickets is None or np.all(runner.tickets.read() == 0)
     assert split_runner.plan.nsplit > 0 and np.all(split_runner.tickets.read() == 0)  # its arrival words too
     from cake_rt.launch.streams import stream_state
 
@@ -711,8 +713,11 @@ def test_ticket_word_rezeroed_after_failed_launch(det_problem):
     topk = 64
     base = run_eager(dev, topk, **meta)
     idx, sc = poisoned(dev[0].shape[0], topk)
-    runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule="ticket")
-    # Simulate a launch that raised after the word was touched: garbage in the word, marked dirty.
+    # A split plan: its launch reads the words (the split blocks' arrival records), whatever the grid's size.
+    runner = _op().prepare_dsa_indexer_det_topk(*dev, topk, **meta, indices=idx, scores=sc, schedule="ticket",
+                                                key_split=200)
+    assert runner.plan.nsplit > 0 and runner.tickets is not None
+    # Simulate a launch that raised after the words were touched: garbage in them, marked dirty.
     runner.tickets.array.fill(12345)
     cupy.cuda.Device().synchronize()
     runner.tickets.mark_dirty()
