@@ -70,15 +70,13 @@ static_assert(CAP * 8 <= Layout::cand, "a query's candidates as global keys fit 
 // saw), their copies into buf in key order are started, a warp a part, lanes on consecutive keys (8-byte
 // cp.async: nothing waits in registers, no key looks for its part), and how many is returned: the caller
 // waits for them (cp_async_wait, a barrier) and select_keep drops the keys below the floor. Else -1:
-// stream_parts, once the floor is known. c_first: this thread's count of the first batch of parts (read by the
-// caller, with the histogram). buf: Layout::merge_keys keys of free shared memory; pstart: NT + 1 ints.
-CAKE_DEVICE int copy_parts(const Sel& s, const Unit& un, int qq, int topk, const uint64_t* ws_ent, int c_first,
-                           uint64_t* buf, int* pstart) {
-    if (un.nparts > NT) return -1;
+// stream_parts, once the floor is known. ex / total: the exclusive scan of the first batch's part counts (read by the
+// caller with the histogram, scanned with its bins' counts) and their sum. buf: Layout::merge_keys keys of free shared
+// memory; pstart: NT + 1 ints.
+CAKE_DEVICE int copy_parts(const Unit& un, int qq, int topk, const uint64_t* ws_ent, int ex, int total, uint64_t* buf,
+                           int* pstart) {
+    if (un.nparts > NT || total > REACH) return -1;  // block-uniform
     const int tid = sel_tid();
-    int total;
-    const int ex = block_excl_scan<NT>(c_first, s.scratch, total);
-    if (total > REACH) return -1;  // block-uniform
     if (tid < un.nparts) pstart[tid] = ex;
     if (tid == 0) pstart[un.nparts] = total;
     sel_sync();
@@ -180,8 +178,16 @@ CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsig
         const int c_first =
             merging && tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
         load_split_hist(s, gh, qq, merging);
-        int n = merging ? copy_parts(s, un, qq, topk, ws_ent, c_first, mbuf, pstart) : s.cnt[qq];
-        const SplitFloor bin = hist_floor(s, topk);  // (the merge's copies in flight)
+        // One scan for the histogram's floor and the merge's part starts: the part counts in the high word, the
+        // thread's bins' counts in the low one (each sum < 2^32).
+        const int cnt = owned_split_count(s);
+        uint64_t tot;
+        const uint64_t ex = block_excl_scan_u64<NT>(((uint64_t)(uint32_t)c_first << 32) | (uint32_t)cnt,
+                                                    reinterpret_cast<uint64_t*>(s.scratch), tot);
+        int n = merging ? copy_parts(un, qq, topk, ws_ent, (int)(ex >> 32), (int)(tot >> 32), mbuf, pstart)
+                        : s.cnt[qq];
+        // (the merge's copies in flight)
+        const SplitFloor bin = pick_split_floor(s, topk, cnt, (int)(uint32_t)ex, (int)(uint32_t)tot);
         if (merging) {  // block-uniform
             if (n >= 0) {
                 cp_async_wait<0>();

@@ -139,24 +139,31 @@ struct SplitFloor {
     uint64_t key;
     int above;
 };
-CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
-    const int tid = sel_tid();
-    // Thread t owns bins [2048 - 8 (t + 1), 2048 - 8 t), counted from the top digit down: bins 8 m + i, m = 255 - t, at
-    // words 256 i + m where the bins are spread (split_bin_word; lanes on consecutive m, so on different banks), else at
-    // words 8 m + i.
-    constexpr int PER = HIST_WORDS / NT, STRIDE = SPLIT_SPREAD ? HIST_WORDS / PER : 1;
-    static_assert(PER == 8, "a thread's bins: one word in each 1 KiB block");
-    const int top = HIST_WORDS - tid * PER;
-    const uint32_t* words = s.hist + (SPLIT_SPREAD ? top / PER - 1 : top - PER);
+// A thread's bins of s.hist (its count of them is hist_floor's to scan): thread t owns bins [2048 - 8 (t + 1),
+// 2048 - 8 t), counted from the top digit down: bins 8 m + i, m = 255 - t, at words 256 i + m where the bins are spread
+// (split_bin_word; lanes on consecutive m, so on different banks), else at words 8 m + i.
+constexpr int SPLIT_PER = HIST_WORDS / NT, SPLIT_STRIDE = SPLIT_SPREAD ? HIST_WORDS / SPLIT_PER : 1;
+static_assert(SPLIT_PER == 8, "a thread's bins: one word in each 1 KiB block");
+CAKE_DEVICE const uint32_t* owned_split_words(const Sel& s) {
+    const int top = HIST_WORDS - sel_tid() * SPLIT_PER;
+    return s.hist + (SPLIT_SPREAD ? top / SPLIT_PER - 1 : top - SPLIT_PER);
+}
+CAKE_DEVICE int owned_split_count(const Sel& s) {
+    const uint32_t* words = owned_split_words(s);
     int cnt = 0;
     if constexpr (SPLIT_SPREAD) {
 #pragma unroll
-        for (int i = 0; i < PER; ++i) cnt += (int)words[i * STRIDE];
+        for (int i = 0; i < SPLIT_PER; ++i) cnt += (int)words[i * SPLIT_STRIDE];
     } else {
-        cnt = owned_bins_sum(s.hist, top, PER);
+        cnt = owned_bins_sum(s.hist, HIST_WORDS - sel_tid() * SPLIT_PER, SPLIT_PER);
     }
-    int total;
-    const int above = block_excl_scan<NT>(cnt, s.scratch, total);
+    return cnt;
+}
+
+// hist_floor from its scan: this thread's count of its bins (cnt), the counted keys in the bins above them (above) and
+// in all (total).
+CAKE_DEVICE SplitFloor pick_split_floor(const Sel& s, int topk, int cnt, int above, int total) {
+    const int tid = sel_tid();
     uint64_t* result = &s.st->result;
     if (tid == 0) {
         *result = 0ull;
@@ -164,9 +171,11 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     }
     sel_sync();
     if (total > topk && above < topk && above + cnt >= topk) {
+        const uint32_t* words = owned_split_words(s);
+        const int top = HIST_WORDS - tid * SPLIT_PER;
         int cum = above;
-        for (int b = top - 1; b >= top - PER; --b) {
-            const int c = (int)words[(b & 7) * STRIDE];
+        for (int b = top - 1; b >= top - SPLIT_PER; --b) {
+            const int c = (int)words[(b & 7) * SPLIT_STRIDE];
             if (cum + c >= topk) {
                 *result = (uint64_t)b << 53;
                 s.st->need = b ? cum : 0;  // bin 0: the floor is 0, no key is known to be above it
@@ -179,6 +188,13 @@ CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     const SplitFloor f = {*result, s.st->need};
     sel_sync();
     return f;
+}
+
+CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
+    const int cnt = owned_split_count(s);
+    int total;
+    const int above = block_excl_scan<NT>(cnt, s.scratch, total);
+    return pick_split_floor(s, topk, cnt, above, total);
 }
 
 // A one-query split part's running floor (RUNNING_FLOOR programs): every part of its block counts the keys it appends
