@@ -65,22 +65,14 @@ constexpr int REACH = NT * 4 * REG_R;  // keys of the register selection (select
 static_assert(CAP - TILE <= REACH, "topk keys fit the register selection");
 static_assert(CAP * 8 <= Layout::cand, "a query's candidates as global keys fit below the candidate buffers");
 
-// The merge's keys, query qq, every part complete (the last arrival): when every key of every part fits the
-// register selection (one batch of parts; usually, each part having written only its keys from the floor it
-// saw), their copies into buf in key order are started, a warp a part, lanes on consecutive keys (8-byte
-// cp.async: nothing waits in registers, no key looks for its part), and how many is returned: the caller
-// waits for them (cp_async_wait, a barrier) and select_keep drops the keys below the floor. Else -1:
-// stream_parts, once the floor is known. ex / total: the exclusive scan of the first batch's part counts (read by the
-// caller with the histogram, scanned with its bins' counts) and their sum. buf: Layout::merge_keys keys of free shared
-// memory; pstart: NT + 1 ints.
-CAKE_DEVICE int copy_parts(const Unit& un, int qq, int topk, const uint64_t* ws_ent, int ex, int total, uint64_t* buf,
-                           int* pstart) {
-    if (un.nparts > NT || total > REACH) return -1;  // block-uniform
-    const int tid = sel_tid();
-    if (tid < un.nparts) pstart[tid] = ex;
-    if (tid == 0) pstart[un.nparts] = total;
-    sel_sync();
-    const int warp = tid >> 5, lane = tid & 31;
+// The merge's keys, query qq, every part complete (the last arrival), when every key of every part fits the register
+// selection (one batch of parts; usually, each part having written only its keys from the floor it saw): their copies
+// into buf in key order, a warp a part, lanes on consecutive keys (8-byte cp.async: nothing waits in registers, no key
+// looks for its part). The caller has written pstart (the parts' starts in buf and their total at pstart[nparts]) before
+// a barrier; it waits for the copies (cp_async_wait, a barrier) and select_keep drops the keys below the floor.
+// buf: Layout::merge_keys keys of free shared memory.
+CAKE_DEVICE void copy_parts(const Unit& un, int qq, int topk, const uint64_t* ws_ent, uint64_t* buf, const int* pstart) {
+    const int warp = sel_tid() >> 5, lane = sel_tid() & 31;
 #pragma unroll 1
     for (int p = warp; p < un.nparts; p += NWARPS) {
         const uint64_t* part = ws_ent + ((size_t)(un.slot0 + p) * BQ + qq) * topk;
@@ -89,7 +81,6 @@ CAKE_DEVICE int copy_parts(const Unit& un, int qq, int topk, const uint64_t* ws_
         for (int i = lane; i < c; i += 32) cp_async_8(buf + p0 + i, part + i);
     }
     cp_async_commit();
-    return total;
 }
 
 // The merge's keys otherwise: streamed from floor_key into buf in key order, each part from its own start, in
@@ -178,16 +169,26 @@ CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsig
         const int c_first =
             merging && tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
         load_split_hist(s, gh, qq, merging);
-        // One scan for the histogram's floor and the merge's part starts: the part counts in the high word, the
-        // thread's bins' counts in the low one (each sum < 2^32).
-        const int cnt = owned_split_count(s);
-        uint64_t tot;
-        const uint64_t ex = block_excl_scan_u64<NT>(((uint64_t)(uint32_t)c_first << 32) | (uint32_t)cnt,
-                                                    reinterpret_cast<uint64_t*>(s.scratch), tot);
-        int n = merging ? copy_parts(un, qq, topk, ws_ent, (int)(ex >> 32), (int)(tot >> 32), mbuf, pstart)
-                        : s.cnt[qq];
-        // (the merge's copies in flight)
-        const SplitFloor bin = pick_split_floor(s, topk, cnt, (int)(uint32_t)ex, (int)(uint32_t)tot);
+        // The histogram's floor (hist_floor's steps) and the merge's part starts from one scan of the thread's bins'
+        // counts and its part's count; the floor's bin picked and the parts' copies issued between the same two
+        // barriers.
+        const int counts[2] = {c_first, owned_split_count(s)};
+        int ex[2], tot[2];
+        block_excl_scan2<NT>(counts, s.scratch, ex, tot);
+        const int nkeys = tot[0];
+        const bool copy = merging && un.nparts <= NT && nkeys <= REACH;  // block-uniform; else stream_parts
+        split_floor_reset(s);
+        if (copy) {
+            if (tid < un.nparts) pstart[tid] = ex[0];
+            if (tid == 0) pstart[un.nparts] = nkeys;
+        }
+        sel_sync();
+        split_floor_pick(s, topk, counts[1], ex[1], tot[1]);
+        if (copy) copy_parts(un, qq, topk, ws_ent, mbuf, pstart);
+        int n = copy ? nkeys : merging ? -1 : s.cnt[qq];
+        sel_sync();
+        const SplitFloor bin = split_floor_read(s);  // (the merge's copies in flight)
+        sel_sync();
         if (merging) {  // block-uniform
             if (n >= 0) {
                 cp_async_wait<0>();

@@ -96,6 +96,34 @@ CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
     return (warp ? scratch[warp - 1] : 0) + x - v;
 }
 
+// block_excl_scan of two values a thread at once, on the same barriers: exclusive scans ex[i] and totals tot[i] of
+// v[i]. `scratch` holds at least 2 NT/32 ints.
+template <int NT>
+CAKE_DEVICE void block_excl_scan2(const int (&v)[2], int* scratch, int (&ex)[2], int (&tot)[2]) {
+    constexpr int NW = NT / 32;
+    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
+    const int x0 = warp_incl_scan(v[0], lane), x1 = warp_incl_scan(v[1], lane);
+    dsa::sel_sync();
+    if (lane == 31) {
+        scratch[warp] = x0;
+        scratch[NW + warp] = x1;
+    }
+    dsa::sel_sync();
+    if (warp == 0) {
+        const int s0 = warp_incl_scan(lane < NW ? scratch[lane] : 0, lane);
+        const int s1 = warp_incl_scan(lane < NW ? scratch[NW + lane] : 0, lane);
+        if (lane < NW) {
+            scratch[lane] = s0;
+            scratch[NW + lane] = s1;
+        }
+    }
+    dsa::sel_sync();
+    tot[0] = scratch[NW - 1];
+    tot[1] = scratch[2 * NW - 1];
+    ex[0] = (warp ? scratch[warp - 1] : 0) + x0 - v[0];
+    ex[1] = (warp ? scratch[NW + warp - 1] : 0) + x1 - v[1];
+}
+
 // One radix pass's choice: the bin among a thread's owned bins [top - per, top) of `hist` (nb bins of the digit at
 // `shift`) that holds the need-th largest counted key, `above` counted keys lying above these bins (the caller
 // checked above < need <= above + their sum). Writes the next pass's state to st: prefix and mask extended by the

@@ -160,41 +160,45 @@ CAKE_DEVICE int owned_split_count(const Sel& s) {
     return cnt;
 }
 
-// hist_floor from its scan: this thread's count of its bins (cnt), the counted keys in the bins above them (above) and
-// in all (total).
-CAKE_DEVICE SplitFloor pick_split_floor(const Sel& s, int topk, int cnt, int above, int total) {
-    const int tid = sel_tid();
-    uint64_t* result = &s.st->result;
-    if (tid == 0) {
-        *result = 0ull;
+// hist_floor's steps after its scan, for callers that put other work between them: split_floor_reset (before a
+// barrier), split_floor_pick (after it: this thread's bins, cnt of them, with `above` counted keys in the bins above and
+// `total` in all; the thread whose bins hold the topk-th key writes the floor), then, after another barrier,
+// split_floor_read.
+CAKE_DEVICE void split_floor_reset(const Sel& s) {
+    if (sel_tid() == 0) {
+        s.st->result = 0ull;
         s.st->need = 0;
     }
-    sel_sync();
+}
+CAKE_DEVICE void split_floor_pick(const Sel& s, int topk, int cnt, int above, int total) {
     if (total > topk && above < topk && above + cnt >= topk) {
         const uint32_t* words = owned_split_words(s);
-        const int top = HIST_WORDS - tid * SPLIT_PER;
+        const int top = HIST_WORDS - sel_tid() * SPLIT_PER;
         int cum = above;
         for (int b = top - 1; b >= top - SPLIT_PER; --b) {
             const int c = (int)words[(b & 7) * SPLIT_STRIDE];
             if (cum + c >= topk) {
-                *result = (uint64_t)b << 53;
+                s.st->result = (uint64_t)b << 53;
                 s.st->need = b ? cum : 0;  // bin 0: the floor is 0, no key is known to be above it
                 break;
             }
             cum += c;
         }
     }
-    sel_sync();
-    const SplitFloor f = {*result, s.st->need};
-    sel_sync();
-    return f;
 }
+CAKE_DEVICE SplitFloor split_floor_read(const Sel& s) { return SplitFloor{s.st->result, s.st->need}; }
 
 CAKE_DEVICE SplitFloor hist_floor(const Sel& s, int topk) {
     const int cnt = owned_split_count(s);
     int total;
     const int above = block_excl_scan<NT>(cnt, s.scratch, total);
-    return pick_split_floor(s, topk, cnt, above, total);
+    split_floor_reset(s);
+    sel_sync();
+    split_floor_pick(s, topk, cnt, above, total);
+    sel_sync();
+    const SplitFloor f = split_floor_read(s);
+    sel_sync();
+    return f;
 }
 
 // A one-query split part's running floor (RUNNING_FLOOR programs): every part of its block counts the keys it appends
