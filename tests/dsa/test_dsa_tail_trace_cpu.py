@@ -122,3 +122,18 @@ def test_the_traced_program_is_the_one_the_runner_launches(load_script, monkeypa
             next(trace.dsa_traced_runs(["A3"], [32], 1, "dsa_tail", (1, 1)))
     assert seen == [cfg.program_defines(False), cfg.program_defines(False, True), cfg.program_defines(True)]
     assert seen[1]["DSA_RFLOOR"] == 1 and seen[2]["DSA_WINDOWS"] == 1
+
+
+def test_the_report_keeps_the_first_run_apart(load_script, capsys):
+    """The phases of runs 2 .. N (the steady state) are printed, the first run's median beside each."""
+    t = load_script("dsa-tail-trace")
+    first = {"rate": [2.0], "part's finish": [7000.0, 7200.0], "tiles a unit": [10]}
+    later = {"rate": [2.0], "part's finish": [3000.0, 3100.0, 2900.0], "tiles a unit": [10, 10, 10]}
+    t.report("A3 H=32", first, later, 26.0)
+    out = capsys.readouterr().out
+    assert "runs 2.. (first run apart)" in out
+    line = next(x for x in out.splitlines() if "part's finish" in x)
+    assert "3000" in line and "n=3" in line and line.rstrip().endswith("| 7100")
+    t.report("A3 H=32", first, None, 26.0)
+    line = next(x for x in capsys.readouterr().out.splitlines() if "part's finish" in x)
+    assert "7100" in line and "|" not in line
