@@ -169,12 +169,13 @@ CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsig
         const int c_first =
             merging && tid < min(NT, un.nparts) ? __ldcg(ws_cnt + (size_t)(un.slot0 + tid) * BQ + qq) : 0;
         load_split_hist(s, gh, qq, merging);
-        // The histogram's floor (hist_floor's steps) and the merge's part starts from one scan of the thread's bins'
-        // counts and its part's count; the floor's bin picked and the parts' copies issued between the same two
-        // barriers.
+        // The histogram's floor (hist_floor's steps) and, merging, the part starts from one scan of the thread's bins'
+        // counts and its part's count (a part scans its bins' counts alone: the pair scan's second warp scan would
+        // only lengthen its path); the floor's bin picked and the parts' copies issued between the same two barriers.
         const int counts[2] = {c_first, owned_split_count(s)};
-        int ex[2], tot[2];
-        block_excl_scan2<NT>(counts, s.scratch, ex, tot);
+        int ex[2] = {0, 0}, tot[2] = {0, 0};
+        if (merging) block_excl_scan2<NT>(counts, s.scratch, ex, tot);
+        else ex[1] = block_excl_scan<NT>(counts[1], s.scratch, tot[1]);
         const int nkeys = tot[0];
         const bool copy = merging && un.nparts <= NT && nkeys <= REACH;  // block-uniform; else stream_parts
         split_floor_reset(s);
