@@ -146,3 +146,62 @@ else
     cat "$OUT/v/verify.log"
 fi
 echo "[$SECONDS s]"
+
+# ==== .dev/call9.sh
+#!/usr/bin/env bash
+# 57th session, call 9: on an H200 the DSA record of main (.dev/record, staged on 54ad1f3); on any other card the tail
+# trace of main's programs with the report's first run apart and the dump trimmed (scripts/dsa-tail-trace as landed).
+name=$(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1); echo "$name"; date -u
+if [[ $name == *H200* ]]; then
+    timeout 560 bash .dev/record/record.sh
+else
+    CAKE_RT_CACHE_DIR=$PWD/.dev/tt/cubins CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD \
+        timeout 120 python3 scripts/dsa-tail-trace A3 A2 --H 32 --runs 4 --dump /tmp/tt > $OUT/trace.txt 2>&1
+    echo "trace rc=$?"; tar -czf $OUT/tt.tgz -C /tmp tt; head -40 $OUT/trace.txt
+fi
+echo "[$SECONDS s]"
+
+# ==== .dev/h59/call10.sh
+#!/usr/bin/env bash
+# 57th session, call 10: main against onescan (onescan3: a part scans its bins alone, the merge the pair) on
+# the A rows, one process a row, records spread; then onescan's checks from .dev/record (staged on onescan3 against
+# 12-06b): on an H200 the whole record (the DSA bench, then device-verify), elsewhere device-verify alone (the DSA
+# fingerprints against 12-06b's, the GPU suite, compute-sanitizer, host time).
+name=$(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1); echo "$name"; date -u
+K=$PWD/.dev/h59/k
+T=main=$K/main/cake_rt/kernels,onescan3=$K/onescan3/cake_rt/kernels
+rows="A3:32:16 A2:32:8 A1:32:8 A3:64:8 A2:64:8 A1:64:8"; passes="1 2"
+[[ $name == *H200* ]] && { rows="A3:32:16 A2:32:8"; passes=1; }
+(
+export CAKE_RT_CACHE_DIR=$PWD/.dev/h59/abc CAKE_RT_QUIET=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+for pass in $passes; do
+for r in $rows; do
+    IFS=: read row h n <<< "$r"
+    echo "== pass $pass $row H$h"
+    timeout 60 python3 scripts/dsa-placement $row --heads $h --records spread:$n --repeats 10 --trees $T > /tmp/ab.txt 2>&1
+    cat /tmp/ab.txt >> $OUT/ab.txt; grep -E "^tree|outputs|records left|Error" /tmp/ab.txt
+done
+done
+)
+echo "[$SECONDS s]"
+# verify only an arm faster than main on A3 at H = 32 in every pass and on the geomean of every row (medians of the
+# runners' medians)
+python3 - "$OUT/ab.txt" <<'PY' || { echo "onescan3 not faster: not verified"; exit 0; }
+import re, sys
+t = open(sys.argv[1]).read()
+rows = re.findall(r"(A\d) H=(\d+).*?\ntree main: median of its runners' medians ([\d.]+).*?\ntree onescan3: median of its runners' medians ([\d.]+)", t, re.S)
+import math
+g = math.exp(sum(math.log(float(m) / float(a)) for r, h, m, a in rows) / max(1, len(rows)))
+ok = all(float(a) < float(m) for r, h, m, a in rows if h == "32" and r == "A3") and g > 1.0
+print("geomean main / arm %.4f" % g)
+print("rows", [(r, h, m, a) for r, h, m, a in rows]); sys.exit(0 if ok else 1)
+PY
+if [[ $name == *H200* ]]; then
+    timeout 530 bash .dev/record/record.sh
+else
+    [ -d .dev/record/cubins ] || tar -xJf .dev/record/cubins.txz -C .dev/record || exit 1
+    export CAKE_RT_CACHE_DIR=$PWD/.dev/record/cubins CAKE_RT_GIT_HASH=$(cat .dev/record/GIT_HASH) PYTHONUNBUFFERED=1 CAKE_RT_QUIET=1
+    OUT=$OUT/v FINGERPRINTS=bench/results/h200_2026-12-06b_fingerprints.txt timeout 520 bash scripts/device-verify.sh > /dev/null 2>&1
+    cat "$OUT/v/verify.log"
+fi
+echo "[$SECONDS s]"
