@@ -108,9 +108,10 @@ def global_array(kernel, name: str, n: int, dtype):
         cupy.cuda.UnownedMemory(ptr, n * np.dtype(dtype).itemsize, kernel.module), 0))
 
 
-def dsa_traced_runs(rows, heads, runs: int, array: str, shape):
+def dsa_traced_runs(rows, heads, runs: int, array: str, shape, cold: bool = True):
     """For each DSA bench suite row and head count whose program is the wgmma one: ``(name, H, runner, recs, gpu_us)``.
-    The row's prepared runner (the suite's inputs and metadata) runs ``runs`` times with a cold L2; after each run the
+    The row's prepared runner (the suite's inputs and metadata) runs ``runs`` times with a cold L2 (``cold`` False:
+    the inputs left in L2 by the run before, the L2 not flushed); after each run the
     traced module's ``__device__`` array ``array`` (uint64, zeroed before the run) is read as an int64 array of
     ``shape`` into ``recs``; ``gpu_us`` is the bench GPU time of the traced call."""
     import types
@@ -151,7 +152,8 @@ def dsa_traced_runs(rows, heads, runs: int, array: str, shape):
             recs = []
             for _ in range(runs):
                 buf.fill(0)
-                flush(stream)
+                if cold:
+                    flush(stream)
                 runner(stream=stream)
                 stream.synchronize()
                 recs.append(buf.get().reshape(shape).astype(np.int64))

@@ -67,3 +67,12 @@ def test_the_statistics_of_a_synthetic_trace(load_script):
     assert np.all(st["chain: both wgmma in flight (overlap)"] == 40)  # wg1 commits at 360, wg0 lands at 400
     # With the CTA's first unit counted too (rows of one unit a CTA): both units past their first tile.
     assert t.analyse([rec], first_units=True)["tiles"] == 10
+
+
+def test_the_traced_ctas_follow_the_option(load_script, monkeypatch):
+    """--ctas sizes the trace buffer and bounds the stamping CTAs (the split tails' rows trace every CTA)."""
+    t = load_script("dsa-product-trace")
+    monkeypatch.setattr(t, "CTAS", 132)
+    out = t.patch_tile((KERNELS / "dsa" / "tile_sm90.cuh").read_text())
+    assert f"dsa_trace[132 * {t.TILES} * {t.SLOTS}]" in out and "blockIdx.x < 132" in out
+    assert t.parse(["A3", "--ctas", "132", "--warm", "--dump", "d"]).ctas == 132
