@@ -33,6 +33,15 @@ def per_tile(path):
           med(r[:, :, PW + P_ROWS] - r[:, :, PW + P_TOP]))
 
 
+def key_wait_period(path):
+    r = np.load(path)["recs"][1:].astype(np.int64)
+    nt = r[0, :, 0, V_NTILES]
+    w = (r[:, :, :, P_ROWS] - r[:, :, :, P_TOP]).astype(float).mean(axis=0)[nt == nt.max()][:, 1:].sum(axis=1)
+    w -= w.mean()
+    ac = [np.corrcoef(w[:-lag], w[lag:])[0, 1] for lag in range(1, 8)]
+    print("  a CTA's summed key waits, autocorrelation over CTAs at lags 1-7", np.round(ac, 2).tolist())
+
+
 def loop_ends(path):
     R = np.load(path)["recs"].astype(np.int64)
     out = []
@@ -56,4 +65,5 @@ def loop_ends(path):
 
 for p in sys.argv[1:]:
     per_tile(p)
+    key_wait_period(p)
     loop_ends(p)
