@@ -108,6 +108,19 @@ def global_array(kernel, name: str, n: int, dtype):
         cupy.cuda.UnownedMemory(ptr, n * np.dtype(dtype).itemsize, kernel.module), 0))
 
 
+def dump_records(directory: str, fname: str, recs, gpu_us: float, axis: int) -> None:
+    """The DSA trace scripts' ``--dump``: ``recs`` (a record array per run) stacked and cut along ``axis`` of a run's
+    array (the CTAs or the tiles) after the last index any run stamped, to ``directory/fname`` (compressed), with the
+    traced call's GPU time."""
+    import numpy as np
+
+    a = np.stack(recs)
+    other = tuple(i for i in range(a.ndim) if i != axis + 1)
+    n = int(np.nonzero(a.any(axis=other))[0].max(initial=-1)) + 1
+    os.makedirs(directory, exist_ok=True)
+    np.savez_compressed(os.path.join(directory, fname), recs=np.take(a, range(n), axis=axis + 1), gpu_us=gpu_us)
+
+
 def dsa_traced_runs(rows, heads, runs: int, array: str, shape, cold: bool = True):
     """For each DSA bench suite row and head count whose program is the wgmma one: ``(name, H, runner, recs, gpu_us)``.
     The row's prepared runner (the suite's inputs and metadata) runs ``runs`` times with a cold L2 (``cold`` False:
