@@ -174,7 +174,7 @@ CAKE_DEVICE void finish_split_unit(const Sel& s, const Unit& un, int topk, unsig
         // only lengthen its path); the floor's bin picked and the parts' copies issued between the same two barriers.
         const int counts[2] = {c_first, owned_split_count(s)};
         int ex[2] = {0, 0}, tot[2] = {0, 0};
-        if (merging) block_excl_scan2<NT>(counts, s.scratch, ex, tot);
+        if (merging) block_excl_scan_n<NT, 2>(counts, s.scratch, ex, tot);
         else ex[1] = block_excl_scan<NT>(counts[1], s.scratch, tot[1]);
         const int nkeys = tot[0];
         const bool copy = merging && un.nparts <= NT && nkeys <= REACH;  // block-uniform; else stream_parts

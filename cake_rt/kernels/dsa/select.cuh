@@ -77,51 +77,45 @@ CAKE_DEVICE V warp_incl_scan(V x, int lane) {
     return x;
 }
 
-// Exclusive prefix sum of one int per thread, in thread order; `total` gets the block sum.
-// `scratch` holds at least NT/32 ints. Starts with a barrier, so back-to-back calls are safe.
-template <int NT>
-CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
+// Exclusive prefix sums of N ints per thread at once, in thread order, on one set of barriers: ex[i] and the block
+// sum tot[i] of v[i]. `scratch` holds at least N * NT/32 ints. Starts with a barrier, so back-to-back calls are safe.
+template <int NT, int N>
+CAKE_DEVICE void block_excl_scan_n(const int (&v)[N], int* scratch, int (&ex)[N], int (&tot)[N]) {
     constexpr int NW = NT / 32;
     const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
-    const int x = warp_incl_scan(v, lane);
-    dsa::sel_sync();
-    if (lane == 31) scratch[warp] = x;
-    dsa::sel_sync();
-    if (warp == 0) {
-        const int s = warp_incl_scan(lane < NW ? scratch[lane] : 0, lane);
-        if (lane < NW) scratch[lane] = s;
-    }
-    dsa::sel_sync();
-    total = scratch[NW - 1];
-    return (warp ? scratch[warp - 1] : 0) + x - v;
-}
-
-// block_excl_scan of two values a thread at once, on the same barriers: exclusive scans ex[i] and totals tot[i] of
-// v[i]. `scratch` holds at least 2 NT/32 ints.
-template <int NT>
-CAKE_DEVICE void block_excl_scan2(const int (&v)[2], int* scratch, int (&ex)[2], int (&tot)[2]) {
-    constexpr int NW = NT / 32;
-    const int lane = dsa::sel_tid() & 31, warp = dsa::sel_tid() >> 5;
-    const int x0 = warp_incl_scan(v[0], lane), x1 = warp_incl_scan(v[1], lane);
+    int x[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = warp_incl_scan(v[i], lane);
     dsa::sel_sync();
     if (lane == 31) {
-        scratch[warp] = x0;
-        scratch[NW + warp] = x1;
+#pragma unroll
+        for (int i = 0; i < N; ++i) scratch[i * NW + warp] = x[i];
     }
     dsa::sel_sync();
     if (warp == 0) {
-        const int s0 = warp_incl_scan(lane < NW ? scratch[lane] : 0, lane);
-        const int s1 = warp_incl_scan(lane < NW ? scratch[NW + lane] : 0, lane);
+        int s[N];
+#pragma unroll
+        for (int i = 0; i < N; ++i) s[i] = warp_incl_scan(lane < NW ? scratch[i * NW + lane] : 0, lane);
         if (lane < NW) {
-            scratch[lane] = s0;
-            scratch[NW + lane] = s1;
+#pragma unroll
+            for (int i = 0; i < N; ++i) scratch[i * NW + lane] = s[i];
         }
     }
     dsa::sel_sync();
-    tot[0] = scratch[NW - 1];
-    tot[1] = scratch[2 * NW - 1];
-    ex[0] = (warp ? scratch[warp - 1] : 0) + x0 - v[0];
-    ex[1] = (warp ? scratch[NW + warp - 1] : 0) + x1 - v[1];
+#pragma unroll
+    for (int i = 0; i < N; ++i) tot[i] = scratch[i * NW + NW - 1];
+#pragma unroll
+    for (int i = 0; i < N; ++i) ex[i] = (warp ? scratch[i * NW + warp - 1] : 0) + x[i] - v[i];
+}
+
+// block_excl_scan_n of one int per thread: its exclusive prefix sum, `total` the block sum (scratch: NT/32 ints).
+template <int NT>
+CAKE_DEVICE int block_excl_scan(int v, int* scratch, int& total) {
+    const int vs[1] = {v};
+    int ex[1], tot[1];
+    block_excl_scan_n<NT, 1>(vs, scratch, ex, tot);
+    total = tot[0];
+    return ex[0];
 }
 
 // One radix pass's choice: the bin among a thread's owned bins [top - per, top) of `hist` (nb bins of the digit at

@@ -144,8 +144,9 @@ struct SplitFloor {
 // (split_bin_word; lanes on consecutive m, so on different banks), else at words 8 m + i.
 constexpr int SPLIT_PER = HIST_WORDS / NT, SPLIT_STRIDE = SPLIT_SPREAD ? HIST_WORDS / SPLIT_PER : 1;
 static_assert(SPLIT_PER == 8, "a thread's bins: one word in each 1 KiB block");
+CAKE_DEVICE int owned_split_top() { return HIST_WORDS - sel_tid() * SPLIT_PER; }  // one past the thread's top bin
 CAKE_DEVICE const uint32_t* owned_split_words(const Sel& s) {
-    const int top = HIST_WORDS - sel_tid() * SPLIT_PER;
+    const int top = owned_split_top();
     return s.hist + (SPLIT_SPREAD ? top / SPLIT_PER - 1 : top - SPLIT_PER);
 }
 CAKE_DEVICE int owned_split_count(const Sel& s) {
@@ -155,7 +156,7 @@ CAKE_DEVICE int owned_split_count(const Sel& s) {
 #pragma unroll
         for (int i = 0; i < SPLIT_PER; ++i) cnt += (int)words[i * SPLIT_STRIDE];
     } else {
-        cnt = owned_bins_sum(s.hist, HIST_WORDS - sel_tid() * SPLIT_PER, SPLIT_PER);
+        cnt = owned_bins_sum(s.hist, owned_split_top(), SPLIT_PER);
     }
     return cnt;
 }
@@ -173,7 +174,7 @@ CAKE_DEVICE void split_floor_reset(const Sel& s) {
 CAKE_DEVICE void split_floor_pick(const Sel& s, int topk, int cnt, int above, int total) {
     if (total > topk && above < topk && above + cnt >= topk) {
         const uint32_t* words = owned_split_words(s);
-        const int top = HIST_WORDS - sel_tid() * SPLIT_PER;
+        const int top = owned_split_top();
         int cum = above;
         for (int b = top - 1; b >= top - SPLIT_PER; --b) {
             const int c = (int)words[(b & 7) * SPLIT_STRIDE];
