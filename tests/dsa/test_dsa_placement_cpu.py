@@ -248,3 +248,57 @@ def test_dsa_placement_compile_only(load_script, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--compile-only"])
     with pytest.raises(SystemExit):
         script.main()
+
+
+def test_dsa_placement_keys(placement, monkeypatch, capsys):
+    """--keys: runner i's call gets the row's keys copied to offset i of one shared buffer (the same values); with
+    --records, runner i's records at the (i mod n)-th records offset."""
+    script, made = placement
+    import cake_rt
+    from cake_rt.bench import cases
+
+    class KeyBuf:  # a CuPy uint8 buffer's slice, viewed as the keys: its address, and what was copied into it
+        def __init__(self, ptr, n):
+            self.data, self.n, self.nbytes, self.copied = types.SimpleNamespace(ptr=ptr), n, n, None
+            self.dtype, self.shape = "bfloat16", (n // 256, 128)
+
+        def __getitem__(self, s):
+            return KeyBuf(self.data.ptr + s.start, s.stop - s.start)
+
+        def view(self, dtype):
+            return self
+
+        def reshape(self, shape):
+            return self
+
+        def __setitem__(self, s, value):
+            self.copied = value
+
+    keys = KeyBuf(0x3000000, 41986 * 256)
+    real_setup = cases._dsa_setup
+    monkeypatch.setattr(cases, "_dsa_setup", lambda item, opts: real_setup(item, opts)[:5] + (keys,)
+                        + real_setup(item, opts)[6:])
+    monkeypatch.setattr(pytest.importorskip("cupy"), "empty", lambda n, dtype=None: KeyBuf(0x5000000, n))
+    seen = []
+    real = cake_rt.prepare_dsa_indexer_det_topk
+
+    def prepare(q, k, w, topk, **kw):
+        seen.append(k)
+        return real(q, "k", w, topk, **kw)
+
+    monkeypatch.setattr(cake_rt, "prepare_dsa_indexer_det_topk", prepare)
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--keys", "0,0x10000,0x100000", "--records", "0x10,0x20"])
+    assert script.main() == 0
+    out = capsys.readouterr().out
+    assert [k.data.ptr for k in seen] == [0x5000000, 0x5010000, 0x5100000]
+    assert all(k.copied is keys and k.nbytes == keys.nbytes for k in seen)
+    base = 0x6200000
+    assert [r.args[4] for r in made] == [base + 0x10, base + 0x200000 + 0x20, base + 0x400000 + 0x10]
+    assert "keys +0x10000" in out and "keys buffer at 0x5000000" in out and "outputs equal: True" in out
+    for bad in ("100", "-256"):
+        monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--keys", bad])
+        with pytest.raises(SystemExit):
+            script.main()
+    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--keys", "0", "--offsets", "0"])
+    with pytest.raises(SystemExit):
+        script.main()
