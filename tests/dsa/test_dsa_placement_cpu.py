@@ -92,7 +92,8 @@ def placement(load_script, monkeypatch):
     monkeypatch.setattr(cake_rt, "prepare_dsa_indexer_det_topk", prepare)
     monkeypatch.setattr(timing, "Timer", FakeTimer)
     monkeypatch.setattr(cupy.cuda, "Stream", Stream)
-    monkeypatch.setattr(cupy.cuda, "Device", lambda *a: types.SimpleNamespace(attributes={"L2CacheSize": 1 << 20}))
+    monkeypatch.setattr(cupy.cuda, "Device", lambda *a: types.SimpleNamespace(attributes={"L2CacheSize": 1 << 20},
+                                                                                 synchronize=lambda: None))
     monkeypatch.setattr(cupy, "empty", lambda n, dtype=None: _Buf(0x5000000, n))
     monkeypatch.setattr(cupy, "zeros", lambda n, dtype=None: _Buf(0x6100000, n))
     monkeypatch.setattr(cupy, "count_nonzero", lambda a: 0)
@@ -259,8 +260,12 @@ def test_dsa_placement_keys(placement, monkeypatch, capsys):
 
     class KeyBuf:  # a CuPy uint8 buffer's slice, viewed as the keys: its address, and what was copied into it
         def __init__(self, ptr, n):
-            self.data, self.n, self.nbytes, self.copied = types.SimpleNamespace(ptr=ptr), n, n, None
+            self.data = types.SimpleNamespace(ptr=ptr, copy_from_device=self.copy_from_device)
+            self.n, self.nbytes, self.copied = n, n, None
             self.dtype, self.shape = "bfloat16", (n // 256, 128)
+
+        def copy_from_device(self, src, nbytes):
+            self.copied = (src.ptr, nbytes)
 
         def __getitem__(self, s):
             return KeyBuf(self.data.ptr + s.start, s.stop - s.start)
@@ -270,9 +275,6 @@ def test_dsa_placement_keys(placement, monkeypatch, capsys):
 
         def reshape(self, shape):
             return self
-
-        def __setitem__(self, s, value):
-            self.copied = value
 
     keys = KeyBuf(0x3000000, 41986 * 256)
     real_setup = cases._dsa_setup
@@ -291,14 +293,11 @@ def test_dsa_placement_keys(placement, monkeypatch, capsys):
     assert script.main() == 0
     out = capsys.readouterr().out
     assert [k.data.ptr for k in seen] == [0x5000000, 0x5010000, 0x5100000]
-    assert all(k.copied is keys and k.nbytes == keys.nbytes for k in seen)
+    assert all(k.copied == (keys.data.ptr, keys.nbytes) and k.nbytes == keys.nbytes for k in seen)
     base = 0x6200000
     assert [r.args[4] for r in made] == [base + 0x10, base + 0x200000 + 0x20, base + 0x400000 + 0x10]
     assert "keys +0x10000" in out and "keys buffer at 0x5000000" in out and "outputs equal: True" in out
-    for bad in ("100", "-256"):
-        monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--keys", bad])
+    for argv in (["--keys", "100"], ["--keys", "-256"], ["--keys", "0", "--offsets", "0"]):
+        monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", *argv])
         with pytest.raises(SystemExit):
             script.main()
-    monkeypatch.setattr(sys, "argv", ["dsa-placement", "A3", "--keys", "0", "--offsets", "0"])
-    with pytest.raises(SystemExit):
-        script.main()
