@@ -19,7 +19,7 @@ class _Buf:
         self.data, self.n = types.SimpleNamespace(ptr=ptr), n
 
     def __getitem__(self, s):
-        return _Buf(self.data.ptr + s.start, s.stop - s.start)
+        return type(self)(self.data.ptr + s.start, s.stop - s.start)
 
 
 class _Runner:
@@ -258,17 +258,15 @@ def test_dsa_placement_keys(placement, monkeypatch, capsys):
     import cake_rt
     from cake_rt.bench import cases
 
-    class KeyBuf:  # a CuPy uint8 buffer's slice, viewed as the keys: its address, and what was copied into it
+    class KeyBuf(_Buf):  # a slice of it viewed as the keys, with what was copied into it
         def __init__(self, ptr, n):
-            self.data = types.SimpleNamespace(ptr=ptr, copy_from_device=self.copy_from_device)
-            self.n, self.nbytes, self.copied = n, n, None
+            super().__init__(ptr, n)
+            self.data.copy_from_device = self.copy_from_device
+            self.nbytes, self.copied = n, None
             self.dtype, self.shape = "bfloat16", (n // 256, 128)
 
         def copy_from_device(self, src, nbytes):
             self.copied = (src.ptr, nbytes)
-
-        def __getitem__(self, s):
-            return KeyBuf(self.data.ptr + s.start, s.stop - s.start)
 
         def view(self, dtype):
             return self
